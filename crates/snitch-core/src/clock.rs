@@ -1,0 +1,84 @@
+//! Where time comes from. The domain never reads the wall clock itself: the service asks
+//! a [`Clock`] once per operation and passes `now` down, so tests can move time.
+
+use std::sync::Mutex;
+
+use chrono::{Duration, DurationRound, Utc};
+
+use crate::calendar::Timestamp;
+
+/// A source of the current instant.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> Timestamp;
+}
+
+/// The real time of the machine.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    #[allow(clippy::disallowed_methods)] // the one place that reads the wall clock
+    fn now(&self) -> Timestamp {
+        Utc::now()
+    }
+}
+
+/// A clock that stands still until told to move: for tests and simulations.
+#[derive(Debug)]
+pub struct ManualClock {
+    now: Mutex<Timestamp>,
+}
+
+impl ManualClock {
+    pub fn new(start: Timestamp) -> Self {
+        ManualClock {
+            now: Mutex::new(start),
+        }
+    }
+
+    /// Moves time forward (or backward, with a negative duration).
+    pub fn advance(&self, by: Duration) {
+        let mut now = self.now.lock().unwrap_or_else(|e| e.into_inner());
+        *now += by;
+    }
+
+    pub fn set(&self, to: Timestamp) {
+        *self.now.lock().unwrap_or_else(|e| e.into_inner()) = to;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        *self.now.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Cuts an instant to whole milliseconds, the precision of the wire format and of every
+/// store, so that what is saved reads back equal.
+pub fn to_millis(t: Timestamp) -> Timestamp {
+    t.duration_trunc(Duration::milliseconds(1)).unwrap_or(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn manual_clock_moves_only_when_told() {
+        let start = Utc.with_ymd_and_hms(2026, 11, 22, 3, 0, 0).unwrap();
+        let clock = ManualClock::new(start);
+        assert_eq!(clock.now(), start);
+        clock.advance(Duration::seconds(90));
+        assert_eq!(clock.now(), start + Duration::seconds(90));
+        clock.set(start);
+        assert_eq!(clock.now(), start);
+    }
+
+    #[test]
+    fn millis_truncate_sub_millisecond_parts() {
+        let t =
+            Utc.with_ymd_and_hms(2026, 11, 22, 3, 0, 0).unwrap() + Duration::nanoseconds(1_999_999);
+        assert_eq!(to_millis(t).timestamp_subsec_nanos(), 1_000_000);
+    }
+}

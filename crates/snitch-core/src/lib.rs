@@ -1,0 +1,34 @@
+//! The domain of Snitch, a monitor of scheduled jobs: snitches, their UTC-aligned periods,
+//! the state machine that turns check-ins and missed deadlines into events, and the
+//! contracts ([`Storage`], [`Clock`], [`Notifier`]) that adapters implement.
+//!
+//! This crate does no I/O, never reads the wall clock (time comes from a [`Clock`] or a
+//! `now` argument) and knows nothing of HTTP, SQL or JSON.
+
+pub mod calendar;
+pub mod clock;
+#[cfg(feature = "test-support")]
+pub mod contract;
+pub mod error;
+pub mod machine;
+pub mod notifier;
+pub mod service;
+pub mod snitch;
+pub mod storage;
+pub mod tokens;
+pub mod types;
+pub mod validation;
+
+pub use calendar::{period_of, Interval, Period, Timestamp};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::{ErrorType, ServiceError};
+pub use notifier::{Notifier, NotifyError};
+pub use service::{SnitchFields, SnitchService, SweepReport};
+pub use snitch::{CheckIn, Event, EventKind, Pause, PauseUntil, Snitch, SnitchState};
+pub use storage::{Change, Storage, StorageError};
+pub use tokens::{RandomTokens, SequentialTokens, TokenSource};
+pub use types::{
+    AlertEmails, AlertType, Case, CaseId, CheckInMessage, EmailAddress, Notes, Outcome, Plan,
+    SnitchName, Status, Tag, Tags, Token,
+};
+pub use validation::{Validation, Validations};

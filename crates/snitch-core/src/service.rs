@@ -1,0 +1,506 @@
+//! The service every adapter calls: the API operations, check-ins and the deadline sweep.
+//!
+//! Each operation reads the clock once, loads the snitch, brings it up to `now`
+//! ([`machine::advance`]), applies its step and saves the result with the events in one
+//! [`Change`]. A save refused for a stale version is retried from a fresh read.
+
+use std::fmt;
+use std::sync::Arc;
+
+use chrono::DateTime;
+
+use crate::calendar::{Interval, Timestamp};
+use crate::clock::{to_millis, Clock};
+use crate::error::ServiceError;
+use crate::machine::{self, Step};
+use crate::snitch::{CheckIn, Event, PauseUntil, Snitch};
+use crate::storage::{Change, Storage, StorageError};
+use crate::tokens::{RandomTokens, TokenSource};
+use crate::types::{
+    check_alert_type_fits, parse_interval, AlertEmails, AlertType, Case, CheckInMessage, Notes,
+    Outcome, SnitchName, Tag, Tags, Token, BLANK,
+};
+use crate::validation::{Validation, Validations};
+
+/// How often an operation re-reads and retries after a concurrent change.
+const MAX_ATTEMPTS: usize = 32;
+/// How many due snitches the sweep loads at a time.
+pub const SWEEP_BATCH: usize = 1_000;
+/// How many times create draws a new token when one is taken.
+const TOKEN_ATTEMPTS: usize = 8;
+
+/// The attributes of a create or update request, as the client sent them. `None` means
+/// "not given" (on update: unchanged). Adapters map JSON `null` to the value it means:
+/// `Some(vec![])` for `tags` and `alert_email`, `Some("")` for the others.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SnitchFields {
+    pub name: Option<String>,
+    pub interval: Option<String>,
+    pub alert_type: Option<String>,
+    /// A list of addresses; the comma-separated string form is split by the adapter.
+    pub alert_email: Option<Vec<String>>,
+    pub notes: Option<String>,
+    pub tags: Option<Vec<String>>,
+}
+
+/// The fields of [`SnitchFields`] that passed validation.
+struct ParsedFields {
+    name: Option<SnitchName>,
+    interval: Option<Interval>,
+    alert_type: Option<AlertType>,
+    alert_email: Option<AlertEmails>,
+    notes: Option<Notes>,
+    tags: Option<Tags>,
+}
+
+impl SnitchFields {
+    /// Parses every given attribute, collecting every problem.
+    fn parse(&self, problems: &mut Validations) -> ParsedFields {
+        ParsedFields {
+            name: self
+                .name
+                .as_deref()
+                .and_then(|n| problems.check(SnitchName::parse(n))),
+            interval: self
+                .interval
+                .as_deref()
+                .and_then(|i| problems.check(parse_interval(i))),
+            alert_type: self
+                .alert_type
+                .as_deref()
+                .and_then(|a| problems.check(AlertType::parse(a))),
+            alert_email: self
+                .alert_email
+                .as_deref()
+                .and_then(|e| problems.check(AlertEmails::parse(e))),
+            notes: self
+                .notes
+                .as_deref()
+                .and_then(|n| problems.check(Notes::parse(n))),
+            tags: self
+                .tags
+                .as_deref()
+                .and_then(|t| problems.check(Tags::parse(t))),
+        }
+    }
+}
+
+/// When a pause ends, as the client wrote it: `healthy`, `unpaused` or a future time.
+pub fn parse_pause_until(raw: Option<&str>, now: Timestamp) -> Result<PauseUntil, Validation> {
+    let invalid = || {
+        Validation::new(
+            "until",
+            "must be healthy, unpaused or an ISO 8601 time in the future",
+        )
+    };
+    match raw.map(str::trim) {
+        None | Some("") | Some("healthy") => Ok(PauseUntil::Healthy),
+        Some("unpaused") => Ok(PauseUntil::Unpaused),
+        Some(text) => {
+            let at = DateTime::parse_from_rfc3339(text).map_err(|_| invalid())?;
+            let at = to_millis(at.to_utc());
+            if at <= now {
+                return Err(Validation::new("until", "must be in the future"));
+            }
+            Ok(PauseUntil::At(at))
+        }
+    }
+}
+
+/// What one sweep did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Snitches that changed (declared missing or resumed from a timed pause).
+    pub snitches: usize,
+    /// Events emitted.
+    pub events: usize,
+}
+
+/// The Snitch service over a store and a clock.
+#[derive(Clone)]
+pub struct SnitchService {
+    storage: Arc<dyn Storage>,
+    clock: Arc<dyn Clock>,
+    tokens: Arc<dyn TokenSource>,
+}
+
+impl fmt::Debug for SnitchService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SnitchService").finish_non_exhaustive()
+    }
+}
+
+impl SnitchService {
+    /// A service that makes random tokens.
+    pub fn new(storage: Arc<dyn Storage>, clock: Arc<dyn Clock>) -> Self {
+        Self::with_tokens(storage, clock, Arc::new(RandomTokens))
+    }
+
+    pub fn with_tokens(
+        storage: Arc<dyn Storage>,
+        clock: Arc<dyn Clock>,
+        tokens: Arc<dyn TokenSource>,
+    ) -> Self {
+        SnitchService {
+            storage,
+            clock,
+            tokens,
+        }
+    }
+
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// The current instant, in whole milliseconds.
+    pub fn now(&self) -> Timestamp {
+        to_millis(self.clock.now())
+    }
+
+    /// The case's snitches carrying every tag of `tags`, oldest first.
+    pub async fn list(&self, case: &Case, tags: &[Tag]) -> Result<Vec<Snitch>, ServiceError> {
+        ensure_active(case)?;
+        Ok(self.storage.snitches(&case.id, tags).await?)
+    }
+
+    /// Parses the comma-separated `tags` filter of the list operation; empty parts are
+    /// ignored, so `tags=` means no filter.
+    pub fn parse_tag_filter(raw: &str) -> Result<Vec<Tag>, ServiceError> {
+        let mut tags = Vec::new();
+        let mut problems = Validations::new();
+        for part in raw.split(',').filter(|p| !p.trim().is_empty()) {
+            if let Some(tag) = problems.check(Tag::parse(part)) {
+                tags.push(tag);
+            }
+        }
+        problems.into_result()?;
+        Ok(tags)
+    }
+
+    pub async fn get(&self, case: &Case, token: &str) -> Result<Snitch, ServiceError> {
+        ensure_active(case)?;
+        self.load_owned(case, token).await
+    }
+
+    pub async fn create(&self, case: &Case, fields: &SnitchFields) -> Result<Snitch, ServiceError> {
+        ensure_active(case)?;
+        let mut problems = Validations::new();
+        if fields.name.is_none() {
+            problems.push("name", BLANK);
+        }
+        if fields.interval.is_none() {
+            problems.push("interval", BLANK);
+        }
+        let parsed = fields.parse(&mut problems);
+        let alert_type = parsed.alert_type.unwrap_or_default();
+        if let Some(interval) = parsed.interval {
+            problems.check(check_alert_type_fits(alert_type, interval));
+        }
+        problems.into_result()?;
+        let (Some(name), Some(interval)) = (parsed.name, parsed.interval) else {
+            unreachable!("missing name or interval is a validation problem");
+        };
+        let now = self.now();
+        let mut snitch = Snitch {
+            token: self.tokens.new_token(),
+            case_id: case.id.clone(),
+            name,
+            tags: parsed.tags.unwrap_or_default(),
+            notes: parsed.notes.unwrap_or_default(),
+            interval,
+            alert_type,
+            alert_email: parsed.alert_email.unwrap_or_default(),
+            created_at: now,
+            state: machine::initial_state(),
+            version: 1,
+        };
+        for _ in 0..TOKEN_ATTEMPTS {
+            match self
+                .storage
+                .insert_snitch(&snitch, case.plan.max_snitches)
+                .await
+            {
+                Ok(()) => return Ok(snitch),
+                Err(StorageError::DuplicateToken) => snitch.token = self.tokens.new_token(),
+                Err(StorageError::LimitReached { max }) => {
+                    return Err(ServiceError::PlanLimitReached { max })
+                }
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(StorageError::DuplicateToken.into())
+    }
+
+    /// Changes the given attributes; a new interval or alert type moves the deadline.
+    pub async fn update(
+        &self,
+        case: &Case,
+        token: &str,
+        fields: &SnitchFields,
+    ) -> Result<Snitch, ServiceError> {
+        ensure_active(case)?;
+        let mut problems = Validations::new();
+        let parsed = fields.parse(&mut problems);
+        problems.into_result()?;
+        self.modify(case, token, |s, now| {
+            let mut next = s.clone();
+            if let Some(name) = &parsed.name {
+                next.name = name.clone();
+            }
+            if let Some(notes) = &parsed.notes {
+                next.notes = notes.clone();
+            }
+            if let Some(tags) = &parsed.tags {
+                next.tags = tags.clone();
+            }
+            if let Some(alert_email) = &parsed.alert_email {
+                next.alert_email = alert_email.clone();
+            }
+            next.interval = parsed.interval.unwrap_or(s.interval);
+            next.alert_type = parsed.alert_type.unwrap_or(s.alert_type);
+            check_alert_type_fits(next.alert_type, next.interval).map_err(Validations::from)?;
+            let interval_changed = next.interval != s.interval;
+            if interval_changed || next.alert_type != s.alert_type {
+                Ok(machine::reschedule(&next, interval_changed, now))
+            } else {
+                Ok(Step {
+                    snitch: next,
+                    events: Vec::new(),
+                })
+            }
+        })
+        .await
+    }
+
+    /// Appends tags (duplicates dropped) and returns all tags after the addition.
+    pub async fn add_tags(
+        &self,
+        case: &Case,
+        token: &str,
+        tags: &[String],
+    ) -> Result<Tags, ServiceError> {
+        ensure_active(case)?;
+        if tags.is_empty() {
+            return Err(Validations::single("tags", BLANK).into());
+        }
+        let snitch = self
+            .modify(case, token, |s, _| {
+                let mut next = s.clone();
+                next.tags.extend_parsed(tags).map_err(Validations::from)?;
+                Ok(Step {
+                    snitch: next,
+                    events: Vec::new(),
+                })
+            })
+            .await?;
+        Ok(snitch.tags)
+    }
+
+    /// Removes one tag (a no-op when absent) and returns the remaining tags.
+    pub async fn remove_tag(
+        &self,
+        case: &Case,
+        token: &str,
+        tag: &str,
+    ) -> Result<Tags, ServiceError> {
+        ensure_active(case)?;
+        // A tag that cannot exist is simply not on the snitch.
+        let tag = Tag::parse(tag).ok();
+        let snitch = self
+            .modify(case, token, |s, _| {
+                let mut next = s.clone();
+                if let Some(tag) = &tag {
+                    next.tags.remove(tag);
+                }
+                Ok(Step {
+                    snitch: next,
+                    events: Vec::new(),
+                })
+            })
+            .await?;
+        Ok(snitch.tags)
+    }
+
+    /// Pauses until `until` (`healthy` when absent). See [`parse_pause_until`].
+    pub async fn pause(
+        &self,
+        case: &Case,
+        token: &str,
+        until: Option<&str>,
+    ) -> Result<(), ServiceError> {
+        ensure_active(case)?;
+        self.modify(case, token, |s, now| {
+            let until = parse_pause_until(until, now).map_err(Validations::from)?;
+            machine::pause(s, until, now)
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Ends a pause; a no-op for a snitch that is not paused.
+    pub async fn unpause(&self, case: &Case, token: &str) -> Result<(), ServiceError> {
+        ensure_active(case)?;
+        self.modify(case, token, |s, now| Ok(machine::unpause(s, now)))
+            .await?;
+        Ok(())
+    }
+
+    pub async fn delete(&self, case: &Case, token: &str) -> Result<(), ServiceError> {
+        ensure_active(case)?;
+        let snitch = self.load_owned(case, token).await?;
+        if self.storage.delete_snitch(&snitch.token).await? {
+            Ok(())
+        } else {
+            Err(ServiceError::NotFound)
+        }
+    }
+
+    /// Records a check-in at the snitch's secret URL. No case is involved: the token is
+    /// the secret, and check-ins count even for a case on hold.
+    pub async fn check_in(
+        &self,
+        token: &str,
+        outcome: Outcome,
+        message: Option<CheckInMessage>,
+    ) -> Result<Snitch, ServiceError> {
+        let token = Token::parse(token).map_err(|_| ServiceError::NotFound)?;
+        let now = self.now();
+        let check_in = CheckIn {
+            at: now,
+            outcome,
+            message,
+        };
+        for _ in 0..MAX_ATTEMPTS {
+            let snitch = self
+                .storage
+                .snitch(&token)
+                .await?
+                .ok_or(ServiceError::NotFound)?;
+            let plan = self
+                .storage
+                .case(&snitch.case_id)
+                .await?
+                .map(|c| c.plan)
+                .unwrap_or_default();
+            let step =
+                machine::advance(&snitch, now).then(|s| machine::check_in(s, &check_in, &plan));
+            let change = Change::new(&snitch, step.snitch, Some(check_in.clone()), step.events);
+            match self.storage.save(&change).await {
+                Ok(()) => return Ok(change.snitch),
+                Err(StorageError::Conflict) => continue,
+                Err(StorageError::NotFound) => return Err(ServiceError::NotFound),
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(StorageError::Conflict.into())
+    }
+
+    /// The deadline sweep: brings every snitch whose deadline or timed pause is due by
+    /// `now` up to date, emitting `snitch.missing` events. Costs O(log n) per due snitch.
+    pub async fn tick(&self, now: Timestamp) -> Result<SweepReport, ServiceError> {
+        let now = to_millis(now);
+        let mut report = SweepReport::default();
+        loop {
+            let due = self.storage.due(now, SWEEP_BATCH).await?;
+            if due.is_empty() {
+                return Ok(report);
+            }
+            for snitch in due {
+                let events = self.sweep_one(snitch, now).await?;
+                report.snitches += 1;
+                report.events += events;
+            }
+        }
+    }
+
+    /// Advances one due snitch, re-reading it when a check-in raced the sweep.
+    async fn sweep_one(&self, mut snitch: Snitch, now: Timestamp) -> Result<usize, ServiceError> {
+        for _ in 0..MAX_ATTEMPTS {
+            let step = machine::advance(&snitch, now);
+            if !step.changes(&snitch) {
+                return Ok(0);
+            }
+            let events = step.events.len();
+            let change = Change::new(&snitch, step.snitch, None, step.events);
+            match self.storage.save(&change).await {
+                Ok(()) => return Ok(events),
+                Err(StorageError::Conflict) => match self.storage.snitch(&snitch.token).await? {
+                    Some(fresh) => snitch = fresh,
+                    None => return Ok(0),
+                },
+                Err(StorageError::NotFound) => return Ok(0),
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(StorageError::Conflict.into())
+    }
+
+    /// The snitch's most recent check-ins, newest first.
+    pub async fn check_ins(
+        &self,
+        case: &Case,
+        token: &str,
+        limit: usize,
+    ) -> Result<Vec<CheckIn>, ServiceError> {
+        ensure_active(case)?;
+        let snitch = self.load_owned(case, token).await?;
+        Ok(self.storage.check_ins(&snitch.token, limit).await?)
+    }
+
+    /// The snitch's most recent events, newest first.
+    pub async fn events(
+        &self,
+        case: &Case,
+        token: &str,
+        limit: usize,
+    ) -> Result<Vec<Event>, ServiceError> {
+        ensure_active(case)?;
+        let snitch = self.load_owned(case, token).await?;
+        Ok(self.storage.events(&snitch.token, limit).await?)
+    }
+
+    /// Loads a snitch of the case; another case's snitch is reported as not found.
+    async fn load_owned(&self, case: &Case, token: &str) -> Result<Snitch, ServiceError> {
+        let token = Token::parse(token).map_err(|_| ServiceError::NotFound)?;
+        match self.storage.snitch(&token).await? {
+            Some(s) if s.case_id == case.id => Ok(s),
+            _ => Err(ServiceError::NotFound),
+        }
+    }
+
+    /// Load, advance to now, apply `step`, save; retried on a concurrent change.
+    async fn modify<F>(&self, case: &Case, token: &str, step: F) -> Result<Snitch, ServiceError>
+    where
+        F: Fn(&Snitch, Timestamp) -> Result<Step, Validations> + Send + Sync,
+    {
+        let now = self.now();
+        for _ in 0..MAX_ATTEMPTS {
+            let snitch = self.load_owned(case, token).await?;
+            let advanced = machine::advance(&snitch, now);
+            let stepped = step(&advanced.snitch, now)?;
+            let result = Step {
+                snitch: stepped.snitch,
+                events: advanced.events.into_iter().chain(stepped.events).collect(),
+            };
+            if !result.changes(&snitch) {
+                return Ok(snitch);
+            }
+            let change = Change::new(&snitch, result.snitch, None, result.events);
+            match self.storage.save(&change).await {
+                Ok(()) => return Ok(change.snitch),
+                Err(StorageError::Conflict) => continue,
+                Err(StorageError::NotFound) => return Err(ServiceError::NotFound),
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(StorageError::Conflict.into())
+    }
+}
+
+fn ensure_active(case: &Case) -> Result<(), ServiceError> {
+    if case.on_hold {
+        Err(ServiceError::AccountOnHold)
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,118 @@
+//! The storage contract: what any backend must keep and answer.
+//!
+//! Stores persist whole snitches, with optimistic concurrency: each [`Change`] names the
+//! version it was computed from, and a store refuses it with [`StorageError::Conflict`]
+//! when the stored snitch moved on meanwhile. The service then reloads and steps again,
+//! so concurrent check-ins and sweeps never lose an update or emit an event twice.
+//!
+//! The contract test suite in [`crate::contract`] (feature `test-support`) pins down the
+//! behaviour described here; every store runs it.
+
+use async_trait::async_trait;
+
+use crate::calendar::Timestamp;
+use crate::snitch::{CheckIn, Event, Snitch};
+use crate::types::{Case, CaseId, Tag, Token};
+
+/// Why a store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The snitch was changed by someone else since it was read; read it again.
+    #[error("the snitch changed since it was read")]
+    Conflict,
+    /// The snitch to change does not exist (any more).
+    #[error("no such snitch")]
+    NotFound,
+    /// The case already holds its plan's maximum number of snitches.
+    #[error("the case holds its plan's maximum of {max} snitches")]
+    LimitReached { max: u32 },
+    /// A snitch with this token exists already.
+    #[error("the token is taken")]
+    DuplicateToken,
+    /// The case of a new snitch is not stored.
+    #[error("no such case: {0}")]
+    UnknownCase(CaseId),
+    /// The backend failed (connection lost, disk full, …); the operation may be retried.
+    #[error("storage backend failed: {0}")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// What was stored cannot be read back as a valid value.
+    #[error("stored data is invalid: {0}")]
+    Corrupt(String),
+}
+
+/// One atomic change to a snitch: its new state, the check-in that caused it (if any) and
+/// the events it emitted. A store keeps all of it or none of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The snitch as it is after the change; its `version` is one more than the stored one.
+    pub snitch: Snitch,
+    pub check_in: Option<CheckIn>,
+    pub events: Vec<Event>,
+}
+
+impl Change {
+    /// A change computed from `before`: `after` gets the next version.
+    pub fn new(
+        before: &Snitch,
+        mut after: Snitch,
+        check_in: Option<CheckIn>,
+        events: Vec<Event>,
+    ) -> Self {
+        after.version = before.version + 1;
+        Change {
+            snitch: after,
+            check_in,
+            events,
+        }
+    }
+
+    /// The version the stored snitch must have for the change to apply.
+    pub fn expected_version(&self) -> u64 {
+        self.snitch.version.saturating_sub(1)
+    }
+}
+
+/// A backend that keeps cases, snitches, their recent check-ins and their events.
+///
+/// Object-safe: hosts hold an `Arc<dyn Storage>`.
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait Storage: Send + Sync {
+    /// Creates the case or replaces its members, plan and hold flag.
+    async fn upsert_case(&self, case: &Case) -> Result<(), StorageError>;
+
+    async fn case(&self, id: &CaseId) -> Result<Option<Case>, StorageError>;
+
+    /// Stores a new snitch, unless its case already holds `max_snitches`
+    /// ([`StorageError::LimitReached`]); the count and the insert are one atomic step.
+    async fn insert_snitch(&self, snitch: &Snitch, max_snitches: u32) -> Result<(), StorageError>;
+
+    async fn snitch(&self, token: &Token) -> Result<Option<Snitch>, StorageError>;
+
+    /// The case's snitches that carry every tag of `tags` (all of them when empty),
+    /// oldest first (by `created_at`, then by order of insertion).
+    async fn snitches(&self, case: &CaseId, tags: &[Tag]) -> Result<Vec<Snitch>, StorageError>;
+
+    /// Applies a change atomically: the new snitch state, its check-in (kept among the
+    /// last [`crate::snitch::CHECK_INS_KEPT`]) and its events. Refused with
+    /// [`StorageError::Conflict`] when the stored version is not
+    /// [`Change::expected_version`], or [`StorageError::NotFound`] when it is gone.
+    async fn save(&self, change: &Change) -> Result<(), StorageError>;
+
+    /// Removes a snitch with its check-ins and events; `false` when there was none.
+    async fn delete_snitch(&self, token: &Token) -> Result<bool, StorageError>;
+
+    /// Up to `limit` snitches whose [`Snitch::wake_at`] is at or before `now`, earliest
+    /// first. Must cost about O(log n) per snitch returned, never a scan of all snitches.
+    async fn due(&self, now: Timestamp, limit: usize) -> Result<Vec<Snitch>, StorageError>;
+
+    /// The earliest [`Snitch::wake_at`] of all snitches, so a scheduler knows how long it
+    /// may sleep.
+    async fn next_wake_at(&self) -> Result<Option<Timestamp>, StorageError>;
+
+    /// The snitch's most recent check-ins, newest first, at most `limit`.
+    async fn check_ins(&self, token: &Token, limit: usize) -> Result<Vec<CheckIn>, StorageError>;
+
+    /// The snitch's most recent events, newest first, at most `limit`.
+    async fn events(&self, token: &Token, limit: usize) -> Result<Vec<Event>, StorageError>;
+}

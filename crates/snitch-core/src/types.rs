@@ -1,0 +1,613 @@
+//! Domain values, each built only by parsing, with the limits of behaviour.md section 6.
+//!
+//! A value of one of these types is valid by construction: code that holds a `Tag` never
+//! checks its length again. Parse errors are [`Validation`]s naming the API attribute.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::calendar::Interval;
+use crate::validation::Validation;
+
+pub const NAME_MAX_CHARS: usize = 255;
+pub const TAG_MAX_CHARS: usize = 64;
+pub const TAGS_MAX: usize = 50;
+pub const NOTES_MAX_CHARS: usize = 10_000;
+pub const ALERT_EMAILS_MAX: usize = 20;
+pub const CHECK_IN_MESSAGE_MAX_CHARS: usize = 256;
+pub const TOKEN_MIN_CHARS: usize = 16;
+/// Tokens are generated with this many characters; longer ones are accepted when parsed.
+pub const TOKEN_CHARS: usize = 20;
+
+pub const BLANK: &str = "can't be blank";
+
+fn too_long(max: usize) -> String {
+    format!("is too long (maximum is {max} characters)")
+}
+
+/// What a snitch monitors. 1 to 255 characters after trimming.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SnitchName(String);
+
+impl SnitchName {
+    pub fn parse(raw: &str) -> Result<Self, Validation> {
+        let name = raw.trim();
+        if name.is_empty() {
+            return Err(Validation::new("name", BLANK));
+        }
+        if name.chars().count() > NAME_MAX_CHARS {
+            return Err(Validation::new("name", too_long(NAME_MAX_CHARS)));
+        }
+        Ok(SnitchName(name.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A keyword tag: 1 to 64 characters after trimming, no commas (they separate tags in
+/// the list filter).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tag(String);
+
+impl Tag {
+    pub fn parse(raw: &str) -> Result<Self, Validation> {
+        let tag = raw.trim();
+        if tag.is_empty() {
+            return Err(Validation::new("tags", BLANK));
+        }
+        if tag.contains(',') {
+            return Err(Validation::new(
+                "tags",
+                format!("{tag:?} can't contain a comma"),
+            ));
+        }
+        if tag.chars().count() > TAG_MAX_CHARS {
+            return Err(Validation::new(
+                "tags",
+                format!("{tag:?} is too long (maximum is {TAG_MAX_CHARS} characters)"),
+            ));
+        }
+        Ok(Tag(tag.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Tag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The tags of one snitch: in the order given, duplicates dropped (first wins), at most 50.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Tags(Vec<Tag>);
+
+impl Tags {
+    /// Parses a whole list; the first problem found is reported.
+    pub fn parse<S: AsRef<str>>(raw: &[S]) -> Result<Self, Validation> {
+        let mut tags = Tags::default();
+        tags.extend_parsed(raw)?;
+        Ok(tags)
+    }
+
+    /// Appends tags not already present, keeping order; fails without change if a tag is
+    /// invalid or the result would exceed the limit.
+    pub fn extend_parsed<S: AsRef<str>>(&mut self, raw: &[S]) -> Result<(), Validation> {
+        let mut next = self.0.clone();
+        for r in raw {
+            let tag = Tag::parse(r.as_ref())?;
+            if !next.contains(&tag) {
+                next.push(tag);
+            }
+        }
+        if next.len() > TAGS_MAX {
+            return Err(Validation::new(
+                "tags",
+                format!("has too many tags (maximum is {TAGS_MAX})"),
+            ));
+        }
+        self.0 = next;
+        Ok(())
+    }
+
+    /// Removes a tag; `false` if it was not there.
+    pub fn remove(&mut self, tag: &Tag) -> bool {
+        let before = self.0.len();
+        self.0.retain(|t| t != tag);
+        self.0.len() != before
+    }
+
+    pub fn contains(&self, tag: &Tag) -> bool {
+        self.0.contains(tag)
+    }
+
+    /// True when every tag of `filter` is here (the list filter of api-v1.md 4.2).
+    pub fn contains_all(&self, filter: &[Tag]) -> bool {
+        filter.iter().all(|t| self.contains(t))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Tag> {
+        self.0.iter()
+    }
+
+    pub fn as_slice(&self) -> &[Tag] {
+        &self.0
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Free text from the user, at most 10,000 characters. Empty when absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Notes(String);
+
+impl Notes {
+    pub fn parse(raw: &str) -> Result<Self, Validation> {
+        if raw.chars().count() > NOTES_MAX_CHARS {
+            return Err(Validation::new("notes", too_long(NOTES_MAX_CHARS)));
+        }
+        Ok(Notes(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// One valid e-mail address.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EmailAddress(String);
+
+impl EmailAddress {
+    pub fn parse(raw: &str) -> Result<Self, Validation> {
+        let address = raw.trim();
+        if email_address::EmailAddress::is_valid(address) {
+            Ok(EmailAddress(address.to_owned()))
+        } else {
+            Err(Validation::new(
+                "alert_email",
+                format!("{address:?} is not a valid e-mail address"),
+            ))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for EmailAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The override list of alert recipients: empty means "all team members". At most 20.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct AlertEmails(Vec<EmailAddress>);
+
+impl AlertEmails {
+    /// Parses a list of addresses; blank entries are skipped and duplicates dropped, so
+    /// `"a@x.test, "` (a trailing comma in the string form) is accepted.
+    pub fn parse<S: AsRef<str>>(raw: &[S]) -> Result<Self, Validation> {
+        let mut list: Vec<EmailAddress> = Vec::new();
+        for r in raw.iter().map(AsRef::as_ref) {
+            if r.trim().is_empty() {
+                continue;
+            }
+            let address = EmailAddress::parse(r)?;
+            if !list.contains(&address) {
+                list.push(address);
+            }
+        }
+        if list.len() > ALERT_EMAILS_MAX {
+            return Err(Validation::new(
+                "alert_email",
+                format!("has too many addresses (maximum is {ALERT_EMAILS_MAX})"),
+            ));
+        }
+        Ok(AlertEmails(list))
+    }
+
+    /// Parses the comma-separated string form of api-v1.md 4.1.
+    pub fn parse_comma_separated(raw: &str) -> Result<Self, Validation> {
+        let parts: Vec<&str> = raw.split(',').collect();
+        Self::parse(&parts)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &EmailAddress> {
+        self.0.iter()
+    }
+
+    pub fn as_slice(&self) -> &[EmailAddress] {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// How the deadline is set: `basic` (end of the next period) or `smart` (learned).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum AlertType {
+    #[default]
+    Basic,
+    Smart,
+}
+
+impl AlertType {
+    pub fn parse(raw: &str) -> Result<Self, Validation> {
+        match raw {
+            "basic" => Ok(AlertType::Basic),
+            "smart" => Ok(AlertType::Smart),
+            _ => Err(Validation::new("alert_type", "must be basic or smart")),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertType::Basic => "basic",
+            AlertType::Smart => "smart",
+        }
+    }
+}
+
+/// The message for an interval that is not one of the 17 names.
+pub fn interval_not_allowed_message() -> String {
+    let names: Vec<&str> = Interval::ALL.iter().map(|i| i.as_str()).collect();
+    format!("must be one of: {}", names.join(", "))
+}
+
+/// Parses the `interval` attribute: blank and unknown values are validation problems.
+pub fn parse_interval(raw: &str) -> Result<Interval, Validation> {
+    if raw.trim().is_empty() {
+        return Err(Validation::new("interval", BLANK));
+    }
+    raw.parse()
+        .map_err(|_| Validation::new("interval", interval_not_allowed_message()))
+}
+
+pub const SMART_NEEDS_HOUR: &str = "smart alerts need an interval of an hour or longer";
+
+/// `smart` is allowed only for `hourly` and longer intervals (behaviour.md section 4).
+pub fn check_alert_type_fits(alert_type: AlertType, interval: Interval) -> Result<(), Validation> {
+    if alert_type == AlertType::Smart && interval.is_sub_hourly() {
+        Err(Validation::new("alert_type", SMART_NEEDS_HOUR))
+    } else {
+        Ok(())
+    }
+}
+
+/// The secret identifier of a snitch, used in API paths and its check-in URL:
+/// at least 16 characters from `[a-z0-9]`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Token(String);
+
+/// The text is not a well-formed token (so no snitch can have it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a snitch token")]
+pub struct InvalidToken;
+
+impl Token {
+    pub fn parse(raw: &str) -> Result<Self, InvalidToken> {
+        let well_formed = raw.len() >= TOKEN_MIN_CHARS
+            && raw.len() <= 64
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        if well_formed {
+            Ok(Token(raw.to_owned()))
+        } else {
+            Err(InvalidToken)
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for Token {
+    type Err = InvalidToken;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Token::parse(s)
+    }
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A snitch's status as the API shows it (api-v1.md 3.1).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Status {
+    #[default]
+    Pending,
+    Healthy,
+    Failed,
+    Errored,
+    Paused,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Healthy => "healthy",
+            Status::Failed => "failed",
+            Status::Errored => "errored",
+            Status::Paused => "paused",
+        }
+    }
+
+    /// The name in webhook payloads, where `failed` is called `missing`.
+    pub fn webhook_name(self) -> &'static str {
+        match self {
+            Status::Failed => "missing",
+            other => other.as_str(),
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Status> {
+        [
+            Status::Pending,
+            Status::Healthy,
+            Status::Failed,
+            Status::Errored,
+            Status::Paused,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == raw)
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The name of a case (the account that owns snitches): 1 to 64 characters from
+/// `[A-Za-z0-9_.-]`, unique on a server.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CaseId(String);
+
+impl CaseId {
+    pub fn parse(raw: &str) -> Result<Self, Validation> {
+        let ok = !raw.is_empty()
+            && raw.len() <= 64
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+        if ok {
+            Ok(CaseId(raw.to_owned()))
+        } else {
+            Err(Validation::new(
+                "case",
+                "must be 1 to 64 characters of letters, digits, '_', '.' or '-'",
+            ))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for CaseId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a case's plan allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Plan {
+    /// Creating a snitch beyond this many gives `plan_limit_reached`.
+    pub max_snitches: u32,
+    /// Whether error check-ins make a snitch `errored` (else they count as success).
+    pub error_notices: bool,
+}
+
+impl Default for Plan {
+    fn default() -> Self {
+        Plan {
+            max_snitches: 100,
+            error_notices: true,
+        }
+    }
+}
+
+/// The account that owns snitches, with its team and plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Case {
+    pub id: CaseId,
+    /// Team members who receive alerts when a snitch has no `alert_email` override.
+    pub members: Vec<EmailAddress>,
+    pub plan: Plan,
+    /// On hold after failed payments: every API call is refused, check-ins still count.
+    pub on_hold: bool,
+}
+
+impl Case {
+    pub fn new(id: CaseId) -> Self {
+        Case {
+            id,
+            members: Vec::new(),
+            plan: Plan::default(),
+            on_hold: false,
+        }
+    }
+}
+
+/// The optional message of a check-in (`m`), cut to 256 characters: a check-in is never
+/// refused for its message.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CheckInMessage(String);
+
+impl CheckInMessage {
+    /// `None` for an absent or empty message.
+    pub fn truncating(raw: &str) -> Option<Self> {
+        if raw.is_empty() {
+            return None;
+        }
+        Some(CheckInMessage(
+            raw.chars().take(CHECK_IN_MESSAGE_MAX_CHARS).collect(),
+        ))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// How a job reported: `s` absent, empty or `0` is success, anything else an error.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Success,
+    /// The exit status the job sent, cut to 64 characters.
+    Error {
+        exit_status: String,
+    },
+}
+
+impl Outcome {
+    pub fn from_exit_status(s: Option<&str>) -> Outcome {
+        match s.map(str::trim) {
+            None | Some("") | Some("0") => Outcome::Success,
+            Some(other) => Outcome::Error {
+                exit_status: other.chars().take(64).collect(),
+            },
+        }
+    }
+
+    pub fn is_success(&self) -> bool {
+        matches!(self, Outcome::Success)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_trimmed_and_bounded() {
+        assert_eq!(
+            SnitchName::parse("  backup ").map(|n| n.0),
+            Ok("backup".into())
+        );
+        assert_eq!(
+            SnitchName::parse("   "),
+            Err(Validation::new("name", BLANK))
+        );
+        assert!(SnitchName::parse(&"é".repeat(255)).is_ok());
+        assert_eq!(
+            SnitchName::parse(&"é".repeat(256)),
+            Err(Validation::new(
+                "name",
+                "is too long (maximum is 255 characters)"
+            ))
+        );
+    }
+
+    #[test]
+    fn tags_keep_order_and_drop_duplicates() {
+        let tags = Tags::parse(&["b", "a", "b", " a "]).expect("valid tags");
+        let names: Vec<&str> = tags.iter().map(Tag::as_str).collect();
+        assert_eq!(names, ["b", "a"]);
+    }
+
+    #[test]
+    fn tags_reject_blank_commas_length_and_count() {
+        assert_eq!(Tags::parse(&[""]), Err(Validation::new("tags", BLANK)));
+        assert!(Tags::parse(&["a,b"]).is_err());
+        assert!(Tags::parse(&["x".repeat(64)]).is_ok());
+        assert!(Tags::parse(&["x".repeat(65)]).is_err());
+        let fifty: Vec<String> = (0..50).map(|i| format!("t{i}")).collect();
+        let mut tags = Tags::parse(&fifty).expect("fifty tags are allowed");
+        assert!(
+            tags.extend_parsed(&["t1"]).is_ok(),
+            "a duplicate adds nothing"
+        );
+        assert!(tags.extend_parsed(&["t50"]).is_err());
+        assert_eq!(tags.len(), 50, "a failed extend changes nothing");
+    }
+
+    #[test]
+    fn notes_are_bounded_in_characters() {
+        assert!(Notes::parse(&"ü".repeat(10_000)).is_ok());
+        assert!(Notes::parse(&"ü".repeat(10_001)).is_err());
+    }
+
+    #[test]
+    fn alert_emails_parse_lists_and_strings() {
+        let list = AlertEmails::parse_comma_separated("a@x.test, b@y.test,").expect("valid");
+        let got: Vec<&str> = list.iter().map(EmailAddress::as_str).collect();
+        assert_eq!(got, ["a@x.test", "b@y.test"]);
+        assert!(AlertEmails::parse(&["not an address"]).is_err());
+        let many: Vec<String> = (0..21).map(|i| format!("u{i}@x.test")).collect();
+        assert!(AlertEmails::parse(&many).is_err());
+        assert!(AlertEmails::parse(&many[..20]).is_ok());
+        assert!(AlertEmails::parse::<&str>(&[]).expect("empty").is_empty());
+    }
+
+    #[test]
+    fn interval_messages() {
+        assert_eq!(parse_interval(""), Err(Validation::new("interval", BLANK)));
+        let err = parse_interval("fortnightly").expect_err("not an interval");
+        assert_eq!(err.attribute, "interval");
+        assert!(err.message.contains("1_minute") && err.message.contains("monthly"));
+        assert_eq!(parse_interval("weekly"), Ok(Interval::Weekly));
+    }
+
+    #[test]
+    fn smart_needs_an_hour() {
+        assert!(check_alert_type_fits(AlertType::Smart, Interval::Minute30).is_err());
+        assert!(check_alert_type_fits(AlertType::Smart, Interval::Hourly).is_ok());
+        assert!(check_alert_type_fits(AlertType::Basic, Interval::Minute1).is_ok());
+    }
+
+    #[test]
+    fn tokens_are_lowercase_alphanumeric_and_long_enough() {
+        assert!(Token::parse("abcdefghij012345").is_ok());
+        assert!(Token::parse("abcdefghij01234").is_err());
+        assert!(Token::parse("ABCDEFGHIJ012345").is_err());
+        assert!(Token::parse("abcdefghij01234-").is_err());
+        assert!(Token::parse("../../etc/passwd0").is_err());
+    }
+
+    #[test]
+    fn outcomes_from_exit_status() {
+        assert_eq!(Outcome::from_exit_status(None), Outcome::Success);
+        assert_eq!(Outcome::from_exit_status(Some("")), Outcome::Success);
+        assert_eq!(Outcome::from_exit_status(Some("0")), Outcome::Success);
+        assert_eq!(
+            Outcome::from_exit_status(Some("1")),
+            Outcome::Error {
+                exit_status: "1".into()
+            }
+        );
+    }
+
+    #[test]
+    fn messages_are_truncated_not_refused() {
+        assert_eq!(CheckInMessage::truncating(""), None);
+        let long = "ß".repeat(300);
+        let m = CheckInMessage::truncating(&long).expect("non-empty");
+        assert_eq!(m.as_str().chars().count(), 256);
+    }
+}

@@ -1,0 +1,222 @@
+//! In-memory storage for Snitch: thread-safe, with a deadline index so that check-ins and
+//! sweeps cost O(log n) per affected snitch. Nothing survives a restart; use it for
+//! development, tests and single-process deployments that can afford to lose state.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use async_trait::async_trait;
+use snitch_core::snitch::CHECK_INS_KEPT;
+use snitch_core::{
+    Case, CaseId, Change, CheckIn, Event, Snitch, Storage, StorageError, Tag, Timestamp, Token,
+};
+
+/// How many events are kept per snitch.
+pub const EVENTS_KEPT: usize = 100;
+
+/// A [`Storage`] that keeps everything in this process's memory.
+#[derive(Debug, Default)]
+pub struct MemoryStorage {
+    inner: RwLock<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    cases: HashMap<CaseId, Case>,
+    snitches: HashMap<Token, Entry>,
+    /// Each case's snitches in creation order: (created_at, insertion number).
+    by_case: HashMap<CaseId, BTreeMap<(Timestamp, u64), Token>>,
+    /// Every snitch with a wake-up time, ordered by it: the sweep's index.
+    wake_index: BTreeSet<(Timestamp, Token)>,
+    inserted: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    snitch: Snitch,
+    insertion: u64,
+    check_ins: VecDeque<CheckIn>,
+    events: VecDeque<Event>,
+}
+
+impl MemoryStorage {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave the maps half-updated (every write
+        // below validates before it mutates), so a poisoned lock is still usable.
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn push_bounded<T>(list: &mut VecDeque<T>, item: T, max: usize) {
+    list.push_back(item);
+    while list.len() > max {
+        list.pop_front();
+    }
+}
+
+fn newest_first<T: Clone>(list: &VecDeque<T>, limit: usize) -> Vec<T> {
+    list.iter().rev().take(limit).cloned().collect()
+}
+
+#[async_trait]
+impl Storage for MemoryStorage {
+    async fn upsert_case(&self, case: &Case) -> Result<(), StorageError> {
+        self.write().cases.insert(case.id.clone(), case.clone());
+        Ok(())
+    }
+
+    async fn case(&self, id: &CaseId) -> Result<Option<Case>, StorageError> {
+        Ok(self.read().cases.get(id).cloned())
+    }
+
+    async fn insert_snitch(&self, snitch: &Snitch, max_snitches: u32) -> Result<(), StorageError> {
+        let mut inner = self.write();
+        if !inner.cases.contains_key(&snitch.case_id) {
+            return Err(StorageError::UnknownCase(snitch.case_id.clone()));
+        }
+        if inner.snitches.contains_key(&snitch.token) {
+            return Err(StorageError::DuplicateToken);
+        }
+        let held = inner.by_case.get(&snitch.case_id).map_or(0, BTreeMap::len);
+        if held >= max_snitches as usize {
+            return Err(StorageError::LimitReached { max: max_snitches });
+        }
+        inner.inserted += 1;
+        let insertion = inner.inserted;
+        inner
+            .by_case
+            .entry(snitch.case_id.clone())
+            .or_default()
+            .insert((snitch.created_at, insertion), snitch.token.clone());
+        if let Some(wake) = snitch.wake_at() {
+            inner.wake_index.insert((wake, snitch.token.clone()));
+        }
+        inner.snitches.insert(
+            snitch.token.clone(),
+            Entry {
+                snitch: snitch.clone(),
+                insertion,
+                check_ins: VecDeque::new(),
+                events: VecDeque::new(),
+            },
+        );
+        Ok(())
+    }
+
+    async fn snitch(&self, token: &Token) -> Result<Option<Snitch>, StorageError> {
+        Ok(self.read().snitches.get(token).map(|e| e.snitch.clone()))
+    }
+
+    async fn snitches(&self, case: &CaseId, tags: &[Tag]) -> Result<Vec<Snitch>, StorageError> {
+        let inner = self.read();
+        let Some(tokens) = inner.by_case.get(case) else {
+            return Ok(Vec::new());
+        };
+        Ok(tokens
+            .values()
+            .filter_map(|t| inner.snitches.get(t))
+            .map(|e| &e.snitch)
+            .filter(|s| s.tags.contains_all(tags))
+            .cloned()
+            .collect())
+    }
+
+    async fn save(&self, change: &Change) -> Result<(), StorageError> {
+        let mut guard = self.write();
+        let inner = &mut *guard;
+        let new = &change.snitch;
+        let entry = inner
+            .snitches
+            .get_mut(&new.token)
+            .ok_or(StorageError::NotFound)?;
+        if entry.snitch.version != change.expected_version() {
+            return Err(StorageError::Conflict);
+        }
+        let (old_wake, new_wake) = (entry.snitch.wake_at(), new.wake_at());
+        if old_wake != new_wake {
+            if let Some(w) = old_wake {
+                inner.wake_index.remove(&(w, new.token.clone()));
+            }
+            if let Some(w) = new_wake {
+                inner.wake_index.insert((w, new.token.clone()));
+            }
+        }
+        if let Some(check_in) = &change.check_in {
+            push_bounded(&mut entry.check_ins, check_in.clone(), CHECK_INS_KEPT);
+        }
+        for event in &change.events {
+            push_bounded(&mut entry.events, event.clone(), EVENTS_KEPT);
+        }
+        // Identity and creation never change; keep the stored ones so the case index
+        // stays right whatever the change carries.
+        let (case_id, created_at) = (entry.snitch.case_id.clone(), entry.snitch.created_at);
+        entry.snitch = new.clone();
+        entry.snitch.case_id = case_id;
+        entry.snitch.created_at = created_at;
+        Ok(())
+    }
+
+    async fn delete_snitch(&self, token: &Token) -> Result<bool, StorageError> {
+        let mut inner = self.write();
+        let Some(entry) = inner.snitches.remove(token) else {
+            return Ok(false);
+        };
+        let snitch = &entry.snitch;
+        if let Some(list) = inner.by_case.get_mut(&snitch.case_id) {
+            list.remove(&(snitch.created_at, entry.insertion));
+        }
+        if let Some(w) = snitch.wake_at() {
+            inner.wake_index.remove(&(w, token.clone()));
+        }
+        Ok(true)
+    }
+
+    async fn due(&self, now: Timestamp, limit: usize) -> Result<Vec<Snitch>, StorageError> {
+        let inner = self.read();
+        Ok(inner
+            .wake_index
+            .iter()
+            .take_while(|(wake, _)| *wake <= now)
+            .take(limit)
+            .filter_map(|(_, token)| inner.snitches.get(token))
+            .map(|e| e.snitch.clone())
+            .collect())
+    }
+
+    async fn next_wake_at(&self) -> Result<Option<Timestamp>, StorageError> {
+        Ok(self.read().wake_index.first().map(|(wake, _)| *wake))
+    }
+
+    async fn check_ins(&self, token: &Token, limit: usize) -> Result<Vec<CheckIn>, StorageError> {
+        Ok(self
+            .read()
+            .snitches
+            .get(token)
+            .map(|e| newest_first(&e.check_ins, limit))
+            .unwrap_or_default())
+    }
+
+    async fn events(&self, token: &Token, limit: usize) -> Result<Vec<Event>, StorageError> {
+        Ok(self
+            .read()
+            .snitches
+            .get(token)
+            .map(|e| newest_first(&e.events, limit))
+            .unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod contract {
+    use super::MemoryStorage;
+
+    snitch_core::storage_contract_tests!(|| async { MemoryStorage::new() });
+}
