@@ -558,4 +558,69 @@ mod tests {
         );
         assert_eq!(p.prev().prev().len(), Duration::days(29));
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        fn any_interval() -> impl Strategy<Value = Interval> {
+            proptest::sample::select(Interval::ALL.to_vec())
+        }
+
+        /// Instants from 1970 to 2200 with millisecond precision.
+        fn any_instant() -> impl Strategy<Value = Timestamp> {
+            (0i64..7_258_118_400_000)
+                .prop_map(|ms| DateTime::from_timestamp_millis(ms).expect("in chrono's range"))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1000))]
+
+            #[test]
+            fn every_instant_lies_in_exactly_one_period(i in any_interval(), t in any_instant()) {
+                let p = i.period_of(t);
+                prop_assert!(p.contains(t));
+                prop_assert!(p.start() < p.end());
+                // The period is the same seen from any of its instants, and the instants
+                // just outside belong to the neighbours.
+                prop_assert_eq!(i.period_of(p.start()), p);
+                prop_assert_eq!(i.period_of(p.end() - Duration::milliseconds(1)), p);
+                prop_assert_eq!(i.period_of(p.end()), p.next());
+                prop_assert_eq!(i.period_of(p.start() - Duration::milliseconds(1)), p.prev());
+            }
+
+            #[test]
+            fn consecutive_periods_touch(i in any_interval(), t in any_instant()) {
+                let p = i.period_of(t);
+                prop_assert_eq!(p.next().start(), p.end());
+                prop_assert_eq!(p.prev().end(), p.start());
+                prop_assert_eq!(p.next().prev(), p);
+            }
+
+            #[test]
+            fn periods_start_on_their_boundaries(i in any_interval(), t in any_instant()) {
+                let p = i.period_of(t);
+                let start = p.start();
+                prop_assert_eq!(start.timestamp_subsec_nanos(), 0);
+                prop_assert_eq!(start.second(), 0);
+                let len = p.len();
+                match i {
+                    Interval::Weekly => {
+                        prop_assert_eq!(start.weekday(), chrono::Weekday::Mon);
+                        prop_assert_eq!(len, Duration::weeks(1));
+                    }
+                    Interval::Monthly => {
+                        prop_assert_eq!(start.day(), 1);
+                        prop_assert!(len >= Duration::days(28) && len <= Duration::days(31));
+                    }
+                    _ => {
+                        // Fixed-length periods divide the day evenly from midnight.
+                        let since_midnight = start - midnight(start.date_naive());
+                        prop_assert_eq!(since_midnight.num_milliseconds() % len.num_milliseconds(), 0);
+                        prop_assert!(len <= Duration::days(1));
+                    }
+                }
+            }
+        }
+    }
 }

@@ -286,3 +286,438 @@ pub fn reschedule(snitch: &Snitch, interval_changed: bool, now: Timestamp) -> St
 pub fn initial_state() -> SnitchState {
     SnitchState::default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calendar::Interval;
+    use crate::types::{AlertEmails, CaseId, Notes, Outcome, SnitchName, Tags, Token};
+    use chrono::{DateTime, Utc};
+
+    fn at(s: &str) -> Timestamp {
+        DateTime::parse_from_rfc3339(s)
+            .expect("test timestamps are valid")
+            .with_timezone(&Utc)
+    }
+
+    fn new_snitch(interval: Interval, alert_type: AlertType) -> Snitch {
+        Snitch {
+            token: Token::parse("tok00000000000000001").expect("valid"),
+            case_id: CaseId::parse("acme").expect("valid"),
+            name: SnitchName::parse("nightly backup").expect("valid"),
+            tags: Tags::default(),
+            notes: Notes::default(),
+            interval,
+            alert_type,
+            alert_email: AlertEmails::default(),
+            created_at: at("2026-11-22T00:00:00Z"),
+            state: initial_state(),
+            version: 1,
+        }
+    }
+
+    const NOTICES: Plan = Plan {
+        max_snitches: 10,
+        error_notices: true,
+    };
+    const NO_NOTICES: Plan = Plan {
+        max_snitches: 10,
+        error_notices: false,
+    };
+
+    fn ok(t: &str) -> CheckIn {
+        CheckIn {
+            at: at(t),
+            outcome: Outcome::Success,
+            message: None,
+        }
+    }
+
+    fn err(t: &str) -> CheckIn {
+        CheckIn {
+            at: at(t),
+            outcome: Outcome::Error {
+                exit_status: "2".into(),
+            },
+            message: None,
+        }
+    }
+
+    /// `advance` to the check-in's time, then the check-in: what the service does.
+    fn arrive(s: &Snitch, c: &CheckIn, plan: &Plan) -> Step {
+        advance(s, c.at).then(|s| check_in(s, c, plan))
+    }
+
+    fn kinds(step: &Step) -> Vec<(EventKind, Status, Status)> {
+        step.events
+            .iter()
+            .map(|e| (e.kind, e.previous_status, e.status))
+            .collect()
+    }
+
+    #[test]
+    fn first_check_in_reports_and_sets_a_basic_deadline_at_the_end_of_the_next_period() {
+        let s = new_snitch(Interval::Hourly, AlertType::Basic);
+        let step = arrive(&s, &ok("2026-11-22T03:10:00Z"), &NOTICES);
+        assert_eq!(
+            kinds(&step),
+            [(EventKind::Reporting, Status::Pending, Status::Healthy)]
+        );
+        let s = step.snitch;
+        assert_eq!(s.state.checked_in_at, Some(at("2026-11-22T03:10:00Z")));
+        assert_eq!(s.state.deadline_at, Some(at("2026-11-22T05:00:00Z")));
+        assert_eq!(step.events[0].id, "tok00000000000000001-1");
+
+        let again = arrive(&s, &ok("2026-11-22T04:59:59.999Z"), &NOTICES);
+        assert!(again.events.is_empty(), "healthy to healthy is silent");
+        assert_eq!(
+            again.snitch.state.deadline_at,
+            Some(at("2026-11-22T06:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn pending_snitches_never_go_missing() {
+        let s = new_snitch(Interval::Minute1, AlertType::Basic);
+        let step = advance(&s, at("2027-01-01T00:00:00Z"));
+        assert!(step.events.is_empty());
+        assert_eq!(step.snitch.status(), Status::Pending);
+        assert_eq!(step.snitch.wake_at(), None);
+    }
+
+    #[test]
+    fn a_silent_snitch_goes_missing_once_per_period_at_each_deadline() {
+        let s = arrive(
+            &new_snitch(Interval::Minute5, AlertType::Basic),
+            &ok("2026-11-22T03:01:00Z"),
+            &NOTICES,
+        )
+        .snitch;
+        // Due by 03:10. At 03:09:59.999 nothing happens; at 03:10 exactly it is missing.
+        assert!(advance(&s, at("2026-11-22T03:09:59.999Z"))
+            .events
+            .is_empty());
+        let step = advance(&s, at("2026-11-22T03:10:00Z"));
+        assert_eq!(
+            kinds(&step),
+            [(EventKind::Missing, Status::Healthy, Status::Failed)]
+        );
+        assert_eq!(step.events[0].at, at("2026-11-22T03:10:00Z"));
+        assert_eq!(
+            step.snitch.state.deadline_at,
+            Some(at("2026-11-22T03:15:00Z"))
+        );
+
+        // Three more periods end silent: three more `missing`, previous status missing.
+        let later = advance(&step.snitch, at("2026-11-22T03:26:00Z"));
+        let times: Vec<_> = later.events.iter().map(|e| e.at).collect();
+        assert_eq!(
+            times,
+            [
+                at("2026-11-22T03:15:00Z"),
+                at("2026-11-22T03:20:00Z"),
+                at("2026-11-22T03:25:00Z")
+            ]
+        );
+        assert!(later
+            .events
+            .iter()
+            .all(|e| e.previous_status == Status::Failed && e.kind == EventKind::Missing));
+        assert_eq!(Status::Failed.webhook_name(), "missing");
+
+        let back = arrive(&later.snitch, &ok("2026-11-22T03:27:00Z"), &NOTICES);
+        assert_eq!(
+            kinds(&back),
+            [(EventKind::Reporting, Status::Failed, Status::Healthy)]
+        );
+    }
+
+    #[test]
+    fn a_late_check_in_first_reports_the_missed_deadline() {
+        let s = arrive(
+            &new_snitch(Interval::Hourly, AlertType::Basic),
+            &ok("2026-11-22T03:59:00Z"),
+            &NOTICES,
+        )
+        .snitch;
+        let step = arrive(&s, &ok("2026-11-22T05:00:00.001Z"), &NOTICES);
+        assert_eq!(
+            kinds(&step),
+            [
+                (EventKind::Missing, Status::Healthy, Status::Failed),
+                (EventKind::Reporting, Status::Failed, Status::Healthy)
+            ]
+        );
+    }
+
+    #[test]
+    fn error_check_ins_alert_once_per_period_and_satisfy_it() {
+        let s = arrive(
+            &new_snitch(Interval::Hourly, AlertType::Basic),
+            &ok("2026-11-22T03:00:00Z"),
+            &NOTICES,
+        )
+        .snitch;
+        let first = arrive(&s, &err("2026-11-22T04:10:00Z"), &NOTICES);
+        assert_eq!(
+            kinds(&first),
+            [(EventKind::Errored, Status::Healthy, Status::Errored)]
+        );
+        let e = &first.events[0];
+        assert_eq!(
+            e.check_in.as_ref().map(|c| c.at),
+            Some(at("2026-11-22T04:10:00Z"))
+        );
+        let s = first.snitch;
+        assert_eq!(s.state.checked_in_at, Some(at("2026-11-22T03:00:00Z")));
+        assert_eq!(s.state.deadline_at, Some(at("2026-11-22T06:00:00Z")));
+
+        let same_period = arrive(&s, &err("2026-11-22T04:50:00Z"), &NOTICES);
+        assert!(same_period.events.is_empty());
+        let next_period = arrive(&same_period.snitch, &err("2026-11-22T05:01:00Z"), &NOTICES);
+        assert_eq!(
+            kinds(&next_period),
+            [(EventKind::Errored, Status::Errored, Status::Errored)]
+        );
+        let recovered = arrive(&next_period.snitch, &ok("2026-11-22T05:02:00Z"), &NOTICES);
+        assert_eq!(
+            kinds(&recovered),
+            [(EventKind::Reporting, Status::Errored, Status::Healthy)]
+        );
+    }
+
+    #[test]
+    fn without_error_notices_an_error_counts_as_success_but_keeps_checked_in_at() {
+        let s = new_snitch(Interval::Daily, AlertType::Basic);
+        let step = arrive(&s, &err("2026-11-22T03:00:00Z"), &NO_NOTICES);
+        assert_eq!(
+            kinds(&step),
+            [(EventKind::Reporting, Status::Pending, Status::Healthy)]
+        );
+        assert_eq!(step.snitch.state.checked_in_at, None);
+        assert_eq!(
+            step.snitch.state.deadline_at,
+            Some(at("2026-11-24T00:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn pausing_a_pending_snitch_or_into_the_past_is_invalid() {
+        let s = new_snitch(Interval::Daily, AlertType::Basic);
+        let now = at("2026-11-22T03:00:00Z");
+        let problem = pause(&s, PauseUntil::Healthy, now).expect_err("pending");
+        assert_eq!(
+            problem
+                .iter()
+                .next()
+                .map(|v| (v.attribute.as_str(), v.message.as_str())),
+            Some(("status", PAUSED_WHILE_PENDING))
+        );
+        let s = arrive(&s, &ok("2026-11-22T02:00:00Z"), &NOTICES).snitch;
+        assert!(pause(&s, PauseUntil::At(now), now).is_err());
+    }
+
+    #[test]
+    fn pause_until_healthy_mutes_deadlines_and_ends_with_a_success_check_in() {
+        let s = arrive(
+            &new_snitch(Interval::Minute1, AlertType::Basic),
+            &ok("2026-11-22T03:00:00Z"),
+            &NOTICES,
+        )
+        .snitch;
+        let paused = pause(&s, PauseUntil::Healthy, at("2026-11-22T03:00:30Z")).expect("pausable");
+        assert_eq!(
+            kinds(&paused),
+            [(EventKind::Paused, Status::Healthy, Status::Paused)]
+        );
+        let s = paused.snitch;
+        assert_eq!(s.wake_at(), None);
+        assert!(advance(&s, at("2026-11-23T00:00:00Z")).events.is_empty());
+        let again = pause(&s, PauseUntil::Unpaused, at("2026-11-22T03:01:00Z")).expect("ok");
+        assert!(
+            again.events.is_empty(),
+            "pausing a paused snitch emits nothing"
+        );
+
+        let errored = arrive(&s, &err("2026-11-22T05:00:00Z"), &NOTICES);
+        assert!(errored.events.is_empty());
+        assert_eq!(errored.snitch.status(), Status::Paused);
+        let back = arrive(&errored.snitch, &ok("2026-11-22T05:00:10Z"), &NOTICES);
+        assert_eq!(
+            kinds(&back),
+            [(EventKind::Reporting, Status::Paused, Status::Healthy)]
+        );
+        assert_eq!(
+            back.snitch.state.deadline_at,
+            Some(at("2026-11-22T05:02:00Z"))
+        );
+    }
+
+    #[test]
+    fn a_timed_pause_resumes_at_its_time_with_the_old_status_and_a_fresh_deadline() {
+        let s = arrive(
+            &new_snitch(Interval::Hourly, AlertType::Basic),
+            &ok("2026-11-22T01:00:00Z"),
+            &NOTICES,
+        )
+        .snitch;
+        let failed = advance(&s, at("2026-11-22T03:00:00Z")).snitch;
+        assert_eq!(failed.status(), Status::Failed);
+        let until = at("2026-11-22T08:30:00Z");
+        let paused = pause(&failed, PauseUntil::At(until), at("2026-11-22T03:30:00Z"))
+            .expect("pausable")
+            .snitch;
+        assert_eq!(paused.wake_at(), Some(until));
+        // Nothing happens while paused; at 08:30 it resumes, silently, still failed, due
+        // by the end of the next hour; at 10:00 it is missing again.
+        let resumed = advance(&paused, at("2026-11-22T09:59:59Z"));
+        assert!(resumed.events.is_empty());
+        assert_eq!(resumed.snitch.status(), Status::Failed);
+        assert_eq!(
+            resumed.snitch.state.deadline_at,
+            Some(at("2026-11-22T10:00:00Z"))
+        );
+        let missing = advance(&resumed.snitch, at("2026-11-22T10:00:00Z"));
+        assert_eq!(
+            kinds(&missing),
+            [(EventKind::Missing, Status::Failed, Status::Failed)]
+        );
+    }
+
+    #[test]
+    fn check_ins_during_a_pause_until_unpaused_make_the_unpause_healthy() {
+        let s = arrive(
+            &new_snitch(Interval::Hourly, AlertType::Basic),
+            &err("2026-11-22T01:00:00Z"),
+            &NOTICES,
+        )
+        .snitch;
+        let paused = pause(&s, PauseUntil::Unpaused, at("2026-11-22T01:30:00Z"))
+            .expect("pausable")
+            .snitch;
+        assert_eq!(
+            unpause(&paused, at("2026-11-22T02:00:00Z")).snitch.status(),
+            Status::Errored
+        );
+        let checked = arrive(&paused, &ok("2026-11-22T04:00:00Z"), &NOTICES);
+        assert!(checked.events.is_empty());
+        assert_eq!(checked.snitch.status(), Status::Paused);
+        let resumed = unpause(&checked.snitch, at("2026-11-22T05:15:00Z"));
+        assert!(resumed.events.is_empty());
+        assert_eq!(resumed.snitch.status(), Status::Healthy);
+        assert_eq!(
+            resumed.snitch.state.deadline_at,
+            Some(at("2026-11-22T07:00:00Z"))
+        );
+        let noop = unpause(&resumed.snitch, at("2026-11-22T05:20:00Z"));
+        assert!(!noop.changes(&resumed.snitch));
+    }
+
+    #[test]
+    fn smart_deadlines_follow_the_learned_offsets() {
+        let mut s = new_snitch(Interval::Hourly, AlertType::Smart);
+        // Two check-ins: still basic.
+        for t in ["2026-11-22T01:10:00Z", "2026-11-22T02:12:00Z"] {
+            s = arrive(&s, &ok(t), &NOTICES).snitch;
+        }
+        assert_eq!(s.state.deadline_at, Some(at("2026-11-22T04:00:00Z")));
+        // The third: due at the next period's start + latest offset (12 min) + 6 min.
+        s = arrive(&s, &ok("2026-11-22T03:11:00Z"), &NOTICES).snitch;
+        assert_eq!(s.state.deadline_at, Some(at("2026-11-22T04:18:00Z")));
+        let missing = advance(&s, at("2026-11-22T04:18:00Z"));
+        assert_eq!(
+            kinds(&missing),
+            [(EventKind::Missing, Status::Healthy, Status::Failed)]
+        );
+        // Still silent: due again at 05:18, one `missing` per period.
+        assert_eq!(
+            missing.snitch.state.deadline_at,
+            Some(at("2026-11-22T05:18:00Z"))
+        );
+    }
+
+    #[test]
+    fn smart_margins_are_at_least_five_minutes_and_never_pass_the_basic_deadline() {
+        let mut s = new_snitch(Interval::Daily, AlertType::Smart);
+        for t in [
+            "2026-11-20T23:00:00Z",
+            "2026-11-21T23:30:00Z",
+            "2026-11-22T22:00:00Z",
+        ] {
+            s = arrive(&s, &ok(t), &NOTICES).snitch;
+        }
+        // 23:30 + 2h24m (a tenth of a day) is past midnight: the basic deadline wins.
+        assert_eq!(s.state.deadline_at, Some(at("2026-11-24T00:00:00Z")));
+
+        let mut s = new_snitch(Interval::Hourly, AlertType::Smart);
+        for t in [
+            "2026-11-22T01:00:00Z",
+            "2026-11-22T02:00:00Z",
+            "2026-11-22T03:00:00Z",
+        ] {
+            s = arrive(&s, &ok(t), &NOTICES).snitch;
+        }
+        assert_eq!(s.state.deadline_at, Some(at("2026-11-22T04:06:00Z")));
+        let mut s = new_snitch(Interval::Hourly, AlertType::Smart);
+        s.interval = Interval::Hour2;
+        for t in [
+            "2026-11-22T00:00:00Z",
+            "2026-11-22T02:00:00Z",
+            "2026-11-22T04:00:00Z",
+        ] {
+            s = arrive(&s, &ok(t), &NOTICES).snitch;
+        }
+        // A tenth of two hours is twelve minutes.
+        assert_eq!(s.state.deadline_at, Some(at("2026-11-22T06:12:00Z")));
+    }
+
+    #[test]
+    fn rescheduling_counts_from_the_last_check_in_and_does_not_repeat_alerts() {
+        let s = arrive(
+            &new_snitch(Interval::Daily, AlertType::Basic),
+            &ok("2026-11-22T03:00:00Z"),
+            &NOTICES,
+        )
+        .snitch;
+        let mut hourly = s.clone();
+        hourly.interval = Interval::Hourly;
+        let step = reschedule(&hourly, true, at("2026-11-22T06:30:00Z"));
+        // Due by 05:00 under the new interval: already past, so the next sweep alerts.
+        assert_eq!(
+            step.snitch.state.deadline_at,
+            Some(at("2026-11-22T05:00:00Z"))
+        );
+        assert!(step.snitch.state.smart_offsets_ms.is_empty());
+        let failed = advance(&step.snitch, at("2026-11-22T06:30:00Z"));
+        let times: Vec<_> = failed.events.iter().map(|e| e.at).collect();
+        assert_eq!(
+            times,
+            [at("2026-11-22T05:00:00Z"), at("2026-11-22T06:00:00Z")]
+        );
+        assert_eq!(
+            failed.snitch.state.deadline_at,
+            Some(at("2026-11-22T07:00:00Z"))
+        );
+
+        let mut daily = failed.snitch.clone();
+        daily.interval = Interval::Daily;
+        // The day of the last check-in is covered: due by the end of the next day.
+        let step = reschedule(&daily, true, at("2026-11-22T06:45:00Z"));
+        assert_eq!(
+            step.snitch.state.deadline_at,
+            Some(at("2026-11-24T00:00:00Z"))
+        );
+
+        // A failed snitch whose last check-in is long gone is due at the end of the
+        // current period, not at once for the periods already reported.
+        let old = advance(&s, at("2026-11-25T12:00:00Z")).snitch;
+        assert_eq!(old.status(), Status::Failed);
+        let mut weekly = old.clone();
+        weekly.interval = Interval::Weekly;
+        let step = reschedule(&weekly, true, at("2026-11-25T12:00:00Z"));
+        assert_eq!(
+            step.snitch.state.deadline_at,
+            Some(at("2026-11-30T00:00:00Z"))
+        );
+    }
+}

@@ -1,0 +1,495 @@
+//! The service's operations on the memory store: validation, plan limits, holds,
+//! ownership, tags, pauses, check-ins and the sweep.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+use snitch::store::memory::MemoryStorage;
+use snitch::{
+    Case, CaseId, CheckInMessage, ErrorType, EventKind, ManualClock, Outcome, SequentialTokens,
+    ServiceError, SnitchFields, SnitchService, Status, Storage, Tag, Validation,
+};
+
+struct World {
+    service: SnitchService,
+    clock: Arc<ManualClock>,
+    acme: Case,
+    other: Case,
+}
+
+fn at(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s)
+        .expect("valid test time")
+        .to_utc()
+}
+
+async fn world() -> World {
+    let storage = Arc::new(MemoryStorage::new());
+    let clock = Arc::new(ManualClock::new(at("2026-11-22T03:00:00.123456Z")));
+    let mut acme = Case::new(CaseId::parse("acme").expect("valid"));
+    acme.plan.max_snitches = 3;
+    let other = Case::new(CaseId::parse("other").expect("valid"));
+    storage.upsert_case(&acme).await.expect("store case");
+    storage.upsert_case(&other).await.expect("store case");
+    let service = SnitchService::with_tokens(
+        storage,
+        clock.clone(),
+        Arc::new(SequentialTokens::default()),
+    );
+    World {
+        service,
+        clock,
+        acme,
+        other,
+    }
+}
+
+fn fields(name: &str, interval: &str) -> SnitchFields {
+    SnitchFields {
+        name: Some(name.into()),
+        interval: Some(interval.into()),
+        ..Default::default()
+    }
+}
+
+fn problems(err: ServiceError) -> Vec<Validation> {
+    match err {
+        ServiceError::Invalid(v) => v.into_iter().collect(),
+        other => panic!("expected a validation error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn create_fills_defaults_and_truncates_time_to_milliseconds() {
+    let w = world().await;
+    let s = w
+        .service
+        .create(&w.acme, &fields("  backup  ", "daily"))
+        .await
+        .expect("valid");
+    assert_eq!(s.name.as_str(), "backup");
+    assert_eq!(s.status(), Status::Pending);
+    assert_eq!(s.state.checked_in_at, None);
+    assert_eq!(s.state.deadline_at, None);
+    assert!(s.tags.is_empty() && s.notes.as_str().is_empty() && s.alert_email.is_empty());
+    assert_eq!(s.created_at, at("2026-11-22T03:00:00.123Z"));
+    assert_eq!(s.token.as_str(), "tok00000000000000001");
+    let got = w
+        .service
+        .get(&w.acme, s.token.as_str())
+        .await
+        .expect("stored");
+    assert_eq!(got, s);
+}
+
+#[tokio::test]
+async fn create_reports_every_problem_at_once() {
+    let w = world().await;
+    let err = w
+        .service
+        .create(&w.acme, &SnitchFields::default())
+        .await
+        .expect_err("nothing given");
+    assert_eq!(err.error_type(), Some(ErrorType::ResourceInvalid));
+    assert_eq!(
+        problems(err),
+        [
+            Validation::new("name", "can't be blank"),
+            Validation::new("interval", "can't be blank"),
+        ]
+    );
+
+    let bad = SnitchFields {
+        name: Some("x".repeat(256)),
+        interval: Some("fortnightly".into()),
+        alert_type: Some("clever".into()),
+        alert_email: Some(vec!["nope".into()]),
+        notes: Some("n".repeat(10_001)),
+        tags: Some(vec!["a,b".into()]),
+    };
+    let err = w.service.create(&w.acme, &bad).await.expect_err("invalid");
+    let attributes: Vec<String> = problems(err).into_iter().map(|v| v.attribute).collect();
+    assert_eq!(
+        attributes,
+        [
+            "name",
+            "interval",
+            "alert_type",
+            "alert_email",
+            "notes",
+            "tags"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn smart_alerts_need_an_hourly_or_longer_interval() {
+    let w = world().await;
+    let mut smart_minute = fields("fast", "5_minute");
+    smart_minute.alert_type = Some("smart".into());
+    let err = w
+        .service
+        .create(&w.acme, &smart_minute)
+        .await
+        .expect_err("smart needs an hour");
+    assert_eq!(
+        problems(err),
+        [Validation::new(
+            "alert_type",
+            "smart alerts need an interval of an hour or longer"
+        )]
+    );
+
+    let mut smart_hourly = fields("slow", "hourly");
+    smart_hourly.alert_type = Some("smart".into());
+    let s = w
+        .service
+        .create(&w.acme, &smart_hourly)
+        .await
+        .expect("valid");
+    let to_minute = SnitchFields {
+        interval: Some("1_minute".into()),
+        ..Default::default()
+    };
+    let err = w
+        .service
+        .update(&w.acme, s.token.as_str(), &to_minute)
+        .await
+        .expect_err("the combination is checked on update too");
+    assert_eq!(problems(err)[0].attribute, "alert_type");
+}
+
+#[tokio::test]
+async fn the_plan_limit_and_holds_refuse_with_their_types() {
+    let mut w = world().await;
+    for n in 0..3 {
+        w.service
+            .create(&w.acme, &fields(&format!("job {n}"), "hourly"))
+            .await
+            .expect("within the plan");
+    }
+    let err = w
+        .service
+        .create(&w.acme, &fields("one too many", "hourly"))
+        .await
+        .expect_err("over the plan");
+    assert_eq!(err.error_type(), Some(ErrorType::PlanLimitReached));
+
+    let token = w.service.list(&w.acme, &[]).await.expect("list")[0]
+        .token
+        .clone();
+    w.acme.on_hold = true;
+    let err = w.service.list(&w.acme, &[]).await.expect_err("on hold");
+    assert_eq!(err.error_type(), Some(ErrorType::AccountOnHold));
+    assert!(matches!(
+        w.service.get(&w.acme, token.as_str()).await,
+        Err(ServiceError::AccountOnHold)
+    ));
+    // Check-ins of a case on hold still count.
+    let s = w
+        .service
+        .check_in(token.as_str(), Outcome::Success, None)
+        .await
+        .expect("check-ins work on hold");
+    assert_eq!(s.status(), Status::Healthy);
+}
+
+#[tokio::test]
+async fn another_cases_snitch_is_not_found() {
+    let w = world().await;
+    let s = w
+        .service
+        .create(&w.acme, &fields("mine", "hourly"))
+        .await
+        .expect("valid");
+    let token = s.token.as_str();
+    let not_found = |r: Result<(), ServiceError>| {
+        assert_eq!(
+            r.expect_err("not owned").error_type(),
+            Some(ErrorType::ResourceNotFound)
+        )
+    };
+    not_found(w.service.get(&w.other, token).await.map(|_| ()));
+    not_found(
+        w.service
+            .update(&w.other, token, &SnitchFields::default())
+            .await
+            .map(|_| ()),
+    );
+    not_found(
+        w.service
+            .add_tags(&w.other, token, &["x".into()])
+            .await
+            .map(|_| ()),
+    );
+    not_found(w.service.remove_tag(&w.other, token, "x").await.map(|_| ()));
+    not_found(w.service.pause(&w.other, token, None).await);
+    not_found(w.service.unpause(&w.other, token).await);
+    not_found(w.service.delete(&w.other, token).await);
+    not_found(w.service.get(&w.acme, "no-such-token").await.map(|_| ()));
+    assert!(w
+        .service
+        .list(&w.other, &[])
+        .await
+        .expect("list")
+        .is_empty());
+    assert_eq!(w.service.get(&w.acme, token).await.expect("still there"), s);
+}
+
+#[tokio::test]
+async fn tags_keep_order_drop_duplicates_and_filter_the_list() {
+    let w = world().await;
+    let mut with_tags = fields("a", "hourly");
+    with_tags.tags = Some(vec!["prod".into(), "db".into()]);
+    let a = w.service.create(&w.acme, &with_tags).await.expect("valid");
+    let b = w
+        .service
+        .create(&w.acme, &fields("b", "hourly"))
+        .await
+        .expect("valid");
+
+    let tags = w
+        .service
+        .add_tags(&w.acme, a.token.as_str(), &["db".into(), "eu west".into()])
+        .await
+        .expect("add");
+    let names: Vec<&str> = tags.iter().map(Tag::as_str).collect();
+    assert_eq!(names, ["prod", "db", "eu west"]);
+    let err = w
+        .service
+        .add_tags(&w.acme, a.token.as_str(), &[])
+        .await
+        .expect_err("one or more tags");
+    assert_eq!(err.error_type(), Some(ErrorType::ResourceInvalid));
+
+    let filter = SnitchService::parse_tag_filter("prod,eu west").expect("valid filter");
+    let listed = w.service.list(&w.acme, &filter).await.expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].token, a.token);
+    let everything = SnitchService::parse_tag_filter("").expect("empty filter");
+    let listed = w.service.list(&w.acme, &everything).await.expect("list");
+    let order: Vec<_> = listed.iter().map(|s| s.token.clone()).collect();
+    assert_eq!(order, [a.token.clone(), b.token.clone()], "oldest first");
+
+    let tags = w
+        .service
+        .remove_tag(&w.acme, a.token.as_str(), "eu west")
+        .await
+        .expect("remove");
+    assert_eq!(tags.len(), 2);
+    let tags = w
+        .service
+        .remove_tag(&w.acme, a.token.as_str(), "absent")
+        .await
+        .expect("removing an absent tag is harmless");
+    assert_eq!(tags.len(), 2);
+
+    let replace = SnitchFields {
+        tags: Some(vec![]),
+        ..Default::default()
+    };
+    let s = w
+        .service
+        .update(&w.acme, a.token.as_str(), &replace)
+        .await
+        .expect("update");
+    assert!(s.tags.is_empty(), "an empty array removes all tags");
+}
+
+#[tokio::test]
+async fn pause_validates_until_and_state() {
+    let w = world().await;
+    let s = w
+        .service
+        .create(&w.acme, &fields("job", "hourly"))
+        .await
+        .expect("valid");
+    let token = s.token.as_str();
+    let err = w
+        .service
+        .pause(&w.acme, token, None)
+        .await
+        .expect_err("pending");
+    assert_eq!(
+        problems(err),
+        [Validation::new("status", "can't be paused while pending")]
+    );
+    w.service
+        .check_in(token, Outcome::Success, None)
+        .await
+        .expect("check in");
+    for bad in [
+        "tomorrow",
+        "2026-11-22T02:00:00Z",
+        "2026-11-22T03:00:00.123Z",
+    ] {
+        let err = w
+            .service
+            .pause(&w.acme, token, Some(bad))
+            .await
+            .expect_err(bad);
+        assert_eq!(problems(err)[0].attribute, "until", "{bad}");
+    }
+    w.service
+        .pause(&w.acme, token, Some("2026-11-22T05:00:01+02:00"))
+        .await
+        .expect("any offset is accepted: this is 03:00:01Z, just in the future");
+    let s = w.service.get(&w.acme, token).await.expect("get");
+    assert_eq!(s.status(), Status::Paused);
+    assert_eq!(s.wake_at(), Some(at("2026-11-22T03:00:01Z")));
+    w.clock.advance(Duration::seconds(1));
+    w.service.tick(w.service.now()).await.expect("sweep");
+    let s = w.service.get(&w.acme, token).await.expect("get");
+    assert_eq!(s.status(), Status::Healthy, "resumed at its time");
+}
+
+#[tokio::test]
+async fn check_ins_are_recorded_with_their_messages_and_unknown_tokens_are_not_found() {
+    let w = world().await;
+    let s = w
+        .service
+        .create(&w.acme, &fields("job", "hourly"))
+        .await
+        .expect("valid");
+    let token = s.token.as_str();
+    let message = CheckInMessage::truncating(&"m".repeat(300));
+    let s = w
+        .service
+        .check_in(token, Outcome::from_exit_status(Some("3")), message.clone())
+        .await
+        .expect("check in");
+    assert_eq!(s.status(), Status::Errored);
+    let history = w
+        .service
+        .check_ins(&w.acme, token, 10)
+        .await
+        .expect("history");
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].message, message);
+    assert_eq!(
+        history[0].message.as_ref().map(|m| m.as_str().len()),
+        Some(256)
+    );
+    let events = w.service.events(&w.acme, token, 10).await.expect("events");
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].kind, EventKind::Errored);
+    assert_eq!(events[0].check_in.as_ref(), Some(&history[0]));
+
+    for bad in ["tok00000000000000099", "short", "../../etc", ""] {
+        assert!(matches!(
+            w.service.check_in(bad, Outcome::Success, None).await,
+            Err(ServiceError::NotFound)
+        ));
+    }
+    w.service.delete(&w.acme, token).await.expect("delete");
+    assert!(matches!(
+        w.service.check_in(token, Outcome::Success, None).await,
+        Err(ServiceError::NotFound)
+    ));
+    assert!(matches!(
+        w.service.delete(&w.acme, token).await,
+        Err(ServiceError::NotFound)
+    ));
+}
+
+#[tokio::test]
+async fn the_sweep_declares_missing_snitches_once_per_period() {
+    let w = world().await;
+    let mut tokens = Vec::new();
+    for n in 0..3 {
+        let s = w
+            .service
+            .create(&w.acme, &fields(&format!("job {n}"), "1_minute"))
+            .await
+            .expect("valid");
+        tokens.push(s.token.clone());
+    }
+    // Two check in, one stays pending.
+    for t in &tokens[..2] {
+        w.service
+            .check_in(t.as_str(), Outcome::Success, None)
+            .await
+            .expect("check in");
+    }
+    let storage = w.service.storage().clone();
+    assert_eq!(
+        storage.next_wake_at().await.expect("read"),
+        Some(at("2026-11-22T03:02:00Z"))
+    );
+    let report = w
+        .service
+        .tick(at("2026-11-22T03:01:59.999Z"))
+        .await
+        .expect("sweep");
+    assert_eq!(report.events, 0);
+
+    w.clock.set(at("2026-11-22T03:04:30Z"));
+    let report = w.service.tick(w.service.now()).await.expect("sweep");
+    // 03:02, 03:03 and 03:04 passed for each of the two.
+    assert_eq!((report.snitches, report.events), (2, 6));
+    let again = w.service.tick(w.service.now()).await.expect("sweep");
+    assert_eq!(again.events, 0, "a sweep never repeats an event");
+    for t in &tokens[..2] {
+        let s = w.service.get(&w.acme, t.as_str()).await.expect("get");
+        assert_eq!(s.status(), Status::Failed);
+        let events = w
+            .service
+            .events(&w.acme, t.as_str(), 10)
+            .await
+            .expect("events");
+        let kinds: Vec<_> = events.iter().map(|e| e.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                EventKind::Missing,
+                EventKind::Missing,
+                EventKind::Missing,
+                EventKind::Reporting
+            ]
+        );
+    }
+    let pending = w
+        .service
+        .get(&w.acme, tokens[2].as_str())
+        .await
+        .expect("get");
+    assert_eq!(pending.status(), Status::Pending);
+}
+
+#[tokio::test]
+async fn concurrent_check_ins_and_sweeps_lose_nothing() {
+    let w = world().await;
+    let s = w
+        .service
+        .create(&w.acme, &fields("busy", "1_minute"))
+        .await
+        .expect("valid");
+    let token = s.token.to_string();
+    let mut tasks = Vec::new();
+    for _ in 0..50 {
+        let service = w.service.clone();
+        let token = token.clone();
+        tasks.push(tokio::spawn(async move {
+            service.check_in(&token, Outcome::Success, None).await
+        }));
+    }
+    for task in tasks {
+        task.await.expect("task").expect("every check-in is stored");
+    }
+    let history = w
+        .service
+        .check_ins(&w.acme, &token, 100)
+        .await
+        .expect("history");
+    assert_eq!(history.len(), 50);
+    let events = w
+        .service
+        .events(&w.acme, &token, 100)
+        .await
+        .expect("events");
+    assert_eq!(
+        events.len(),
+        1,
+        "exactly one reporting for the first check-in"
+    );
+}
