@@ -6,7 +6,9 @@
 //!
 //! - [`core`]: the domain: snitches, periods, the state machine, the [`SnitchService`],
 //!   and the [`Storage`], [`Clock`] and [`Notifier`] traits;
-//! - [`store::memory`]: the in-memory store.
+//! - [`http`]: the v1 API and check-in routers for axum;
+//! - [`store::memory`]: the in-memory store;
+//! - [`server`]: a runnable server (configuration, scheduler, graceful shutdown).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -33,8 +35,11 @@
 //! # }
 //! ```
 
+pub mod server;
+
 pub use snitch_core as core;
 pub use snitch_core::*;
+pub use snitch_http as http;
 
 /// The storage backends.
 pub mod store {

@@ -11,16 +11,26 @@
 //!     snitch_core::storage_contract_tests!(|| async { my_store::MyStorage::new() });
 //! }
 //! ```
+//!
+//! The tests use only the [`Storage`] trait and assume nothing its documentation does not
+//! promise. Every instant is a whole number of milliseconds, so a store may keep
+//! timestamps at millisecond precision. Concurrent calls are issued with
+//! [`futures::future::join_all`] on one task: a store that awaits I/O (a database) really
+//! runs them interleaved, while a store that never yields runs them one after another.
 
 use std::sync::Arc;
 
 use chrono::{Duration, TimeZone, Utc};
+use futures::future::join_all;
 
 use crate::calendar::{Interval, Timestamp};
 use crate::machine;
-use crate::snitch::Snitch;
-use crate::storage::Storage;
-use crate::types::{AlertEmails, AlertType, Case, CaseId, Notes, SnitchName, Tags, Token};
+use crate::snitch::{CheckIn, PauseUntil, Snitch, CHECK_INS_KEPT};
+use crate::storage::{Change, Storage, StorageError};
+use crate::types::{
+    AlertEmails, AlertType, Case, CaseId, CheckInMessage, EmailAddress, Notes, Outcome, Plan,
+    SnitchName, Status, Tag, Tags, Token,
+};
 
 /// Expands to one test per rule of the storage contract, each run on a store made by
 /// `$make`, an expression callable as `$make()` that returns a future of the store.
@@ -28,7 +38,44 @@ use crate::types::{AlertEmails, AlertType, Case, CaseId, Notes, SnitchName, Tags
 macro_rules! storage_contract_tests {
     ($make:expr) => {
         $crate::storage_contract_tests!(@each $make;
+            // Cases.
             case_round_trip,
+            cases_are_kept_apart,
+            // Inserting snitches.
+            insert_snitch_round_trips_every_field,
+            insert_snitch_into_unknown_case_fails,
+            insert_snitch_with_taken_token_fails,
+            insert_snitch_respects_the_limit_per_case,
+            insert_snitch_with_limit_zero_refuses_the_first,
+            insert_snitch_limit_holds_under_concurrency,
+            // Listing a case's snitches.
+            snitches_lists_only_the_case_own,
+            snitches_are_oldest_first,
+            snitches_filter_requires_every_tag,
+            snitches_of_unknown_case_is_empty,
+            // Saving changes.
+            save_applies_the_new_state,
+            save_replaces_every_field,
+            save_of_stale_version_conflicts_and_changes_nothing,
+            save_of_missing_snitch_is_not_found,
+            concurrent_saves_from_one_read_let_exactly_one_win,
+            // History.
+            check_ins_are_newest_first_and_limited,
+            check_ins_keep_the_most_recent_ones,
+            events_are_newest_first_and_limited,
+            history_of_unknown_snitch_is_empty,
+            // Deleting.
+            delete_snitch_reports_whether_it_existed,
+            delete_snitch_removes_it_and_its_history,
+            delete_snitch_frees_a_plan_slot,
+            // The deadline index.
+            empty_store_has_nothing_due,
+            pending_snitch_is_never_due,
+            snitch_is_due_from_its_deadline_on,
+            due_is_earliest_first_and_limited,
+            due_follows_a_saved_deadline,
+            open_ended_pause_is_never_due,
+            timed_pause_is_due_when_it_ends,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
@@ -41,6 +88,10 @@ macro_rules! storage_contract_tests {
         )*
     };
 }
+
+// ---------------------------------------------------------------------------------------
+// Fixtures
+// ---------------------------------------------------------------------------------------
 
 /// A fixed instant the fixtures are built around.
 pub fn t0() -> Timestamp {
@@ -76,6 +127,178 @@ pub fn snitch(case: &Case, n: u64, created_at: Timestamp) -> Snitch {
     }
 }
 
+/// `minutes` after [`t0`]. An hourly snitch checked in at `at(m)` with `0 <= m < 60` is
+/// due at `at(120)`, the end of the next hour.
+pub fn at(minutes: i64) -> Timestamp {
+    t0() + Duration::minutes(minutes)
+}
+
+/// A successful check-in at `at`.
+pub fn success(at: Timestamp) -> CheckIn {
+    CheckIn {
+        at,
+        outcome: Outcome::Success,
+        message: None,
+    }
+}
+
+/// A failed check-in at `at`, with an exit status and a message.
+pub fn failure(at: Timestamp, exit_status: &str, message: &str) -> CheckIn {
+    CheckIn {
+        at,
+        outcome: Outcome::Error {
+            exit_status: exit_status.to_owned(),
+        },
+        message: CheckInMessage::truncating(message),
+    }
+}
+
+/// The change a check-in makes to `snitch`, as the service computes it: deadlines that
+/// passed before it first, then the check-in itself.
+pub fn checked_in_with(snitch: &Snitch, check_in: CheckIn) -> Change {
+    let step = machine::advance(snitch, check_in.at)
+        .then(|s| machine::check_in(s, &check_in, &Plan::default()));
+    Change::new(snitch, step.snitch, Some(check_in), step.events)
+}
+
+/// The change a successful check-in at `at` makes to `snitch`.
+pub fn checked_in(snitch: &Snitch, at: Timestamp) -> Change {
+    checked_in_with(snitch, success(at))
+}
+
+/// The change the deadline sweep makes to `snitch` at `now` (missed deadlines, ended
+/// pauses).
+pub fn advanced(snitch: &Snitch, now: Timestamp) -> Change {
+    let step = machine::advance(snitch, now);
+    Change::new(snitch, step.snitch, None, step.events)
+}
+
+/// The change pausing `snitch` at `now` makes.
+pub fn paused(snitch: &Snitch, until: PauseUntil, now: Timestamp) -> Change {
+    let step = machine::advance(snitch, now)
+        .then(|s| machine::pause(s, until, now).expect("the fixture snitch can be paused"));
+    Change::new(snitch, step.snitch, None, step.events)
+}
+
+/// A snitch with every field set and a state the machine reached through check-ins, an
+/// error and a timed pause: smart daily, paused until `t0 + 5 days`, errored before the
+/// pause and checked in while paused.
+pub fn rich_snitch(case: &Case, n: u64) -> Snitch {
+    let mut s = snitch(case, n, t0());
+    s.name = SnitchName::parse("Nightly backup — prod ✓").expect("valid name");
+    s.tags = Tags::parse(&["backup", "db", "prod eu"]).expect("valid tags");
+    s.notes = Notes::parse("Runs at 03:00 UTC.\nSee the wiki: “Backups”, O'Brien's page.")
+        .expect("valid notes");
+    s.alert_email =
+        AlertEmails::parse(&["ops@example.test", "dba@example.test"]).expect("valid addresses");
+    s.interval = Interval::Daily;
+    s.alert_type = AlertType::Smart;
+
+    let day = |d: i64, minutes: i64| t0() + Duration::days(d) + Duration::minutes(minutes);
+    s = checked_in(&s, day(0, 5)).snitch;
+    s = checked_in(&s, day(1, 7)).snitch;
+    s = checked_in(&s, day(2, 3)).snitch;
+    s = checked_in_with(&s, failure(day(3, 4), "2", "disk full")).snitch;
+    s = paused(&s, PauseUntil::At(day(5, 0)), day(3, 60)).snitch;
+    s = checked_in(&s, day(3, 120)).snitch;
+    s.version = 7;
+
+    let state = &s.state;
+    assert_eq!(state.status, Status::Paused, "fixture: paused");
+    let pause = state.pause.as_ref().expect("fixture: paused");
+    assert_eq!(
+        pause.resume_status,
+        Status::Errored,
+        "fixture: errored before"
+    );
+    assert!(
+        pause.checked_in_while_paused,
+        "fixture: checked in while paused"
+    );
+    assert!(state.checked_in_at.is_some() && state.last_check_in_at.is_some());
+    assert!(state.anchor_at.is_some() && state.errored_alert_period.is_some());
+    assert_eq!(state.smart_offsets_ms.len(), 5, "fixture: learned offsets");
+    assert!(
+        state.event_seq >= 3,
+        "fixture: reporting, errored and paused"
+    );
+    s
+}
+
+/// A limit no test reaches.
+const NO_LIMIT: u32 = 1_000;
+/// A `now` after every instant the tests use.
+fn far_future() -> Timestamp {
+    t0() + Duration::days(365)
+}
+
+async fn with_case(store: &Arc<dyn Storage>, name: &str) -> Case {
+    let case = case(name);
+    store.upsert_case(&case).await.expect("upsert the case");
+    case
+}
+
+async fn insert(store: &Arc<dyn Storage>, snitch: &Snitch) {
+    store
+        .insert_snitch(snitch, NO_LIMIT)
+        .await
+        .expect("insert the snitch");
+}
+
+/// Saves `change` and returns the snitch as it now is.
+async fn apply(store: &Arc<dyn Storage>, change: Change) -> Snitch {
+    store.save(&change).await.expect("save the change");
+    change.snitch
+}
+
+/// Inserts pending snitch `n` of `case` and saves a successful check-in at `at`.
+async fn insert_checked_in(store: &Arc<dyn Storage>, case: &Case, n: u64, at: Timestamp) -> Snitch {
+    let fresh = snitch(case, n, t0());
+    insert(store, &fresh).await;
+    apply(store, checked_in(&fresh, at)).await
+}
+
+async fn stored(store: &Arc<dyn Storage>, token: &Token) -> Option<Snitch> {
+    store.snitch(token).await.expect("read the snitch")
+}
+
+async fn listed(store: &Arc<dyn Storage>, case: &Case, tags: &[&str]) -> Vec<Token> {
+    let tags: Vec<Tag> = tags
+        .iter()
+        .map(|t| Tag::parse(t).expect("valid tag"))
+        .collect();
+    let snitches = store
+        .snitches(&case.id, &tags)
+        .await
+        .expect("list the snitches");
+    tokens(&snitches)
+}
+
+async fn due(store: &Arc<dyn Storage>, now: Timestamp, limit: usize) -> Vec<Token> {
+    tokens(&store.due(now, limit).await.expect("read due snitches"))
+}
+
+async fn next_wake_at(store: &Arc<dyn Storage>) -> Option<Timestamp> {
+    store.next_wake_at().await.expect("read the next wake-up")
+}
+
+fn tokens(snitches: &[Snitch]) -> Vec<Token> {
+    snitches.iter().map(|s| s.token.clone()).collect()
+}
+
+fn tokens_of(numbers: &[u64]) -> Vec<Token> {
+    numbers.iter().copied().map(token).collect()
+}
+
+fn newest_first<T: Clone>(oldest_first: &[T]) -> Vec<T> {
+    oldest_first.iter().rev().cloned().collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Cases
+// ---------------------------------------------------------------------------------------
+
+/// A case reads back as stored; an upsert replaces its members, plan and hold flag.
 pub async fn case_round_trip(store: Arc<dyn Storage>) {
     let mut acme = case("acme");
     assert_eq!(store.case(&acme.id).await.expect("read"), None);
@@ -84,9 +307,661 @@ pub async fn case_round_trip(store: Arc<dyn Storage>) {
         store.case(&acme.id).await.expect("read"),
         Some(acme.clone())
     );
+
+    acme.members = vec![
+        EmailAddress::parse("ann@acme.test").expect("valid address"),
+        EmailAddress::parse("bob@acme.test").expect("valid address"),
+    ];
+    acme.plan = Plan {
+        max_snitches: 3,
+        error_notices: false,
+    };
     acme.on_hold = true;
-    acme.plan.max_snitches = 3;
     store.upsert_case(&acme).await.expect("update");
+    assert_eq!(
+        store.case(&acme.id).await.expect("read"),
+        Some(acme.clone())
+    );
+
+    acme.members.truncate(1);
+    acme.on_hold = false;
+    store.upsert_case(&acme).await.expect("update again");
     assert_eq!(store.case(&acme.id).await.expect("read"), Some(acme));
-    let _ = Duration::zero();
+}
+
+/// Cases are independent; an unknown id reads as `None`.
+pub async fn cases_are_kept_apart(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let mut globex = case("globex.corp_2");
+    globex.on_hold = true;
+    store.upsert_case(&globex).await.expect("insert");
+
+    assert_eq!(store.case(&acme.id).await.expect("read"), Some(acme));
+    assert_eq!(store.case(&globex.id).await.expect("read"), Some(globex));
+    let unknown = CaseId::parse("initech").expect("valid id");
+    assert_eq!(store.case(&unknown).await.expect("read"), None);
+}
+
+// ---------------------------------------------------------------------------------------
+// Inserting snitches
+// ---------------------------------------------------------------------------------------
+
+/// Every field of a new snitch reads back as inserted, whatever its state.
+pub async fn insert_snitch_round_trips_every_field(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let pending = snitch(&acme, 1, t0());
+    let healthy = checked_in(&snitch(&acme, 2, at(-30)), at(10)).snitch;
+    let rich = rich_snitch(&acme, 3);
+    let until_healthy = {
+        let s = checked_in(&snitch(&acme, 4, t0()), at(10)).snitch;
+        paused(&s, PauseUntil::Healthy, at(20)).snitch
+    };
+    let until_unpaused = {
+        let s = checked_in(&snitch(&acme, 5, t0()), at(10)).snitch;
+        paused(&s, PauseUntil::Unpaused, at(20)).snitch
+    };
+    let all = [pending, healthy, rich, until_healthy, until_unpaused];
+
+    for s in &all {
+        insert(&store, s).await;
+    }
+    for s in &all {
+        assert_eq!(stored(&store, &s.token).await.as_ref(), Some(s));
+    }
+}
+
+/// A snitch of a case that is not stored is refused and not stored.
+pub async fn insert_snitch_into_unknown_case_fails(store: Arc<dyn Storage>) {
+    with_case(&store, "acme").await;
+    let ghost = case("ghost");
+    let result = store
+        .insert_snitch(&snitch(&ghost, 1, t0()), NO_LIMIT)
+        .await;
+    assert!(
+        matches!(&result, Err(StorageError::UnknownCase(id)) if *id == ghost.id),
+        "expected UnknownCase(ghost), got {result:?}"
+    );
+    assert_eq!(stored(&store, &token(1)).await, None);
+}
+
+/// Tokens are unique across the whole store; the first snitch is kept.
+pub async fn insert_snitch_with_taken_token_fails(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let globex = with_case(&store, "globex").await;
+    let first = snitch(&acme, 1, t0());
+    insert(&store, &first).await;
+
+    let mut again = snitch(&acme, 1, at(5));
+    again.name = SnitchName::parse("impostor").expect("valid name");
+    for other in [again.clone(), snitch(&globex, 1, at(5))] {
+        let result = store.insert_snitch(&other, NO_LIMIT).await;
+        assert!(
+            matches!(result, Err(StorageError::DuplicateToken)),
+            "expected DuplicateToken, got {result:?}"
+        );
+    }
+    assert_eq!(stored(&store, &first.token).await, Some(first));
+    assert_eq!(listed(&store, &acme, &[]).await, tokens_of(&[1]));
+    assert_eq!(listed(&store, &globex, &[]).await, vec![]);
+}
+
+/// A case holding `max_snitches` refuses another; other cases count their own.
+pub async fn insert_snitch_respects_the_limit_per_case(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let globex = with_case(&store, "globex").await;
+    for n in [1, 2] {
+        store
+            .insert_snitch(&snitch(&acme, n, t0()), 2)
+            .await
+            .expect("below the limit");
+    }
+
+    let result = store.insert_snitch(&snitch(&acme, 3, t0()), 2).await;
+    assert!(
+        matches!(result, Err(StorageError::LimitReached { max: 2 })),
+        "expected LimitReached {{ max: 2 }}, got {result:?}"
+    );
+    assert_eq!(stored(&store, &token(3)).await, None);
+    assert_eq!(listed(&store, &acme, &[]).await, tokens_of(&[1, 2]));
+
+    for n in [4, 5] {
+        store
+            .insert_snitch(&snitch(&globex, n, t0()), 2)
+            .await
+            .expect("another case has its own count");
+    }
+    store
+        .insert_snitch(&snitch(&acme, 3, t0()), 3)
+        .await
+        .expect("the limit is the one passed in");
+    assert_eq!(listed(&store, &acme, &[]).await, tokens_of(&[1, 2, 3]));
+}
+
+/// A limit of zero refuses even the first snitch.
+pub async fn insert_snitch_with_limit_zero_refuses_the_first(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let result = store.insert_snitch(&snitch(&acme, 1, t0()), 0).await;
+    assert!(
+        matches!(result, Err(StorageError::LimitReached { max: 0 })),
+        "expected LimitReached {{ max: 0 }}, got {result:?}"
+    );
+    assert_eq!(stored(&store, &token(1)).await, None);
+}
+
+/// Counting and inserting are one atomic step: concurrent inserts never overshoot.
+pub async fn insert_snitch_limit_holds_under_concurrency(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let candidates: Vec<Snitch> = (1..=20).map(|n| snitch(&acme, n, t0())).collect();
+    let results = join_all(candidates.iter().map(|s| store.insert_snitch(s, 5))).await;
+
+    let mut inserted = Vec::new();
+    for (s, result) in candidates.iter().zip(&results) {
+        match result {
+            Ok(()) => inserted.push(s.token.clone()),
+            Err(StorageError::LimitReached { max: 5 }) => {}
+            Err(e) => panic!("expected Ok or LimitReached {{ max: 5 }}, got {e:?}"),
+        }
+    }
+    assert_eq!(inserted.len(), 5, "exactly the limit gets in");
+    let mut listed = listed(&store, &acme, &[]).await;
+    listed.sort();
+    inserted.sort();
+    assert_eq!(listed, inserted);
+}
+
+// ---------------------------------------------------------------------------------------
+// Listing a case's snitches
+// ---------------------------------------------------------------------------------------
+
+/// A case lists its own snitches and no others.
+pub async fn snitches_lists_only_the_case_own(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let globex = with_case(&store, "globex").await;
+    insert(&store, &snitch(&acme, 1, at(0))).await;
+    insert(&store, &snitch(&globex, 2, at(1))).await;
+    insert(&store, &snitch(&acme, 3, at(2))).await;
+    insert(&store, &snitch(&globex, 4, at(3))).await;
+
+    let acme_snitches = store.snitches(&acme.id, &[]).await.expect("list");
+    assert_eq!(
+        acme_snitches,
+        vec![snitch(&acme, 1, at(0)), snitch(&acme, 3, at(2))]
+    );
+    assert_eq!(listed(&store, &globex, &[]).await, tokens_of(&[2, 4]));
+}
+
+/// Oldest first by `created_at`, then by order of insertion (not by token); a save does
+/// not reorder, and the listing shows the saved state.
+pub async fn snitches_are_oldest_first(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let globex = with_case(&store, "globex").await;
+    insert(&store, &snitch(&acme, 1, at(120))).await;
+    insert(&store, &snitch(&acme, 2, at(0))).await;
+    insert(&store, &snitch(&acme, 9, at(60))).await;
+    insert(&store, &snitch(&globex, 5, at(60))).await;
+    insert(&store, &snitch(&acme, 3, at(60))).await;
+    insert(&store, &snitch(&acme, 4, at(-60))).await;
+    let expected = tokens_of(&[4, 2, 9, 3, 1]);
+    assert_eq!(listed(&store, &acme, &[]).await, expected);
+
+    let before = stored(&store, &token(9)).await.expect("stored");
+    let saved = apply(&store, checked_in(&before, at(70))).await;
+    let after = store.snitches(&acme.id, &[]).await.expect("list");
+    assert_eq!(tokens(&after), expected, "a save does not reorder");
+    assert_eq!(after[2], saved, "the listing shows the saved state");
+}
+
+/// A tag filter keeps the snitches that carry every one of its tags; none means all.
+pub async fn snitches_filter_requires_every_tag(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let tagged = [
+        (1, &["a"][..]),
+        (2, &["a", "b"]),
+        (3, &["b", "c"]),
+        (4, &[]),
+    ];
+    for (n, tags) in tagged {
+        let mut s = snitch(&acme, n, at(n as i64));
+        s.tags = Tags::parse(tags).expect("valid tags");
+        insert(&store, &s).await;
+    }
+
+    assert_eq!(listed(&store, &acme, &[]).await, tokens_of(&[1, 2, 3, 4]));
+    assert_eq!(listed(&store, &acme, &["a"]).await, tokens_of(&[1, 2]));
+    assert_eq!(listed(&store, &acme, &["b"]).await, tokens_of(&[2, 3]));
+    assert_eq!(listed(&store, &acme, &["b", "a"]).await, tokens_of(&[2]));
+    assert_eq!(listed(&store, &acme, &["a", "c"]).await, vec![]);
+    assert_eq!(listed(&store, &acme, &["nope"]).await, vec![]);
+}
+
+/// A case that is not stored lists nothing.
+pub async fn snitches_of_unknown_case_is_empty(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    insert(&store, &snitch(&acme, 1, t0())).await;
+    assert_eq!(listed(&store, &case("ghost"), &[]).await, vec![]);
+    assert_eq!(listed(&store, &case("ghost"), &["a"]).await, vec![]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Saving changes
+// ---------------------------------------------------------------------------------------
+
+/// A save stores the new state with the next version, and the next change builds on it.
+pub async fn save_applies_the_new_state(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let fresh = snitch(&acme, 1, t0());
+    insert(&store, &fresh).await;
+
+    let first = checked_in(&fresh, at(10));
+    assert_eq!(first.snitch.version, 2);
+    assert_eq!(first.snitch.status(), Status::Healthy);
+    store.save(&first).await.expect("save from version 1");
+    let read = stored(&store, &fresh.token).await.expect("stored");
+    assert_eq!(read, first.snitch);
+    assert_eq!(
+        store.snitches(&acme.id, &[]).await.expect("list"),
+        vec![first.snitch.clone()]
+    );
+
+    let second = checked_in_with(&read, failure(at(20), "1", "boom"));
+    assert_eq!(second.snitch.version, 3);
+    store.save(&second).await.expect("save from version 2");
+    assert_eq!(stored(&store, &fresh.token).await, Some(second.snitch));
+}
+
+/// A save replaces every field, setting and clearing optional ones alike.
+pub async fn save_replaces_every_field(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let plain = snitch(&acme, 1, t0());
+    insert(&store, &plain).await;
+
+    let rich = apply(
+        &store,
+        Change::new(&plain, rich_snitch(&acme, 1), None, vec![]),
+    )
+    .await;
+    assert_eq!(stored(&store, &plain.token).await.as_ref(), Some(&rich));
+
+    let cleared = apply(&store, Change::new(&rich, plain.clone(), None, vec![])).await;
+    assert_eq!(cleared.version, 3);
+    assert_eq!(stored(&store, &plain.token).await, Some(cleared));
+}
+
+/// A change made from a stale read (or claiming any other version) is refused whole: the
+/// snitch, its check-ins and its events stay as they were.
+pub async fn save_of_stale_version_conflicts_and_changes_nothing(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let fresh = snitch(&acme, 1, t0());
+    insert(&store, &fresh).await;
+
+    let mut renamed = fresh.clone();
+    renamed.name = SnitchName::parse("renamed").expect("valid name");
+    let winner = apply(&store, Change::new(&fresh, renamed, None, vec![])).await;
+
+    let stale = checked_in(&fresh, at(10));
+    assert!(!stale.events.is_empty(), "fixture: the stale change emits");
+    let mut from_the_future = checked_in(&winner, at(10));
+    from_the_future.snitch.version = 10;
+    for change in [stale, from_the_future] {
+        let result = store.save(&change).await;
+        assert!(
+            matches!(result, Err(StorageError::Conflict)),
+            "expected Conflict, got {result:?}"
+        );
+    }
+
+    assert_eq!(stored(&store, &fresh.token).await, Some(winner));
+    assert_eq!(
+        store.check_ins(&fresh.token, 10).await.expect("read"),
+        vec![]
+    );
+    assert_eq!(store.events(&fresh.token, 10).await.expect("read"), vec![]);
+    assert_eq!(due(&store, far_future(), 10).await, vec![]);
+}
+
+/// A change to a snitch that was never stored, or was deleted, is refused and creates
+/// nothing.
+pub async fn save_of_missing_snitch_is_not_found(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let deleted = snitch(&acme, 1, t0());
+    insert(&store, &deleted).await;
+    assert!(store.delete_snitch(&deleted.token).await.expect("delete"));
+    let never = snitch(&acme, 2, t0());
+
+    for s in [deleted, never] {
+        let result = store.save(&checked_in(&s, at(10))).await;
+        assert!(
+            matches!(result, Err(StorageError::NotFound)),
+            "expected NotFound, got {result:?}"
+        );
+        assert_eq!(stored(&store, &s.token).await, None);
+        assert_eq!(store.check_ins(&s.token, 10).await.expect("read"), vec![]);
+        assert_eq!(store.events(&s.token, 10).await.expect("read"), vec![]);
+    }
+    assert_eq!(listed(&store, &acme, &[]).await, vec![]);
+    assert_eq!(next_wake_at(&store).await, None);
+}
+
+/// Of concurrent changes made from the same read, exactly one is kept, whole.
+pub async fn concurrent_saves_from_one_read_let_exactly_one_win(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let fresh = snitch(&acme, 1, t0());
+    insert(&store, &fresh).await;
+    let read = stored(&store, &fresh.token).await.expect("stored");
+
+    let changes: Vec<Change> = (0..10).map(|i| checked_in(&read, at(10 + i))).collect();
+    let results = join_all(changes.iter().map(|c| store.save(c))).await;
+
+    let mut winners = Vec::new();
+    for (change, result) in changes.iter().zip(&results) {
+        match result {
+            Ok(()) => winners.push(change),
+            Err(StorageError::Conflict) => {}
+            Err(e) => panic!("expected Ok or Conflict, got {e:?}"),
+        }
+    }
+    let [winner] = winners[..] else {
+        panic!("expected exactly one save to win, {} did", winners.len());
+    };
+    assert_eq!(
+        stored(&store, &fresh.token).await.as_ref(),
+        Some(&winner.snitch)
+    );
+    let check_ins = store.check_ins(&fresh.token, 100).await.expect("read");
+    assert_eq!(check_ins, Vec::from_iter(winner.check_in.clone()));
+    let events = store.events(&fresh.token, 100).await.expect("read");
+    assert_eq!(events, newest_first(&winner.events));
+}
+
+// ---------------------------------------------------------------------------------------
+// History
+// ---------------------------------------------------------------------------------------
+
+/// Check-ins read back whole, newest first, at most `limit`; a change without a
+/// check-in adds none.
+pub async fn check_ins_are_newest_first_and_limited(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let mut s = snitch(&acme, 1, t0());
+    insert(&store, &s).await;
+    let sent = vec![
+        success(at(10)),
+        failure(at(20), "1", "disk full"),
+        CheckIn {
+            message: CheckInMessage::truncating("all good ✓"),
+            ..success(at(30))
+        },
+        failure(at(40), "segfault", ""),
+        success(at(50)),
+    ];
+    for check_in in &sent {
+        s = apply(&store, checked_in_with(&s, check_in.clone())).await;
+    }
+    s = apply(&store, paused(&s, PauseUntil::Unpaused, at(55))).await;
+
+    let newest = newest_first(&sent);
+    assert_eq!(store.check_ins(&s.token, 10).await.expect("read"), newest);
+    assert_eq!(store.check_ins(&s.token, 5).await.expect("read"), newest);
+    assert_eq!(
+        store.check_ins(&s.token, 2).await.expect("read"),
+        newest[..2]
+    );
+    assert_eq!(store.check_ins(&s.token, 0).await.expect("read"), vec![]);
+}
+
+/// A store keeps the most recent `CHECK_INS_KEPT` check-ins and drops older ones.
+pub async fn check_ins_keep_the_most_recent_ones(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let mut s = snitch(&acme, 1, t0());
+    insert(&store, &s).await;
+    let sent: Vec<CheckIn> = (0..CHECK_INS_KEPT as i64 + 5)
+        .map(|i| success(at(i)))
+        .collect();
+    for check_in in &sent {
+        s = apply(&store, checked_in_with(&s, check_in.clone())).await;
+    }
+
+    let kept = store.check_ins(&s.token, 1_000).await.expect("read");
+    assert_eq!(kept.len(), CHECK_INS_KEPT);
+    assert_eq!(kept, newest_first(&sent[5..]));
+}
+
+/// Events read back whole, newest first (in the order emitted within a change), at most
+/// `limit`.
+pub async fn events_are_newest_first_and_limited(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let fresh = snitch(&acme, 1, t0());
+    insert(&store, &fresh).await;
+
+    let mut emitted = Vec::new();
+    let mut s = fresh.clone();
+    let steps: [fn(&Snitch) -> Change; 4] = [
+        |s| checked_in(s, at(10)),
+        |s| advanced(s, at(250)),
+        |s| checked_in_with(s, failure(at(260), "1", "boom")),
+        |s| paused(s, PauseUntil::Unpaused, at(270)),
+    ];
+    for make in steps {
+        let change = make(&s);
+        emitted.extend(change.events.iter().cloned());
+        s = apply(&store, change).await;
+    }
+    assert!(
+        emitted.len() >= 5,
+        "fixture: reporting, missing (several), errored, paused"
+    );
+
+    let newest = newest_first(&emitted);
+    assert_eq!(store.events(&s.token, 100).await.expect("read"), newest);
+    assert_eq!(store.events(&s.token, 3).await.expect("read"), newest[..3]);
+    assert_eq!(store.events(&s.token, 0).await.expect("read"), vec![]);
+}
+
+/// An unknown token, or a snitch with no history, has no check-ins and no events.
+pub async fn history_of_unknown_snitch_is_empty(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    insert_checked_in(&store, &acme, 1, at(10)).await;
+    insert(&store, &snitch(&acme, 2, t0())).await;
+    for n in [2, 404] {
+        assert_eq!(store.check_ins(&token(n), 10).await.expect("read"), vec![]);
+        assert_eq!(store.events(&token(n), 10).await.expect("read"), vec![]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Deleting
+// ---------------------------------------------------------------------------------------
+
+/// `true` for a snitch that was there, `false` after and for one never stored.
+pub async fn delete_snitch_reports_whether_it_existed(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    insert(&store, &snitch(&acme, 1, t0())).await;
+    assert!(store.delete_snitch(&token(1)).await.expect("delete"));
+    assert_eq!(stored(&store, &token(1)).await, None);
+    assert!(!store.delete_snitch(&token(1)).await.expect("delete again"));
+    assert!(!store
+        .delete_snitch(&token(2))
+        .await
+        .expect("delete unknown"));
+}
+
+/// A deleted snitch leaves the listing, the deadline index and the history, and the
+/// other snitches stay as they were.
+pub async fn delete_snitch_removes_it_and_its_history(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let doomed = insert_checked_in(&store, &acme, 1, at(10)).await;
+    let kept = insert_checked_in(&store, &acme, 2, at(70)).await;
+    assert_eq!(
+        doomed.wake_at(),
+        Some(at(120)),
+        "fixture: doomed wakes first"
+    );
+    assert_eq!(kept.wake_at(), Some(at(180)));
+    assert_eq!(next_wake_at(&store).await, Some(at(120)));
+    let kept_check_ins = store.check_ins(&kept.token, 10).await.expect("read");
+    let kept_events = store.events(&kept.token, 10).await.expect("read");
+    assert!(!kept_check_ins.is_empty() && !kept_events.is_empty());
+
+    assert!(store.delete_snitch(&doomed.token).await.expect("delete"));
+
+    assert_eq!(stored(&store, &doomed.token).await, None);
+    assert_eq!(
+        store.check_ins(&doomed.token, 10).await.expect("read"),
+        vec![]
+    );
+    assert_eq!(store.events(&doomed.token, 10).await.expect("read"), vec![]);
+    assert_eq!(listed(&store, &acme, &[]).await, tokens_of(&[2]));
+    assert_eq!(due(&store, far_future(), 10).await, tokens_of(&[2]));
+    assert_eq!(next_wake_at(&store).await, Some(at(180)));
+
+    assert_eq!(stored(&store, &kept.token).await, Some(kept.clone()));
+    assert_eq!(
+        store.check_ins(&kept.token, 10).await.expect("read"),
+        kept_check_ins
+    );
+    assert_eq!(
+        store.events(&kept.token, 10).await.expect("read"),
+        kept_events
+    );
+}
+
+/// A deleted snitch no longer counts towards its case's limit.
+pub async fn delete_snitch_frees_a_plan_slot(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    for n in [1, 2] {
+        store
+            .insert_snitch(&snitch(&acme, n, t0()), 2)
+            .await
+            .expect("below the limit");
+    }
+    let full = store.insert_snitch(&snitch(&acme, 3, t0()), 2).await;
+    assert!(
+        matches!(full, Err(StorageError::LimitReached { max: 2 })),
+        "expected LimitReached {{ max: 2 }}, got {full:?}"
+    );
+
+    assert!(store.delete_snitch(&token(1)).await.expect("delete"));
+    store
+        .insert_snitch(&snitch(&acme, 3, t0()), 2)
+        .await
+        .expect("the deleted snitch freed its slot");
+    assert_eq!(listed(&store, &acme, &[]).await, tokens_of(&[2, 3]));
+}
+
+// ---------------------------------------------------------------------------------------
+// The deadline index
+// ---------------------------------------------------------------------------------------
+
+/// An empty store has nothing due and nothing to wake for.
+pub async fn empty_store_has_nothing_due(store: Arc<dyn Storage>) {
+    assert_eq!(due(&store, far_future(), 10).await, vec![]);
+    assert_eq!(next_wake_at(&store).await, None);
+}
+
+/// A pending snitch has no deadline: never due.
+pub async fn pending_snitch_is_never_due(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    insert(&store, &snitch(&acme, 1, t0())).await;
+    assert_eq!(due(&store, far_future(), 10).await, vec![]);
+    assert_eq!(next_wake_at(&store).await, None);
+}
+
+/// A snitch is due at its deadline exactly, not a millisecond before; `due` returns it
+/// whole.
+pub async fn snitch_is_due_from_its_deadline_on(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let s = insert_checked_in(&store, &acme, 1, at(10)).await;
+    let deadline = at(120);
+    assert_eq!(
+        s.wake_at(),
+        Some(deadline),
+        "fixture: due at the end of the next hour"
+    );
+
+    assert_eq!(next_wake_at(&store).await, Some(deadline));
+    let just_before = deadline - Duration::milliseconds(1);
+    assert_eq!(due(&store, just_before, 10).await, vec![]);
+    assert_eq!(
+        store.due(deadline, 10).await.expect("read due"),
+        vec![s.clone()]
+    );
+    assert_eq!(
+        due(&store, deadline + Duration::hours(5), 10).await,
+        vec![s.token]
+    );
+}
+
+/// `due` lists the earliest wake-ups first, at most `limit`; `next_wake_at` is the
+/// earliest. Inserted snitches that already have a deadline count too.
+pub async fn due_is_earliest_first_and_limited(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    // Checked in at these minutes, so due at the end of the following hour.
+    for (n, minute) in [(1, 130), (2, 10), (3, 190), (4, 70)] {
+        let s = checked_in(&snitch(&acme, n, t0()), at(minute)).snitch;
+        insert(&store, &s).await;
+    }
+    insert(&store, &snitch(&acme, 5, t0())).await;
+
+    assert_eq!(next_wake_at(&store).await, Some(at(120)));
+    let far = far_future();
+    assert_eq!(due(&store, far, 10).await, tokens_of(&[2, 4, 1, 3]));
+    assert_eq!(due(&store, far, 2).await, tokens_of(&[2, 4]));
+    assert_eq!(due(&store, far, 0).await, vec![]);
+    assert_eq!(due(&store, at(240), 10).await, tokens_of(&[2, 4, 1]));
+    assert_eq!(due(&store, at(239), 10).await, tokens_of(&[2, 4]));
+}
+
+/// A save that moves the deadline later takes the snitch off the due list and moves
+/// `next_wake_at`.
+pub async fn due_follows_a_saved_deadline(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let s = insert_checked_in(&store, &acme, 1, at(10)).await;
+    assert_eq!(due(&store, at(120), 10).await, tokens_of(&[1]));
+
+    let later = apply(&store, checked_in(&s, at(70))).await;
+    assert_eq!(
+        later.wake_at(),
+        Some(at(180)),
+        "fixture: the deadline moved"
+    );
+    assert_eq!(due(&store, at(120), 10).await, vec![]);
+    assert_eq!(due(&store, at(179), 10).await, vec![]);
+    assert_eq!(next_wake_at(&store).await, Some(at(180)));
+    assert_eq!(store.due(at(180), 10).await.expect("read due"), vec![later]);
+}
+
+/// A snitch paused until healthy or until unpaused has nothing to wake for.
+pub async fn open_ended_pause_is_never_due(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    for (n, until) in [(1, PauseUntil::Healthy), (2, PauseUntil::Unpaused)] {
+        let s = insert_checked_in(&store, &acme, n, at(10)).await;
+        let p = apply(&store, paused(&s, until, at(20))).await;
+        assert_eq!(p.wake_at(), None, "fixture: no wake-up");
+    }
+    assert_eq!(due(&store, far_future(), 10).await, vec![]);
+    assert_eq!(next_wake_at(&store).await, None);
+}
+
+/// A snitch paused until an instant wakes at that instant, not at its old deadline.
+pub async fn timed_pause_is_due_when_it_ends(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let s = insert_checked_in(&store, &acme, 1, at(10)).await;
+    let ends = at(300);
+    let p = apply(&store, paused(&s, PauseUntil::At(ends), at(20))).await;
+    assert_eq!(
+        p.wake_at(),
+        Some(ends),
+        "fixture: wakes when the pause ends"
+    );
+
+    assert_eq!(next_wake_at(&store).await, Some(ends));
+    assert_eq!(
+        due(&store, at(120), 10).await,
+        vec![],
+        "the old deadline is gone"
+    );
+    assert_eq!(
+        due(&store, ends - Duration::milliseconds(1), 10).await,
+        vec![]
+    );
+    assert_eq!(store.due(ends, 10).await.expect("read due"), vec![p]);
 }

@@ -18,6 +18,7 @@ pub mod storage;
 pub mod tokens;
 pub mod types;
 pub mod validation;
+pub mod webhook;
 
 pub use calendar::{period_of, Interval, Period, Timestamp};
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -32,3 +33,4 @@ pub use types::{
     SnitchName, Status, Tag, Tags, Token,
 };
 pub use validation::{Validation, Validations};
+pub use webhook::{Webhook, WebhookSecret, WebhookUrl};

@@ -21,6 +21,7 @@ use crate::types::{
     Outcome, SnitchName, Tag, Tags, Token, BLANK,
 };
 use crate::validation::{Validation, Validations};
+use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
 
 /// How often an operation re-reads and retries after a concurrent change.
 const MAX_ATTEMPTS: usize = 32;
@@ -457,6 +458,54 @@ impl SnitchService {
         ensure_active(case)?;
         let snitch = self.load_owned(case, token).await?;
         Ok(self.storage.events(&snitch.token, limit).await?)
+    }
+
+    /// The case's webhooks, oldest first.
+    pub async fn webhooks(&self, case: &Case) -> Result<Vec<Webhook>, ServiceError> {
+        ensure_active(case)?;
+        Ok(self.storage.webhooks(&case.id).await?)
+    }
+
+    /// Registers a webhook for the case's events.
+    pub async fn create_webhook(
+        &self,
+        case: &Case,
+        url: &str,
+        secret: Option<&str>,
+    ) -> Result<Webhook, ServiceError> {
+        ensure_active(case)?;
+        let mut problems = Validations::new();
+        let url = problems.check(WebhookUrl::parse(url));
+        let secret = secret.and_then(|s| problems.check(WebhookSecret::parse(s)));
+        problems.into_result()?;
+        let Some(url) = url else {
+            unreachable!("an invalid url is a validation problem");
+        };
+        let mut hook = Webhook {
+            id: self.tokens.new_token().to_string(),
+            case_id: case.id.clone(),
+            url,
+            secret,
+            created_at: self.now(),
+        };
+        for _ in 0..TOKEN_ATTEMPTS {
+            match self.storage.insert_webhook(&hook).await {
+                Ok(()) => return Ok(hook),
+                Err(StorageError::DuplicateToken) => hook.id = self.tokens.new_token().to_string(),
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(StorageError::DuplicateToken.into())
+    }
+
+    /// Removes one of the case's webhooks; another case's hook is not found.
+    pub async fn delete_webhook(&self, case: &Case, id: &str) -> Result<(), ServiceError> {
+        ensure_active(case)?;
+        if self.storage.delete_webhook(&case.id, id).await? {
+            Ok(())
+        } else {
+            Err(ServiceError::NotFound)
+        }
     }
 
     /// Loads a snitch of the case; another case's snitch is reported as not found.

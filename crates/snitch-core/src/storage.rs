@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use crate::calendar::Timestamp;
 use crate::snitch::{CheckIn, Event, Snitch};
 use crate::types::{Case, CaseId, Tag, Token};
+use crate::webhook::Webhook;
 
 /// Why a store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -115,4 +116,13 @@ pub trait Storage: Send + Sync {
 
     /// The snitch's most recent events, newest first, at most `limit`.
     async fn events(&self, token: &Token, limit: usize) -> Result<Vec<Event>, StorageError>;
+
+    /// Registers a hook. Ids are unique: a taken id gives [`StorageError::DuplicateToken`].
+    async fn insert_webhook(&self, hook: &Webhook) -> Result<(), StorageError>;
+
+    /// The case's hooks, oldest first.
+    async fn webhooks(&self, case: &CaseId) -> Result<Vec<Webhook>, StorageError>;
+
+    /// Removes a hook of the case; `false` when the case has no hook with this id.
+    async fn delete_webhook(&self, case: &CaseId, id: &str) -> Result<bool, StorageError>;
 }

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use snitch_core::snitch::CHECK_INS_KEPT;
 use snitch_core::{
     Case, CaseId, Change, CheckIn, Event, Snitch, Storage, StorageError, Tag, Timestamp, Token,
+    Webhook,
 };
 
 /// How many events are kept per snitch.
@@ -29,6 +30,8 @@ struct Inner {
     /// Every snitch with a wake-up time, ordered by it: the sweep's index.
     wake_index: BTreeSet<(Timestamp, Token)>,
     inserted: u64,
+    /// Hooks in registration order.
+    webhooks: Vec<Webhook>,
 }
 
 #[derive(Debug)]
@@ -211,6 +214,37 @@ impl Storage for MemoryStorage {
             .get(token)
             .map(|e| newest_first(&e.events, limit))
             .unwrap_or_default())
+    }
+
+    async fn insert_webhook(&self, hook: &Webhook) -> Result<(), StorageError> {
+        let mut inner = self.write();
+        if !inner.cases.contains_key(&hook.case_id) {
+            return Err(StorageError::UnknownCase(hook.case_id.clone()));
+        }
+        if inner.webhooks.iter().any(|h| h.id == hook.id) {
+            return Err(StorageError::DuplicateToken);
+        }
+        inner.webhooks.push(hook.clone());
+        Ok(())
+    }
+
+    async fn webhooks(&self, case: &CaseId) -> Result<Vec<Webhook>, StorageError> {
+        Ok(self
+            .read()
+            .webhooks
+            .iter()
+            .filter(|h| h.case_id == *case)
+            .cloned()
+            .collect())
+    }
+
+    async fn delete_webhook(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {
+        let mut inner = self.write();
+        let before = inner.webhooks.len();
+        inner
+            .webhooks
+            .retain(|h| !(h.case_id == *case && h.id == id));
+        Ok(inner.webhooks.len() != before)
     }
 }
 

@@ -1,0 +1,117 @@
+//! Webhook registrations of a case (behaviour.md section 7).
+
+use std::fmt;
+
+use crate::calendar::Timestamp;
+use crate::types::CaseId;
+use crate::validation::Validation;
+
+pub const WEBHOOK_URL_MAX_CHARS: usize = 2_048;
+pub const WEBHOOK_SECRET_MAX_CHARS: usize = 256;
+
+/// Where a hook is POSTed: an absolute `http` or `https` URL with a host. Credentials in
+/// the URL are sent as HTTP Basic.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WebhookUrl(String);
+
+impl WebhookUrl {
+    pub fn parse(raw: &str) -> Result<Self, Validation> {
+        let invalid = || Validation::new("url", "must be an http or https URL with a host");
+        let raw = raw.trim();
+        if raw.is_empty() {
+            return Err(Validation::new("url", crate::types::BLANK));
+        }
+        if raw.chars().count() > WEBHOOK_URL_MAX_CHARS {
+            return Err(Validation::new(
+                "url",
+                format!("is too long (maximum is {WEBHOOK_URL_MAX_CHARS} characters)"),
+            ));
+        }
+        let url = url::Url::parse(raw).map_err(|_| invalid())?;
+        let has_host = url.host_str().is_some_and(|h| !h.is_empty());
+        if !matches!(url.scheme(), "http" | "https") || !has_host {
+            return Err(invalid());
+        }
+        Ok(WebhookUrl(url.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for WebhookUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The optional signing secret of a hook: 1 to 256 characters, never shown again.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WebhookSecret(String);
+
+impl WebhookSecret {
+    pub fn parse(raw: &str) -> Result<Self, Validation> {
+        if raw.is_empty() {
+            return Err(Validation::new("secret", crate::types::BLANK));
+        }
+        if raw.chars().count() > WEBHOOK_SECRET_MAX_CHARS {
+            return Err(Validation::new(
+                "secret",
+                format!("is too long (maximum is {WEBHOOK_SECRET_MAX_CHARS} characters)"),
+            ));
+        }
+        Ok(WebhookSecret(raw.to_owned()))
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for WebhookSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("WebhookSecret(…)")
+    }
+}
+
+/// One registered hook of a case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Webhook {
+    /// Random, `[a-z0-9]`, unique.
+    pub id: String,
+    pub case_id: CaseId,
+    pub url: WebhookUrl,
+    pub secret: Option<WebhookSecret>,
+    pub created_at: Timestamp,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_must_be_http_with_a_host() {
+        assert!(WebhookUrl::parse("https://user:pw@hooks.acme.test/snitch").is_ok());
+        assert!(WebhookUrl::parse("http://127.0.0.1:9000/x").is_ok());
+        for bad in [
+            "",
+            "ftp://x.test/",
+            "https://",
+            "/relative",
+            "mailto:a@b.test",
+            "not a url",
+        ] {
+            let err = WebhookUrl::parse(bad).expect_err(bad);
+            assert_eq!(err.attribute, "url", "{bad}");
+        }
+    }
+
+    #[test]
+    fn secrets_are_bounded_and_hidden_from_debug() {
+        let s = WebhookSecret::parse("s3cret").expect("valid");
+        assert!(!format!("{s:?}").contains("s3cret"));
+        assert!(WebhookSecret::parse("").is_err());
+        assert!(WebhookSecret::parse(&"x".repeat(257)).is_err());
+    }
+}

@@ -1,0 +1,163 @@
+//! API errors and their bodies: `{type, error[, validations]}` (api-v1.md section 7).
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use snitch_core::{ErrorType, ServiceError, Validations};
+
+/// An error the API answers with.
+#[derive(Debug)]
+pub enum ApiError {
+    /// A typed error of api-v1.md section 7.
+    Typed {
+        status: StatusCode,
+        kind: ErrorType,
+        message: String,
+        validations: Option<Validations>,
+        retry_after_secs: Option<u64>,
+    },
+    /// Malformed JSON: 400 with an empty body.
+    MalformedJson,
+    /// An unexpected failure: 500 with an empty body; the cause is logged, not shown.
+    Internal(String),
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    error: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    validations: Option<Vec<ValidationBody<'a>>>,
+}
+
+#[derive(Serialize)]
+struct ValidationBody<'a> {
+    attribute: &'a str,
+    message: &'a str,
+}
+
+impl ApiError {
+    fn typed(status: StatusCode, kind: ErrorType, message: impl Into<String>) -> Self {
+        ApiError::Typed {
+            status,
+            kind,
+            message: message.into(),
+            validations: None,
+            retry_after_secs: None,
+        }
+    }
+
+    pub fn api_key_invalid() -> Self {
+        Self::typed(
+            StatusCode::UNAUTHORIZED,
+            ErrorType::ApiKeyInvalid,
+            "The API key is missing or invalid",
+        )
+    }
+
+    pub fn not_found() -> Self {
+        Self::typed(
+            StatusCode::NOT_FOUND,
+            ErrorType::ResourceNotFound,
+            "The resource was not found",
+        )
+    }
+
+    pub fn rate_limited(retry_after_secs: u64) -> Self {
+        ApiError::Typed {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            kind: ErrorType::RateLimited,
+            message: "Too many requests with this API key; retry later".into(),
+            validations: None,
+            retry_after_secs: Some(retry_after_secs),
+        }
+    }
+
+    pub fn service_unavailable() -> Self {
+        Self::typed(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorType::ServiceUnavailable,
+            "The API is down for maintenance; check-ins are still recorded",
+        )
+    }
+
+    pub fn invalid(validations: Validations) -> Self {
+        ApiError::Typed {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            kind: ErrorType::ResourceInvalid,
+            message: format!("Invalid request: {validations}"),
+            validations: Some(validations),
+            retry_after_secs: None,
+        }
+    }
+
+    pub fn invalid_attribute(attribute: &str, message: &str) -> Self {
+        Self::invalid(Validations::single(attribute, message))
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(err: ServiceError) -> Self {
+        match err {
+            ServiceError::NotFound => ApiError::not_found(),
+            ServiceError::Invalid(v) => ApiError::invalid(v),
+            ServiceError::PlanLimitReached { max } => ApiError::typed(
+                StatusCode::PAYMENT_REQUIRED,
+                ErrorType::PlanLimitReached,
+                format!("The plan allows at most {max} snitches"),
+            ),
+            ServiceError::AccountOnHold => ApiError::typed(
+                StatusCode::PAYMENT_REQUIRED,
+                ErrorType::AccountOnHold,
+                "The account is on hold",
+            ),
+            ServiceError::Storage(e) => ApiError::Internal(e.to_string()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        match self {
+            ApiError::Typed {
+                status,
+                kind,
+                message,
+                validations,
+                retry_after_secs,
+            } => {
+                let body = ErrorBody {
+                    kind: kind.as_str(),
+                    error: &message,
+                    validations: validations.as_ref().map(|v| {
+                        v.iter()
+                            .map(|v| ValidationBody {
+                                attribute: &v.attribute,
+                                message: &v.message,
+                            })
+                            .collect()
+                    }),
+                };
+                let mut response = (status, axum::Json(body)).into_response();
+                if let Some(secs) = retry_after_secs {
+                    response
+                        .headers_mut()
+                        .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+                }
+                if status == StatusCode::UNAUTHORIZED {
+                    response.headers_mut().insert(
+                        header::WWW_AUTHENTICATE,
+                        HeaderValue::from_static("Basic realm=\"Snitch\""),
+                    );
+                }
+                response
+            }
+            ApiError::MalformedJson => StatusCode::BAD_REQUEST.into_response(),
+            ApiError::Internal(cause) => {
+                tracing::error!(%cause, "request failed");
+                StatusCode::INTERNAL_SERVER_ERROR.into_response()
+            }
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! The JSON wire format of api-v1.md and the compat rules of behaviour.md section 6.
+//! The core knows nothing of JSON: requests become [`SnitchFields`] here, and snitches
+//! become [`SnitchJson`].
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use snitch_core::{Snitch, SnitchFields, Tag, Timestamp, Validations, Webhook};
+
+/// Datetimes on the wire: ISO 8601, milliseconds, `Z`.
+pub fn format_time(t: Timestamp) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+fn format_opt(t: Option<Timestamp>) -> Option<String> {
+    t.map(format_time)
+}
+
+/// `{"interval": …}`: the compat `type` object.
+#[derive(Debug, Serialize)]
+pub struct TypeJson {
+    pub interval: &'static str,
+}
+
+/// A snitch as the API shows it (api-v1.md 2.1 plus the extras of behaviour.md).
+#[derive(Debug, Serialize)]
+pub struct SnitchJson {
+    pub token: String,
+    pub href: String,
+    pub name: String,
+    pub tags: Vec<String>,
+    pub status: &'static str,
+    pub notes: String,
+    pub checked_in_at: Option<String>,
+    pub check_in_url: String,
+    pub interval: &'static str,
+    #[serde(rename = "type")]
+    pub type_: TypeJson,
+    pub alert_type: &'static str,
+    pub alert_email: Vec<String>,
+    pub created_at: String,
+    pub deadline_at: Option<String>,
+}
+
+impl SnitchJson {
+    pub fn new(s: &Snitch, check_in_base: &str) -> Self {
+        SnitchJson {
+            token: s.token.to_string(),
+            href: format!("/v1/snitches/{}", s.token),
+            name: s.name.as_str().to_owned(),
+            tags: tag_names(s.tags.as_slice()),
+            status: s.status().as_str(),
+            notes: s.notes.as_str().to_owned(),
+            checked_in_at: format_opt(s.state.checked_in_at),
+            check_in_url: format!("{}/{}", check_in_base.trim_end_matches('/'), s.token),
+            interval: s.interval.as_str(),
+            type_: TypeJson {
+                interval: s.interval.as_str(),
+            },
+            alert_type: s.alert_type.as_str(),
+            alert_email: s.alert_email.iter().map(|e| e.to_string()).collect(),
+            created_at: format_time(s.created_at),
+            // Null while pending or paused (behaviour.md section 4).
+            deadline_at: format_opt(s.state.deadline_at),
+        }
+    }
+}
+
+pub fn tag_names(tags: &[Tag]) -> Vec<String> {
+    tags.iter().map(|t| t.as_str().to_owned()).collect()
+}
+
+/// Reads a create or update body. `None` is an empty body: no parameters.
+pub fn snitch_fields(body: Option<&Value>) -> Result<SnitchFields, Validations> {
+    let empty = Map::new();
+    let object = match body {
+        None => &empty,
+        Some(Value::Object(map)) => map,
+        Some(_) => return Err(Validations::single("base", "must be a JSON object")),
+    };
+    let mut problems = Validations::new();
+    let mut fields = SnitchFields {
+        name: text(object, "name", &mut problems),
+        interval: text(object, "interval", &mut problems),
+        alert_type: text(object, "alert_type", &mut problems),
+        notes: text(object, "notes", &mut problems),
+        tags: None,
+        alert_email: None,
+    };
+    // Compat: `type.interval` stands in for a missing top-level interval.
+    if !object.contains_key("interval") {
+        if let Some(Value::Object(type_)) = object.get("type") {
+            fields.interval = text(type_, "interval", &mut problems);
+        }
+    }
+    // `null` for alert_type means the default.
+    if object.get("alert_type") == Some(&Value::Null) {
+        fields.alert_type = None;
+    }
+    fields.tags = match object.get("tags") {
+        None => None,
+        Some(Value::Null) => Some(Vec::new()),
+        Some(value) => strings(value, "tags", &mut problems),
+    };
+    fields.alert_email = match object.get("alert_email") {
+        None => None,
+        Some(Value::Null) => Some(Vec::new()),
+        // The string form is one comma-separated list.
+        Some(Value::String(s)) => Some(s.split(',').map(str::to_owned).collect()),
+        Some(value) => strings(value, "alert_email", &mut problems),
+    };
+    problems.into_result()?;
+    Ok(fields)
+}
+
+/// A string attribute; `null` reads as empty (so a required one is blank).
+fn text(object: &Map<String, Value>, key: &str, problems: &mut Validations) -> Option<String> {
+    match object.get(key)? {
+        Value::String(s) => Some(s.clone()),
+        Value::Null => Some(String::new()),
+        _ => {
+            problems.push(key, "must be a string");
+            None
+        }
+    }
+}
+
+/// An array of strings.
+pub fn strings(value: &Value, attribute: &str, problems: &mut Validations) -> Option<Vec<String>> {
+    let items = match value {
+        Value::Array(items) => items,
+        _ => {
+            problems.push(attribute, "must be an array of strings");
+            return None;
+        }
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        match item {
+            Value::String(s) => out.push(s.clone()),
+            _ => {
+                problems.push(attribute, "must be an array of strings");
+                return None;
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The `until` of a pause body: absent, or a string.
+pub fn pause_until(body: Option<&Value>) -> Result<Option<String>, Validations> {
+    match body {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(map)) => match map.get("until") {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(Validations::single(
+                "until",
+                "must be healthy, unpaused or an ISO 8601 time in the future",
+            )),
+        },
+        Some(_) => Err(Validations::single("base", "must be a JSON object")),
+    }
+}
+
+/// A hook as the API shows it; its secret is never shown.
+pub fn webhook_json(hook: &Webhook) -> Value {
+    serde_json::json!({
+        "id": hook.id,
+        "url": hook.url.as_str(),
+        "created_at": format_time(hook.created_at),
+    })
+}
+
+/// The `url` and optional `secret` of a webhook body.
+pub fn webhook_fields(body: Option<&Value>) -> Result<(String, Option<String>), Validations> {
+    let empty = Map::new();
+    let object = match body {
+        None => &empty,
+        Some(Value::Object(map)) => map,
+        Some(_) => return Err(Validations::single("base", "must be a JSON object")),
+    };
+    let mut problems = Validations::new();
+    let url = text(object, "url", &mut problems).unwrap_or_default();
+    let secret = match object.get("secret") {
+        None | Some(Value::Null) => None,
+        Some(_) => text(object, "secret", &mut problems),
+    };
+    problems.into_result()?;
+    Ok((url, secret))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn compat_type_interval_is_read_when_interval_is_absent() {
+        let body = json!({"name": "x", "type": {"interval": "daily"}});
+        let f = snitch_fields(Some(&body)).expect("valid");
+        assert_eq!(f.interval.as_deref(), Some("daily"));
+        let body = json!({"name": "x", "interval": "hourly", "type": {"interval": "daily"}});
+        let f = snitch_fields(Some(&body)).expect("valid");
+        assert_eq!(f.interval.as_deref(), Some("hourly"));
+    }
+
+    #[test]
+    fn nulls_mean_what_the_reference_says() {
+        let body = json!({"alert_email": null, "tags": null, "notes": null, "alert_type": null});
+        let f = snitch_fields(Some(&body)).expect("valid");
+        assert_eq!(f.alert_email, Some(vec![]));
+        assert_eq!(f.tags, Some(vec![]));
+        assert_eq!(f.notes.as_deref(), Some(""));
+        assert_eq!(f.alert_type, None);
+    }
+
+    #[test]
+    fn alert_email_may_be_one_comma_separated_string() {
+        let body = json!({"alert_email": "a@x.test,b@x.test"});
+        let f = snitch_fields(Some(&body)).expect("valid");
+        assert_eq!(
+            f.alert_email,
+            Some(vec!["a@x.test".to_owned(), "b@x.test".to_owned()])
+        );
+    }
+
+    #[test]
+    fn read_only_and_unknown_fields_are_ignored_and_wrong_types_reported() {
+        let body = json!({"token": "x", "status": "healthy", "bogus": 1, "name": "n"});
+        assert!(snitch_fields(Some(&body)).is_ok());
+        let body = json!({"name": 5, "tags": "a"});
+        let problems = snitch_fields(Some(&body)).expect_err("wrong types");
+        let attributes: Vec<_> = problems.iter().map(|v| v.attribute.as_str()).collect();
+        assert_eq!(attributes, ["name", "tags"]);
+    }
+}

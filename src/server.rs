@@ -1,0 +1,509 @@
+//! A runnable Snitch server: configuration, start-up, the deadline scheduler and graceful
+//! shutdown. `examples/server.rs` is a thin command line over [`launch`]; tests call
+//! [`launch`] with listeners on port 0.
+
+use std::collections::BTreeMap;
+use std::future::{Future, IntoFuture};
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use snitch_core::{
+    AlertEmails, Case, CaseId, Clock, Plan, SnitchService, Storage, SystemClock, Timestamp,
+    WebhookUrl,
+};
+use snitch_http::{api_router, check_in_router, ApiConfig, ApiKeys, ApiState, RateLimit};
+use snitch_store_memory::MemoryStorage;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tower_http::trace::TraceLayer;
+
+/// The longest the scheduler sleeps between sweeps: a missed deadline is noticed within
+/// this time even if the store's earliest deadline moved meanwhile.
+pub const MAX_SWEEP_SLEEP: Duration = Duration::from_secs(1);
+
+/// The server's settings: a TOML file, each key overridable by `SNITCH_<KEY>`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    #[serde(default = "default_check_in_listen")]
+    pub check_in_listen: SocketAddr,
+    /// Where the API is reached from outside; defaults to `http://<listen>`.
+    pub base_url: Option<String>,
+    /// Where check-ins are sent; defaults to `http://<check_in_listen>`.
+    pub check_in_base: Option<String>,
+    /// PostgreSQL; absent: the in-memory store.
+    pub database_url: Option<String>,
+    /// SMTP relay for alert e-mails; absent: e-mails are written to the log.
+    pub smtp_url: Option<String>,
+    #[serde(default = "default_mail_from")]
+    pub mail_from: String,
+    #[serde(default)]
+    pub allow_private_webhooks: bool,
+    #[serde(default = "default_rate")]
+    pub rate_limit_per_second: u32,
+    #[serde(default = "default_burst")]
+    pub rate_limit_burst: u32,
+    #[serde(default)]
+    pub maintenance: bool,
+    #[serde(default, rename = "case")]
+    pub cases: Vec<CaseConfig>,
+}
+
+/// One `[[case]]` of the configuration.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CaseConfig {
+    pub name: String,
+    #[serde(default)]
+    pub members: Vec<String>,
+    #[serde(default = "default_max_snitches")]
+    pub max_snitches: u32,
+    #[serde(default = "default_true")]
+    pub error_notices: bool,
+    #[serde(default)]
+    pub on_hold: bool,
+    /// Plain keys for development; hashed when loaded, never kept.
+    #[serde(default)]
+    pub api_keys: Vec<String>,
+    #[serde(default)]
+    pub webhooks: Vec<String>,
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+fn default_check_in_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8081))
+}
+fn default_mail_from() -> String {
+    "snitch@localhost".into()
+}
+fn default_rate() -> u32 {
+    10
+}
+fn default_burst() -> u32 {
+    60
+}
+fn default_max_snitches() -> u32 {
+    Plan::default().max_snitches
+}
+fn default_true() -> bool {
+    true
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::parse("", |_| None).unwrap_or_else(|e| unreachable!("defaults are valid: {e}"))
+    }
+}
+
+/// The top-level keys that an environment variable `SNITCH_<KEY>` can set.
+const ENV_KEYS: [&str; 11] = [
+    "listen",
+    "check_in_listen",
+    "base_url",
+    "check_in_base",
+    "database_url",
+    "smtp_url",
+    "mail_from",
+    "allow_private_webhooks",
+    "rate_limit_per_second",
+    "rate_limit_burst",
+    "maintenance",
+];
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("storage failed at start-up: {0}")]
+    Storage(#[from] snitch_core::StorageError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+impl Config {
+    /// Reads the TOML text `toml_text`, then overrides its keys from `env` (called with
+    /// variable names such as `SNITCH_LISTEN` or `DATABASE_URL`). Unknown keys are an error
+    /// naming the key.
+    pub fn parse(
+        toml_text: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Config, ServerError> {
+        let mut table: toml::Table =
+            toml::from_str(toml_text).map_err(|e| ServerError::Config(e.to_string()))?;
+        for key in ENV_KEYS {
+            let var = format!("SNITCH_{}", key.to_ascii_uppercase());
+            let value = env(&var).or_else(|| {
+                (key == "database_url")
+                    .then(|| env("DATABASE_URL"))
+                    .flatten()
+            });
+            let Some(value) = value else { continue };
+            let parsed = match key {
+                "allow_private_webhooks" | "maintenance" => value
+                    .trim()
+                    .parse::<bool>()
+                    .map(toml::Value::Boolean)
+                    .map_err(|_| format!("{var} must be true or false")),
+                "rate_limit_per_second" | "rate_limit_burst" => value
+                    .trim()
+                    .parse::<i64>()
+                    .map(toml::Value::Integer)
+                    .map_err(|_| format!("{var} must be a whole number")),
+                _ => Ok(toml::Value::String(value)),
+            };
+            table.insert(key.to_owned(), parsed.map_err(ServerError::Config)?);
+        }
+        let config: Config = table
+            .try_into()
+            .map_err(|e: toml::de::Error| ServerError::Config(e.to_string()))?;
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), ServerError> {
+        let bad = |m: String| Err(ServerError::Config(m));
+        if self.rate_limit_per_second == 0 || self.rate_limit_burst == 0 {
+            return bad("rate_limit_per_second and rate_limit_burst must be at least 1".into());
+        }
+        let mut names = std::collections::HashSet::new();
+        for case in &self.cases {
+            if !names.insert(case.name.as_str()) {
+                return bad(format!("case {:?} is configured twice", case.name));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn base_url(&self) -> String {
+        self.base_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", self.listen))
+    }
+
+    pub fn check_in_base(&self) -> String {
+        self.check_in_base
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", self.check_in_listen))
+    }
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct Running {
+    pub api_addr: SocketAddr,
+    pub check_in_addr: SocketAddr,
+    /// The key of the `demo` case made when no case is configured: shown once.
+    pub demo_key: Option<String>,
+    pub service: SnitchService,
+    pub api: ApiState,
+    task: JoinHandle<Result<(), std::io::Error>>,
+}
+
+impl Running {
+    /// Waits until the server has shut down and every accepted request was answered.
+    pub async fn wait(self) -> Result<(), ServerError> {
+        match self.task.await {
+            Ok(result) => Ok(result?),
+            Err(join) => Err(ServerError::Io(std::io::Error::other(join))),
+        }
+    }
+}
+
+/// Starts the API on `api` and check-ins on `check_in`, with the deadline scheduler, until
+/// `shutdown` completes; then stops accepting, finishes in-flight requests and returns.
+pub async fn launch(
+    config: Config,
+    api: TcpListener,
+    check_in: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Running, ServerError> {
+    launch_with_clock(config, api, check_in, Arc::new(SystemClock), shutdown).await
+}
+
+/// [`launch`] with a chosen clock (tests use a [`snitch_core::ManualClock`]).
+pub async fn launch_with_clock(
+    config: Config,
+    api: TcpListener,
+    check_in: TcpListener,
+    clock: Arc<dyn Clock>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Running, ServerError> {
+    if config.database_url.is_some() {
+        return Err(ServerError::Config(
+            "database_url is set, but this build has no PostgreSQL store yet; \
+             unset it to use the in-memory store"
+                .into(),
+        ));
+    }
+    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let service = SnitchService::new(storage.clone(), clock);
+    let keys = Arc::new(ApiKeys::new());
+    let demo_key = load_cases(&config, &service, &keys).await?;
+
+    let rate_limit = RateLimit {
+        per_second: NonZeroU32::new(config.rate_limit_per_second).unwrap_or(NonZeroU32::MIN),
+        burst: NonZeroU32::new(config.rate_limit_burst).unwrap_or(NonZeroU32::MIN),
+    };
+    let api_state = ApiState::new(
+        service.clone(),
+        keys,
+        ApiConfig {
+            check_in_base: config.check_in_base(),
+            rate_limit,
+            maintenance: config.maintenance,
+        },
+    );
+    let api_app = api_router(api_state.clone()).layer(TraceLayer::new_for_http());
+    let check_in_app = check_in_router(service.clone()).layer(TraceLayer::new_for_http());
+
+    let api_addr = api.local_addr()?;
+    let check_in_addr = check_in.local_addr()?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+
+    let api_server = tokio::spawn(
+        axum::serve(api, api_app)
+            .with_graceful_shutdown(stopped(stop_rx.clone()))
+            .into_future(),
+    );
+    let check_in_server = tokio::spawn(
+        axum::serve(check_in, check_in_app)
+            .with_graceful_shutdown(stopped(stop_rx.clone()))
+            .into_future(),
+    );
+    let scheduler = tokio::spawn(run_scheduler(service.clone(), stopped(stop_rx)));
+
+    let task = tokio::spawn(async move {
+        shutdown.await;
+        tracing::info!("shutting down: finishing requests in flight");
+        let _ = stop_tx.send(true);
+        let results = [api_server.await, check_in_server.await];
+        let _ = scheduler.await;
+        for result in results {
+            result.map_err(std::io::Error::other)??;
+        }
+        tracing::info!("stopped");
+        Ok(())
+    });
+
+    Ok(Running {
+        api_addr,
+        check_in_addr,
+        demo_key,
+        service,
+        api: api_state,
+        task,
+    })
+}
+
+/// Stores the configured cases, their keys and hooks; with none, makes a `demo` case and
+/// returns its fresh key.
+async fn load_cases(
+    config: &Config,
+    service: &SnitchService,
+    keys: &ApiKeys,
+) -> Result<Option<String>, ServerError> {
+    let invalid = |case: &str, what: String| ServerError::Config(format!("case {case:?}: {what}"));
+    if config.cases.is_empty() {
+        let case = Case::new(CaseId::parse("demo").map_err(|v| invalid("demo", v.message))?);
+        service.storage().upsert_case(&case).await?;
+        return Ok(Some(keys.generate(case.id)));
+    }
+    for c in &config.cases {
+        let id = CaseId::parse(&c.name).map_err(|v| invalid(&c.name, v.message))?;
+        let members = AlertEmails::parse(&c.members)
+            .map_err(|v| invalid(&c.name, format!("members: {}", v.message)))?;
+        let case = Case {
+            id: id.clone(),
+            members: members.as_slice().to_vec(),
+            plan: Plan {
+                max_snitches: c.max_snitches,
+                error_notices: c.error_notices,
+            },
+            on_hold: c.on_hold,
+        };
+        service.storage().upsert_case(&case).await?;
+        for key in &c.api_keys {
+            keys.add_plain(key, id.clone())
+                .map_err(|e| invalid(&c.name, e))?;
+        }
+        // Hooks go through the service so they are validated like API input; a case on
+        // hold still gets its configured hooks, and one already stored is kept.
+        let mut active = case.clone();
+        active.on_hold = false;
+        let stored: Vec<String> = service
+            .webhooks(&active)
+            .await
+            .map_err(|e| invalid(&c.name, e.to_string()))?
+            .into_iter()
+            .map(|h| h.url.to_string())
+            .collect();
+        for url in &c.webhooks {
+            let parsed = WebhookUrl::parse(url)
+                .map_err(|v| invalid(&c.name, format!("webhook {url:?}: {}", v.message)))?;
+            if stored.contains(&parsed.to_string()) {
+                continue;
+            }
+            service
+                .create_webhook(&active, url, None)
+                .await
+                .map_err(|e| invalid(&c.name, format!("webhook {url:?}: {e}")))?;
+        }
+    }
+    Ok(None)
+}
+
+/// Sweeps due snitches, then sleeps until the store's earliest wake-up time (at most
+/// [`MAX_SWEEP_SLEEP`]) or until `stop`.
+async fn run_scheduler(service: SnitchService, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    loop {
+        let now = service.now();
+        match service.tick(now).await {
+            Ok(report) if report.events > 0 => {
+                tracing::info!(
+                    snitches = report.snitches,
+                    events = report.events,
+                    "deadline sweep"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => tracing::error!(error = %e, "deadline sweep failed"),
+        }
+        let next = service.storage().next_wake_at().await.ok().flatten();
+        let sleep = sleep_until(now, next);
+        tokio::select! {
+            () = &mut stop => return,
+            () = tokio::time::sleep(sleep) => {}
+        }
+    }
+}
+
+/// How long to sleep at `now` before the wake-up time `next`, capped.
+fn sleep_until(now: Timestamp, next: Option<Timestamp>) -> Duration {
+    next.and_then(|n| (n - now).to_std().ok())
+        .map_or(MAX_SWEEP_SLEEP, |d| d.min(MAX_SWEEP_SLEEP))
+}
+
+/// Env-free convenience for tests and embedding: TOML text only.
+pub fn config_from_toml(text: &str) -> Result<Config, ServerError> {
+    Config::parse(text, |_| None)
+}
+
+/// The environment of this process, for [`Config::parse`].
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// A map-backed environment, for [`Config::parse`] in tests.
+pub fn env_from(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    move |name| map.get(name).cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_documented_ones() {
+        let c = Config::default();
+        assert_eq!(c.listen, default_listen());
+        assert_eq!(c.base_url(), "http://127.0.0.1:8080");
+        assert_eq!(c.check_in_base(), "http://127.0.0.1:8081");
+        assert_eq!((c.rate_limit_per_second, c.rate_limit_burst), (10, 60));
+        assert!(c.cases.is_empty() && !c.maintenance && c.database_url.is_none());
+    }
+
+    #[test]
+    fn the_documented_file_parses() {
+        let text = r#"
+listen = "127.0.0.1:9080"
+check_in_listen = "127.0.0.1:9081"
+base_url = "https://snitch.acme.test"
+check_in_base = "https://nosnch.acme.test"
+smtp_url = "smtp://127.0.0.1:2525"
+mail_from = "snitch@example.com"
+allow_private_webhooks = false
+rate_limit_per_second = 10
+rate_limit_burst = 60
+maintenance = false
+
+[[case]]
+name = "acme"
+members = ["ops@acme.test"]
+max_snitches = 100
+error_notices = true
+on_hold = false
+api_keys = ["0123456789abcdef0123456789abcdef"]
+webhooks = ["https://hooks.acme.test/snitch"]
+"#;
+        let c = config_from_toml(text).expect("valid");
+        assert_eq!(c.check_in_base(), "https://nosnch.acme.test");
+        assert_eq!(c.cases.len(), 1);
+        assert_eq!(c.cases[0].members, ["ops@acme.test"]);
+    }
+
+    #[test]
+    fn unknown_keys_are_named_in_the_error() {
+        let err = config_from_toml("lisen = \"127.0.0.1:1\"").expect_err("typo");
+        assert!(err.to_string().contains("lisen"), "{err}");
+        let err = config_from_toml("[[case]]\nname = \"a\"\nmax_snitchs = 3\n").expect_err("typo");
+        assert!(err.to_string().contains("max_snitchs"), "{err}");
+    }
+
+    #[test]
+    fn environment_variables_override_the_file() {
+        let env = env_from(&[
+            ("SNITCH_LISTEN", "127.0.0.1:7000"),
+            ("SNITCH_MAINTENANCE", "true"),
+            ("SNITCH_RATE_LIMIT_BURST", "5"),
+            ("DATABASE_URL", "postgres://localhost/snitch"),
+        ]);
+        let c = Config::parse("listen = \"127.0.0.1:1\"", env).expect("valid");
+        assert_eq!(c.listen, SocketAddr::from(([127, 0, 0, 1], 7000)));
+        assert!(c.maintenance);
+        assert_eq!(c.rate_limit_burst, 5);
+        assert_eq!(
+            c.database_url.as_deref(),
+            Some("postgres://localhost/snitch")
+        );
+        let err =
+            Config::parse("", env_from(&[("SNITCH_MAINTENANCE", "yes")])).expect_err("not a bool");
+        assert!(err.to_string().contains("SNITCH_MAINTENANCE"), "{err}");
+    }
+
+    #[test]
+    fn zero_rates_and_duplicate_cases_are_refused() {
+        assert!(config_from_toml("rate_limit_burst = 0").is_err());
+        assert!(config_from_toml("[[case]]\nname = \"a\"\n[[case]]\nname = \"a\"\n").is_err());
+    }
+
+    #[test]
+    fn the_scheduler_sleeps_until_the_next_deadline_but_at_most_a_second() {
+        let now = chrono::DateTime::from_timestamp(1_000_000, 0).expect("valid");
+        let soon = now + chrono::Duration::milliseconds(250);
+        assert_eq!(sleep_until(now, Some(soon)), Duration::from_millis(250));
+        assert_eq!(sleep_until(now, None), MAX_SWEEP_SLEEP);
+        assert_eq!(
+            sleep_until(now, Some(now - chrono::Duration::seconds(5))),
+            MAX_SWEEP_SLEEP
+        );
+        let later = now + chrono::Duration::hours(1);
+        assert_eq!(sleep_until(now, Some(later)), MAX_SWEEP_SLEEP);
+    }
+}
