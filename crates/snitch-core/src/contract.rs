@@ -5,7 +5,7 @@
 //! `#[tokio::test]` per contract test, so a failure names the broken rule. The crate needs
 //! `tokio` (with `macros` and `rt`) as a dev-dependency.
 //!
-//! ```ignore
+//! ```text
 //! #[cfg(test)]
 //! mod contract {
 //!     snitch_core::storage_contract_tests!(|| async { my_store::MyStorage::new() });
@@ -31,6 +31,7 @@ use crate::types::{
     AlertEmails, AlertType, Case, CaseId, CheckInMessage, EmailAddress, Notes, Outcome, Plan,
     SnitchName, Status, Tag, Tags, Token,
 };
+use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
 
 /// Expands to one test per rule of the storage contract, each run on a store made by
 /// `$make`, an expression callable as `$make()` that returns a future of the store.
@@ -76,6 +77,10 @@ macro_rules! storage_contract_tests {
             due_follows_a_saved_deadline,
             open_ended_pause_is_never_due,
             timed_pause_is_due_when_it_ends,
+            // Webhooks.
+            webhooks_round_trip_oldest_first_per_case,
+            webhook_ids_are_unique_and_cases_must_exist,
+            delete_webhook_only_of_its_case,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
@@ -964,4 +969,65 @@ pub async fn timed_pause_is_due_when_it_ends(store: Arc<dyn Storage>) {
         vec![]
     );
     assert_eq!(store.due(ends, 10).await.expect("read due"), vec![p]);
+}
+
+/// A hook of `case` with id `hook<n>`, registered `n` minutes after [`t0`].
+pub fn webhook(case: &Case, n: i64, secret: Option<&str>) -> Webhook {
+    Webhook {
+        id: format!("hook{n}"),
+        case_id: case.id.clone(),
+        url: WebhookUrl::parse(&format!("https://user:pw@hooks.example.test/{n}"))
+            .expect("fixture URLs are valid"),
+        secret: secret.map(|s| WebhookSecret::parse(s).expect("fixture secrets are valid")),
+        created_at: at(n),
+    }
+}
+
+pub async fn webhooks_round_trip_oldest_first_per_case(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let other = with_case(&store, "other").await;
+    assert!(store.webhooks(&acme.id).await.expect("read").is_empty());
+    let first = webhook(&acme, 1, Some("s3cret"));
+    let second = webhook(&acme, 2, None);
+    let theirs = webhook(&other, 3, None);
+    for hook in [&first, &second, &theirs] {
+        store.insert_webhook(hook).await.expect("insert");
+    }
+    assert_eq!(
+        store.webhooks(&acme.id).await.expect("read"),
+        [first, second],
+        "every field, secret included, oldest first, only the case's own"
+    );
+    assert_eq!(store.webhooks(&other.id).await.expect("read"), [theirs]);
+}
+
+pub async fn webhook_ids_are_unique_and_cases_must_exist(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let hook = webhook(&acme, 1, None);
+    store.insert_webhook(&hook).await.expect("insert");
+    assert!(matches!(
+        store.insert_webhook(&hook).await,
+        Err(StorageError::DuplicateToken)
+    ));
+    let ghost = webhook(&case("ghost"), 2, None);
+    assert!(matches!(
+        store.insert_webhook(&ghost).await,
+        Err(StorageError::UnknownCase(_))
+    ));
+    assert_eq!(store.webhooks(&acme.id).await.expect("read").len(), 1);
+}
+
+pub async fn delete_webhook_only_of_its_case(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let other = with_case(&store, "other").await;
+    let hook = webhook(&acme, 1, None);
+    store.insert_webhook(&hook).await.expect("insert");
+    assert!(!store
+        .delete_webhook(&other.id, &hook.id)
+        .await
+        .expect("delete"));
+    assert_eq!(store.webhooks(&acme.id).await.expect("read").len(), 1);
+    assert!(store.delete_webhook(&acme.id, &hook.id).await.expect("delete"));
+    assert!(!store.delete_webhook(&acme.id, &hook.id).await.expect("delete"));
+    assert!(store.webhooks(&acme.id).await.expect("read").is_empty());
 }

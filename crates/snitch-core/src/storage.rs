@@ -5,8 +5,12 @@
 //! when the stored snitch moved on meanwhile. The service then reloads and steps again,
 //! so concurrent check-ins and sweeps never lose an update or emit an event twice.
 //!
-//! The contract test suite in [`crate::contract`] (feature `test-support`) pins down the
-//! behaviour described here; every store runs it.
+//! Stores keep timestamps to at least millisecond precision (the service hands them whole
+//! milliseconds) and keep at least the most recent [`crate::snitch::CHECK_INS_KEPT`]
+//! check-ins and 100 events per snitch.
+//!
+//! The contract test suite in `contract` (feature `test-support`) pins down the behaviour
+//! described here; every store runs it.
 
 use async_trait::async_trait;
 
