@@ -25,6 +25,7 @@ use futures::future::join_all;
 
 use crate::calendar::{Interval, Timestamp};
 use crate::machine;
+use crate::outbox::{deliveries_for, Attempt, AttemptResult, Channel, Delivery, DeliveryState};
 use crate::snitch::{CheckIn, PauseUntil, Snitch, CHECK_INS_KEPT};
 use crate::storage::{Change, Storage, StorageError};
 use crate::types::{
@@ -81,6 +82,11 @@ macro_rules! storage_contract_tests {
             webhooks_round_trip_oldest_first_per_case,
             webhook_ids_are_unique_and_cases_must_exist,
             delete_webhook_only_of_its_case,
+            // The outbox.
+            saved_deliveries_are_claimed_earliest_first_under_a_lease,
+            attempts_are_recorded_and_decide_what_follows,
+            a_refused_save_stores_no_deliveries,
+            deliveries_outlive_their_snitch_until_finished,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
@@ -1027,7 +1033,213 @@ pub async fn delete_webhook_only_of_its_case(store: Arc<dyn Storage>) {
         .await
         .expect("delete"));
     assert_eq!(store.webhooks(&acme.id).await.expect("read").len(), 1);
-    assert!(store.delete_webhook(&acme.id, &hook.id).await.expect("delete"));
-    assert!(!store.delete_webhook(&acme.id, &hook.id).await.expect("delete"));
+    assert!(store
+        .delete_webhook(&acme.id, &hook.id)
+        .await
+        .expect("delete"));
+    assert!(!store
+        .delete_webhook(&acme.id, &hook.id)
+        .await
+        .expect("delete"));
     assert!(store.webhooks(&acme.id).await.expect("read").is_empty());
+}
+
+/// A case with a team member and one hook, stored.
+async fn case_with_outbox(store: &Arc<dyn Storage>, name: &str) -> (Case, Vec<Webhook>) {
+    let mut c = case(name);
+    c.members = vec![EmailAddress::parse("ops@acme.test").expect("valid")];
+    store.upsert_case(&c).await.expect("upsert");
+    let hook = webhook(&c, 1, Some("s3cret"));
+    store.insert_webhook(&hook).await.expect("insert hook");
+    (c, vec![hook])
+}
+
+/// A first check-in of a new snitch, with its events' deliveries.
+async fn reporting_with_deliveries(
+    store: &Arc<dyn Storage>,
+    case: &Case,
+    hooks: &[Webhook],
+    n: u64,
+    at: Timestamp,
+) -> Vec<Delivery> {
+    let fresh = snitch(case, n, t0());
+    insert(store, &fresh).await;
+    let mut change = checked_in(&fresh, at);
+    assert_eq!(change.events.len(), 1, "the first check-in reports");
+    change.deliveries = change
+        .events
+        .iter()
+        .flat_map(|e| deliveries_for(e, case, hooks))
+        .collect();
+    store.save(&change).await.expect("save");
+    change.deliveries
+}
+
+fn attempt(at: Timestamp, ok: bool) -> Attempt {
+    Attempt {
+        at,
+        ok,
+        detail: if ok {
+            "HTTP 204".into()
+        } else {
+            "HTTP 500".into()
+        },
+        duration_ms: 12,
+    }
+}
+
+fn ids(deliveries: &[Delivery]) -> Vec<String> {
+    deliveries.iter().map(|d| d.id.clone()).collect()
+}
+
+pub async fn saved_deliveries_are_claimed_earliest_first_under_a_lease(store: Arc<dyn Storage>) {
+    let (acme, hooks) = case_with_outbox(&store, "acme").await;
+    assert_eq!(store.next_delivery_at().await.expect("read"), None);
+    let later = reporting_with_deliveries(&store, &acme, &hooks, 1, at(5)).await;
+    let sooner = reporting_with_deliveries(&store, &acme, &hooks, 2, at(3)).await;
+    assert_eq!(later.len(), 2, "one webhook and one e-mail");
+    assert!(matches!(later[0].channel, Channel::Webhook { .. }));
+    assert!(matches!(later[1].channel, Channel::Email { .. }));
+    assert_eq!(store.next_delivery_at().await.expect("read"), Some(at(3)));
+
+    assert!(store
+        .claim_deliveries(at(2), at(10), 10)
+        .await
+        .expect("claim")
+        .is_empty());
+    let claimed = store
+        .claim_deliveries(at(5), at(10), 3)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 3, "limited");
+    assert_eq!(ids(&claimed[..2]), ids(&sooner), "earliest first");
+    assert_eq!(
+        claimed[0],
+        Delivery {
+            next_attempt_at: Some(at(10)),
+            ..sooner[0].clone()
+        }
+    );
+    let rest = store
+        .claim_deliveries(at(5), at(10), 10)
+        .await
+        .expect("claim");
+    assert_eq!(rest.len(), 1, "leased ones are not claimed again");
+    assert!(store
+        .claim_deliveries(at(9), at(20), 10)
+        .await
+        .expect("claim")
+        .is_empty());
+    let expired = store
+        .claim_deliveries(at(10), at(20), 10)
+        .await
+        .expect("claim");
+    assert_eq!(
+        expired.len(),
+        4,
+        "an expired lease frees them for another dispatcher"
+    );
+}
+
+pub async fn attempts_are_recorded_and_decide_what_follows(store: Arc<dyn Storage>) {
+    let (acme, hooks) = case_with_outbox(&store, "acme").await;
+    let made = reporting_with_deliveries(&store, &acme, &hooks, 1, at(1)).await;
+    let (hook, mail) = (&made[0], &made[1]);
+    store
+        .claim_deliveries(at(1), at(2), 10)
+        .await
+        .expect("claim");
+    store
+        .record_attempt(
+            &hook.id,
+            &attempt(at(1), false),
+            AttemptResult::RetryAt(at(7)),
+        )
+        .await
+        .expect("record");
+    store
+        .record_attempt(&mail.id, &attempt(at(1), true), AttemptResult::Delivered)
+        .await
+        .expect("record");
+    assert_eq!(store.next_delivery_at().await.expect("read"), Some(at(7)));
+    assert!(store
+        .claim_deliveries(at(6), at(8), 10)
+        .await
+        .expect("claim")
+        .is_empty());
+    let retry = store
+        .claim_deliveries(at(7), at(8), 10)
+        .await
+        .expect("claim");
+    assert_eq!(ids(&retry), [hook.id.clone()]);
+    store
+        .record_attempt(&hook.id, &attempt(at(7), false), AttemptResult::GaveUp)
+        .await
+        .expect("record");
+    assert_eq!(store.next_delivery_at().await.expect("read"), None);
+
+    let stored = store
+        .deliveries(&[hook.event.id.clone()])
+        .await
+        .expect("read");
+    assert_eq!(ids(&stored), ids(&made), "in the order stored");
+    assert_eq!(stored[0].state, DeliveryState::Failed);
+    assert_eq!(
+        stored[0].attempts,
+        [attempt(at(1), false), attempt(at(7), false)]
+    );
+    assert_eq!(stored[0].next_attempt_at, None);
+    assert_eq!(stored[1].state, DeliveryState::Delivered);
+    assert_eq!(stored[1].attempts, [attempt(at(1), true)]);
+    assert!(matches!(
+        store
+            .record_attempt(
+                "no-such-delivery",
+                &attempt(at(1), true),
+                AttemptResult::Delivered
+            )
+            .await,
+        Err(StorageError::NotFound)
+    ));
+}
+
+pub async fn a_refused_save_stores_no_deliveries(store: Arc<dyn Storage>) {
+    let (acme, hooks) = case_with_outbox(&store, "acme").await;
+    let fresh = snitch(&acme, 1, t0());
+    insert(&store, &fresh).await;
+    let first = checked_in(&fresh, at(1));
+    store.save(&first).await.expect("save");
+    // A change computed from the same (now stale) read, with deliveries.
+    let mut stale = checked_in_with(&fresh, failure(at(2), "1", "boom"));
+    stale.deliveries = stale
+        .events
+        .iter()
+        .flat_map(|e| deliveries_for(e, &acme, &hooks))
+        .collect();
+    assert!(!stale.deliveries.is_empty());
+    assert!(matches!(
+        store.save(&stale).await,
+        Err(StorageError::Conflict)
+    ));
+    let event_ids: Vec<String> = stale.events.iter().map(|e| e.id.clone()).collect();
+    assert!(store.deliveries(&event_ids).await.expect("read").is_empty());
+    assert_eq!(store.next_delivery_at().await.expect("read"), None);
+}
+
+pub async fn deliveries_outlive_their_snitch_until_finished(store: Arc<dyn Storage>) {
+    let (acme, hooks) = case_with_outbox(&store, "acme").await;
+    let made = reporting_with_deliveries(&store, &acme, &hooks, 1, at(1)).await;
+    assert!(store.delete_snitch(&token(1)).await.expect("delete"));
+    let claimed = store
+        .claim_deliveries(at(1), at(2), 10)
+        .await
+        .expect("an alert already emitted still goes out");
+    assert_eq!(ids(&claimed), ids(&made));
+    for d in &made {
+        store
+            .record_attempt(&d.id, &attempt(at(1), true), AttemptResult::Delivered)
+            .await
+            .expect("record");
+    }
+    assert_eq!(store.next_delivery_at().await.expect("read"), None);
 }

@@ -100,6 +100,7 @@ fn emit(
         alert_email: snitch.alert_email.clone(),
         status: snitch.state.status,
         previous_status,
+        checked_in_at: snitch.state.checked_in_at,
         check_in: check_in.cloned(),
     }
 }

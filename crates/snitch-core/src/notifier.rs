@@ -1,24 +1,35 @@
-//! The outbound side: adapters that tell people about events (webhooks, e-mail) plug in
-//! here. The core decides *what* to say and *to whom*; a notifier only delivers.
+//! The outbound side: adapters that deliver events (webhooks, e-mail) plug in here. The
+//! core decides *what* to send and *to whom* (see [`crate::outbox`]); a notifier only
+//! delivers one [`Delivery`] and says what the receiver answered.
 
 use async_trait::async_trait;
 
+use crate::outbox::Delivery;
 use crate::snitch::Event;
 use crate::types::{Case, EmailAddress};
 
-/// Why a delivery failed; `retryable` failures are tried again later.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
+/// A failed attempt, with what went wrong (`HTTP 500`, `timed out`, an SMTP reply, …).
+/// Every failure is retried by the dispatcher until the retry window closes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{detail}")]
 pub struct NotifyError {
-    pub message: String,
-    pub retryable: bool,
+    pub detail: String,
 }
 
-/// Delivers one event through one channel.
+impl NotifyError {
+    pub fn new(detail: impl Into<String>) -> Self {
+        NotifyError {
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Delivers through one kind of channel.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait Notifier: Send + Sync {
-    async fn notify(&self, case: &Case, event: &Event) -> Result<(), NotifyError>;
+    /// Sends one delivery; on success, what the receiver answered (e.g. `HTTP 204`).
+    async fn send(&self, delivery: &Delivery) -> Result<String, NotifyError>;
 }
 
 /// Who gets the e-mail for an event: the snitch's `alert_email` override when it has one,

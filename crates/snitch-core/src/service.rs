@@ -4,6 +4,7 @@
 //! ([`machine::advance`]), applies its step and saves the result with the events in one
 //! [`Change`]. A save refused for a stale version is retried from a fresh read.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -13,12 +14,13 @@ use crate::calendar::{Interval, Timestamp};
 use crate::clock::{to_millis, Clock};
 use crate::error::ServiceError;
 use crate::machine::{self, Step};
+use crate::outbox::{deliveries_for, Delivery};
 use crate::snitch::{CheckIn, Event, PauseUntil, Snitch};
 use crate::storage::{Change, Storage, StorageError};
 use crate::tokens::{RandomTokens, TokenSource};
 use crate::types::{
-    check_alert_type_fits, parse_interval, AlertEmails, AlertType, Case, CheckInMessage, Notes,
-    Outcome, SnitchName, Tag, Tags, Token, BLANK,
+    check_alert_type_fits, parse_interval, AlertEmails, AlertType, Case, CaseId, CheckInMessage,
+    Notes, Outcome, SnitchName, Tag, Tags, Token, BLANK,
 };
 use crate::validation::{Validation, Validations};
 use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
@@ -117,12 +119,16 @@ pub struct SweepReport {
     pub events: usize,
 }
 
+/// Called after events were stored, e.g. to wake a dispatcher.
+pub type EventsHook = Arc<dyn Fn() + Send + Sync>;
+
 /// The Snitch service over a store and a clock.
 #[derive(Clone)]
 pub struct SnitchService {
     storage: Arc<dyn Storage>,
     clock: Arc<dyn Clock>,
     tokens: Arc<dyn TokenSource>,
+    on_events: Option<EventsHook>,
 }
 
 impl fmt::Debug for SnitchService {
@@ -146,7 +152,46 @@ impl SnitchService {
             storage,
             clock,
             tokens,
+            on_events: None,
         }
+    }
+
+    /// Calls `hook` each time a change with events was saved (after the save).
+    pub fn with_events_hook(mut self, hook: EventsHook) -> Self {
+        self.on_events = Some(hook);
+        self
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Adds the deliveries of the change's events (one per hook of the case, and the
+    /// e-mail) and saves it all in one step.
+    async fn save_with_outbox(
+        &self,
+        case: &Case,
+        hooks: &mut Option<Vec<Webhook>>,
+        mut change: Change,
+    ) -> Result<(), StorageError> {
+        if !change.events.is_empty() {
+            if hooks.is_none() {
+                *hooks = Some(self.storage.webhooks(&case.id).await?);
+            }
+            let hooks = hooks.as_deref().unwrap_or_default();
+            change.deliveries = change
+                .events
+                .iter()
+                .flat_map(|e| deliveries_for(e, case, hooks))
+                .collect();
+        }
+        self.storage.save(&change).await?;
+        if !change.events.is_empty() {
+            if let Some(hook) = &self.on_events {
+                hook();
+            }
+        }
+        Ok(())
     }
 
     pub fn storage(&self) -> &Arc<dyn Storage> {
@@ -371,22 +416,29 @@ impl SnitchService {
             outcome,
             message,
         };
+        let mut case: Option<Case> = None;
+        let mut hooks = None;
         for _ in 0..MAX_ATTEMPTS {
             let snitch = self
                 .storage
                 .snitch(&token)
                 .await?
                 .ok_or(ServiceError::NotFound)?;
-            let plan = self
-                .storage
-                .case(&snitch.case_id)
-                .await?
-                .map(|c| c.plan)
-                .unwrap_or_default();
-            let step =
-                machine::advance(&snitch, now).then(|s| machine::check_in(s, &check_in, &plan));
+            let case = match case.take() {
+                Some(c) if c.id == snitch.case_id => case.insert(c),
+                _ => {
+                    let loaded = self.storage.case(&snitch.case_id).await?;
+                    // A snitch whose case is gone still records check-ins.
+                    case.insert(loaded.unwrap_or_else(|| Case::new(snitch.case_id.clone())))
+                }
+            };
+            let step = machine::advance(&snitch, now)
+                .then(|s| machine::check_in(s, &check_in, &case.plan));
             let change = Change::new(&snitch, step.snitch, Some(check_in.clone()), step.events);
-            match self.storage.save(&change).await {
+            let saved = self
+                .save_with_outbox(case, &mut hooks, change.clone())
+                .await;
+            match saved {
                 Ok(()) => return Ok(change.snitch),
                 Err(StorageError::Conflict) => continue,
                 Err(StorageError::NotFound) => return Err(ServiceError::NotFound),
@@ -401,13 +453,26 @@ impl SnitchService {
     pub async fn tick(&self, now: Timestamp) -> Result<SweepReport, ServiceError> {
         let now = to_millis(now);
         let mut report = SweepReport::default();
+        // Each case and its hooks are read once per sweep.
+        let mut owners: HashMap<CaseId, (Case, Option<Vec<Webhook>>)> = HashMap::new();
         loop {
             let due = self.storage.due(now, SWEEP_BATCH).await?;
             if due.is_empty() {
                 return Ok(report);
             }
             for snitch in due {
-                let events = self.sweep_one(snitch, now).await?;
+                if !owners.contains_key(&snitch.case_id) {
+                    let case = self
+                        .storage
+                        .case(&snitch.case_id)
+                        .await?
+                        .unwrap_or_else(|| Case::new(snitch.case_id.clone()));
+                    owners.insert(snitch.case_id.clone(), (case, None));
+                }
+                let Some((case, hooks)) = owners.get_mut(&snitch.case_id) else {
+                    continue;
+                };
+                let events = self.sweep_one(snitch, now, case, hooks).await?;
                 report.snitches += 1;
                 report.events += events;
             }
@@ -415,7 +480,13 @@ impl SnitchService {
     }
 
     /// Advances one due snitch, re-reading it when a check-in raced the sweep.
-    async fn sweep_one(&self, mut snitch: Snitch, now: Timestamp) -> Result<usize, ServiceError> {
+    async fn sweep_one(
+        &self,
+        mut snitch: Snitch,
+        now: Timestamp,
+        case: &Case,
+        hooks: &mut Option<Vec<Webhook>>,
+    ) -> Result<usize, ServiceError> {
         for _ in 0..MAX_ATTEMPTS {
             let step = machine::advance(&snitch, now);
             if !step.changes(&snitch) {
@@ -423,7 +494,7 @@ impl SnitchService {
             }
             let events = step.events.len();
             let change = Change::new(&snitch, step.snitch, None, step.events);
-            match self.storage.save(&change).await {
+            match self.save_with_outbox(case, hooks, change).await {
                 Ok(()) => return Ok(events),
                 Err(StorageError::Conflict) => match self.storage.snitch(&snitch.token).await? {
                     Some(fresh) => snitch = fresh,
@@ -508,6 +579,28 @@ impl SnitchService {
         }
     }
 
+    /// The snitch's most recent events, newest first, each with its deliveries and their
+    /// attempts: why an alert did or did not arrive.
+    pub async fn events_with_deliveries(
+        &self,
+        case: &Case,
+        token: &str,
+        limit: usize,
+    ) -> Result<Vec<(Event, Vec<Delivery>)>, ServiceError> {
+        let events = self.events(case, token, limit).await?;
+        let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
+        let mut deliveries = self.storage.deliveries(&ids).await?;
+        Ok(events
+            .into_iter()
+            .map(|e| {
+                let (mine, rest): (Vec<Delivery>, Vec<Delivery>) =
+                    deliveries.drain(..).partition(|d| d.event.id == e.id);
+                deliveries = rest;
+                (e, mine)
+            })
+            .collect())
+    }
+
     /// Loads a snitch of the case; another case's snitch is reported as not found.
     async fn load_owned(&self, case: &Case, token: &str) -> Result<Snitch, ServiceError> {
         let token = Token::parse(token).map_err(|_| ServiceError::NotFound)?;
@@ -523,6 +616,7 @@ impl SnitchService {
         F: Fn(&Snitch, Timestamp) -> Result<Step, Validations> + Send + Sync,
     {
         let now = self.now();
+        let mut hooks = None;
         for _ in 0..MAX_ATTEMPTS {
             let snitch = self.load_owned(case, token).await?;
             let advanced = machine::advance(&snitch, now);
@@ -535,7 +629,10 @@ impl SnitchService {
                 return Ok(snitch);
             }
             let change = Change::new(&snitch, result.snitch, None, result.events);
-            match self.storage.save(&change).await {
+            match self
+                .save_with_outbox(case, &mut hooks, change.clone())
+                .await
+            {
                 Ok(()) => return Ok(change.snitch),
                 Err(StorageError::Conflict) => continue,
                 Err(StorageError::NotFound) => return Err(ServiceError::NotFound),

@@ -153,6 +153,8 @@ pub struct Event {
     pub alert_email: AlertEmails,
     pub status: Status,
     pub previous_status: Status,
+    /// The last successful check-in when it happened.
+    pub checked_in_at: Option<Timestamp>,
     /// The check-in that caused it, for `snitch.reporting` and `snitch.errored`.
     pub check_in: Option<CheckIn>,
 }

@@ -15,6 +15,7 @@
 use async_trait::async_trait;
 
 use crate::calendar::Timestamp;
+use crate::outbox::{Attempt, AttemptResult, Delivery};
 use crate::snitch::{CheckIn, Event, Snitch};
 use crate::types::{Case, CaseId, Tag, Token};
 use crate::webhook::Webhook;
@@ -45,14 +46,16 @@ pub enum StorageError {
     Corrupt(String),
 }
 
-/// One atomic change to a snitch: its new state, the check-in that caused it (if any) and
-/// the events it emitted. A store keeps all of it or none of it.
+/// One atomic change to a snitch: its new state, the check-in that caused it (if any), the
+/// events it emitted and their deliveries (the outbox). A store keeps all of it or none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
     /// The snitch as it is after the change; its `version` is one more than the stored one.
     pub snitch: Snitch,
     pub check_in: Option<CheckIn>,
     pub events: Vec<Event>,
+    /// The deliveries of `events`, to be sent by a dispatcher.
+    pub deliveries: Vec<Delivery>,
 }
 
 impl Change {
@@ -68,6 +71,7 @@ impl Change {
             snitch: after,
             check_in,
             events,
+            deliveries: Vec::new(),
         }
     }
 
@@ -129,4 +133,29 @@ pub trait Storage: Send + Sync {
 
     /// Removes a hook of the case; `false` when the case has no hook with this id.
     async fn delete_webhook(&self, case: &CaseId, id: &str) -> Result<bool, StorageError>;
+
+    /// Leases up to `limit` pending deliveries whose `next_attempt_at` is at or before
+    /// `now`, earliest first: their `next_attempt_at` becomes `lease_until`, so no other
+    /// dispatcher takes them meanwhile, and a crashed one's are taken again after it.
+    async fn claim_deliveries(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Delivery>, StorageError>;
+
+    /// Appends an attempt to a delivery and applies its result: delivered, retry at a
+    /// time, or given up (failed). Unknown ids are [`StorageError::NotFound`].
+    async fn record_attempt(
+        &self,
+        delivery_id: &str,
+        attempt: &Attempt,
+        result: AttemptResult,
+    ) -> Result<(), StorageError>;
+
+    /// The earliest `next_attempt_at` of all pending deliveries.
+    async fn next_delivery_at(&self) -> Result<Option<Timestamp>, StorageError>;
+
+    /// The deliveries of these events (any state), in the order they were stored.
+    async fn deliveries(&self, event_ids: &[String]) -> Result<Vec<Delivery>, StorageError>;
 }

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, RawPathParams, RawQuery, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
@@ -27,6 +27,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 pub mod error;
 pub mod keys;
+pub mod outbound;
 pub mod wire;
 
 pub use error::ApiError;
@@ -130,6 +131,7 @@ pub fn api_router(state: ApiState) -> Router {
         .route("/v1/snitches/{token}/tags/{tag}", delete(remove_tag))
         .route("/v1/snitches/{token}/pause", post(pause))
         .route("/v1/snitches/{token}/unpause", post(unpause))
+        .route("/v1/snitches/{token}/events", get(list_events))
         .route("/v1/webhooks", get(list_webhooks).post(create_webhook))
         .route("/v1/webhooks/{id}", delete(delete_webhook))
         .fallback(|| async { ApiError::not_found() })
@@ -300,20 +302,18 @@ async fn add_tags(
 async fn remove_tag(
     State(state): State<ApiState>,
     Authed(case): Authed,
-    raw: RawPathParams,
+    uri: Uri,
 ) -> Result<Json<Vec<String>>, ApiError> {
-    let mut token = None;
-    let mut tag = None;
-    for (name, value) in &raw {
-        match name {
-            "token" => token = Some(decode_path_segment(value)),
-            "tag" => tag = Some(decode_path_segment(value)),
-            _ => {}
-        }
-    }
-    let (Some(token), Some(tag)) = (token, tag) else {
+    // The raw segments of `…/<token>/tags/<tag>`, decoded exactly once here: axum's path
+    // parameters are already percent-decoded, and decoding those again would turn a
+    // form-encoded literal plus (`%2B`) into a space.
+    let mut segments = uri.path().rsplitn(4, '/');
+    let (Some(tag), Some("tags"), Some(token)) =
+        (segments.next(), segments.next(), segments.next())
+    else {
         return Err(ApiError::not_found());
     };
+    let (token, tag) = (decode_path_segment(token), decode_path_segment(tag));
     let tags = state.inner.service.remove_tag(&case, &token, &tag).await?;
     Ok(Json(wire::tag_names(tags.as_slice())))
 }
@@ -348,6 +348,24 @@ async fn unpause(
 ) -> Result<StatusCode, ApiError> {
     state.inner.service.unpause(&case, &token).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// How many recent events the events endpoint shows.
+const EVENTS_SHOWN: usize = 100;
+
+async fn list_events(
+    State(state): State<ApiState>,
+    Authed(case): Authed,
+    Path(token): Path<String>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let events = state
+        .inner
+        .service
+        .events_with_deliveries(&case, &token, EVENTS_SHOWN)
+        .await?;
+    Ok(Json(
+        events.iter().map(|(e, d)| wire::event_json(e, d)).collect(),
+    ))
 }
 
 async fn list_webhooks(
@@ -433,5 +451,330 @@ async fn check_in(
             .into_response(),
         Err(ServiceError::NotFound) => not_found_text(),
         Err(other) => ApiError::from(other).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Fast router tests without TCP: requests go through `tower::ServiceExt::oneshot`.
+    //! The black-box tests over real sockets are in the root crate's `tests/`.
+
+    use super::*;
+    use axum::body::Body;
+    use axum::http::{Method, Request};
+    use http_body_util::BodyExt;
+    use snitch_core::{CaseId, SnitchFields, SystemClock};
+    use snitch_store_memory::MemoryStorage;
+    use tower::ServiceExt;
+
+    const KEY: &str = "router-test-key-0123456789abcdef0123";
+
+    struct Fixture {
+        api: Router,
+        check_ins: Router,
+        service: SnitchService,
+        case: Case,
+        state: ApiState,
+    }
+
+    async fn fixture() -> Fixture {
+        let storage = Arc::new(MemoryStorage::new());
+        let service = SnitchService::new(storage, Arc::new(SystemClock));
+        let case = Case::new(CaseId::parse("acme").expect("valid"));
+        service
+            .storage()
+            .upsert_case(&case)
+            .await
+            .expect("store case");
+        let keys = Arc::new(ApiKeys::new());
+        keys.add_plain(KEY, case.id.clone()).expect("long enough");
+        let state = ApiState::new(
+            service.clone(),
+            keys,
+            ApiConfig {
+                check_in_base: "https://nosnch.test/".into(),
+                rate_limit: RateLimit::default(),
+                maintenance: false,
+            },
+        );
+        Fixture {
+            api: api_router(state.clone()),
+            check_ins: check_in_router(service.clone()),
+            service,
+            case,
+            state,
+        }
+    }
+
+    impl Fixture {
+        async fn snitch(&self, tags: &[&str]) -> String {
+            let fields = SnitchFields {
+                name: Some("n".into()),
+                interval: Some("daily".into()),
+                tags: Some(tags.iter().map(|t| (*t).to_owned()).collect()),
+                ..Default::default()
+            };
+            let snitch = self
+                .service
+                .create(&self.case, &fields)
+                .await
+                .expect("created");
+            snitch.token.to_string()
+        }
+    }
+
+    fn basic(user_and_password: &str) -> String {
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(user_and_password)
+        )
+    }
+
+    fn request(
+        method: Method,
+        uri: &str,
+        auth: Option<&str>,
+        body: impl Into<Body>,
+    ) -> Request<Body> {
+        let mut builder = Request::builder().method(method).uri(uri);
+        if let Some(auth) = auth {
+            builder = builder.header(header::AUTHORIZATION, auth);
+        }
+        builder.body(body.into()).expect("valid request")
+    }
+
+    fn authed(method: Method, uri: &str, body: impl Into<Body>) -> Request<Body> {
+        request(method, uri, Some(&basic(&format!("{KEY}:"))), body)
+    }
+
+    /// Status, content type and body text of a response.
+    async fn answer(router: &Router, req: Request<Body>) -> (StatusCode, String, String) {
+        let response = router.clone().oneshot(req).await.expect("infallible");
+        let status = response.status();
+        let ctype = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        (
+            status,
+            ctype,
+            String::from_utf8(bytes.to_vec()).expect("utf-8"),
+        )
+    }
+
+    fn json(text: &str) -> Value {
+        serde_json::from_str(text).expect("JSON")
+    }
+
+    #[test]
+    fn basic_auth_gives_the_username_and_ignores_the_password() {
+        let headers = |value: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, value.parse().expect("header"));
+            h
+        };
+        let user = |value: &str| basic_username(&headers(value));
+        assert_eq!(user(&basic("key:")).as_deref(), Some("key"));
+        assert_eq!(user(&basic("key:secret")).as_deref(), Some("key"));
+        assert_eq!(user(&basic("key")).as_deref(), Some("key"), "no colon");
+        assert_eq!(user(&basic("key:a:b")).as_deref(), Some("key"));
+        let lower = basic("key:").replacen("Basic", "basic", 1);
+        assert_eq!(user(&lower).as_deref(), Some("key"));
+        assert_eq!(user(&basic(":key")), None, "empty username");
+        assert_eq!(user(&basic("")), None);
+        assert_eq!(user("Bearer a2V5Og=="), None);
+        assert_eq!(user("Basic"), None);
+        assert_eq!(user("Basic !!not base64!!"), None);
+        assert_eq!(user("a2V5Og=="), None, "no scheme");
+        assert_eq!(basic_username(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn path_segments_decode_percent_escapes_and_plus_once() {
+        assert_eq!(decode_path_segment("needs+space"), "needs space");
+        assert_eq!(decode_path_segment("needs%20space"), "needs space");
+        assert_eq!(decode_path_segment("c%2B%2B"), "c++");
+        assert_eq!(decode_path_segment("50%25"), "50%");
+        assert_eq!(decode_path_segment("%E2%9C%93"), "✓");
+    }
+
+    #[test]
+    fn check_in_parameters_come_from_the_query_and_a_form_body() {
+        let form = {
+            let mut h = HeaderMap::new();
+            h.insert(
+                header::CONTENT_TYPE,
+                "Application/X-WWW-Form-Urlencoded; charset=utf-8"
+                    .parse()
+                    .expect("header"),
+            );
+            h
+        };
+        let params = check_in_params(Some("m=a+b&s=1"), &HeaderMap::new(), b"m=ignored");
+        assert_eq!(params.get("m").map(String::as_str), Some("a b"));
+        assert_eq!(params.get("s").map(String::as_str), Some("1"));
+        let params = check_in_params(Some("m=query&s=1"), &form, b"m=body%21");
+        assert_eq!(params.get("m").map(String::as_str), Some("body!"));
+        assert_eq!(params.get("s").map(String::as_str), Some("1"));
+    }
+
+    #[tokio::test]
+    async fn a_missing_or_unknown_key_is_401_json() {
+        let f = fixture().await;
+        for auth in [
+            None,
+            Some(basic("wrong-key-0123456789abcdef0123456789:")),
+            Some(format!("Bearer {KEY}")),
+        ] {
+            let req = request(Method::GET, "/v1/snitches", auth.as_deref(), Body::empty());
+            let (status, ctype, body) = answer(&f.api, req).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{auth:?}");
+            assert!(ctype.starts_with("application/json"), "{ctype}");
+            let body = json(&body);
+            assert_eq!(body["type"], "api_key_invalid");
+            assert!(body["error"].is_string());
+        }
+        let req = request(
+            Method::GET,
+            "/v1/snitches",
+            Some(&basic(&format!("{KEY}:pw"))),
+            Body::empty(),
+        );
+        let (status, _, body) = answer(&f.api, req).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(json(&body), serde_json::json!([]));
+    }
+
+    #[tokio::test]
+    async fn malformed_json_is_400_with_an_empty_body() {
+        let f = fixture().await;
+        let req = authed(Method::POST, "/v1/snitches", "{\"name\":");
+        let (status, _, body) = answer(&f.api, req).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(body, "");
+    }
+
+    #[tokio::test]
+    async fn an_empty_body_is_422_with_every_problem() {
+        let f = fixture().await;
+        let (status, _, body) = answer(&f.api, authed(Method::POST, "/v1/snitches", "")).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            json(&body)["validations"],
+            serde_json::json!([
+                {"attribute": "name", "message": "can't be blank"},
+                {"attribute": "interval", "message": "can't be blank"},
+            ])
+        );
+    }
+
+    #[tokio::test]
+    async fn a_body_over_64_kib_is_413() {
+        let f = fixture().await;
+        let big = format!("{{\"notes\":\"{}\"}}", "x".repeat(MAX_BODY_BYTES));
+        let (status, _, _) = answer(&f.api, authed(Method::POST, "/v1/snitches", big)).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(f.service.list(&f.case, &[]).await.expect("list").is_empty());
+    }
+
+    #[tokio::test]
+    async fn unknown_api_paths_are_404_json() {
+        let f = fixture().await;
+        for uri in ["/v1/unknown", "/", "/v1/snitches/a/b/c"] {
+            let (status, ctype, body) =
+                answer(&f.api, authed(Method::GET, uri, Body::empty())).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{uri}");
+            assert!(ctype.starts_with("application/json"), "{ctype}");
+            assert_eq!(json(&body)["type"], "resource_not_found");
+        }
+    }
+
+    #[tokio::test]
+    async fn maintenance_mode_is_503_and_can_be_switched_off() {
+        let f = fixture().await;
+        f.state.set_maintenance(true);
+        let (status, _, body) =
+            answer(&f.api, authed(Method::GET, "/v1/snitches", Body::empty())).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(json(&body)["type"], "service_unavailable");
+        f.state.set_maintenance(false);
+        let (status, _, _) =
+            answer(&f.api, authed(Method::GET, "/v1/snitches", Body::empty())).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn snitch_json_has_the_check_in_url_and_type() {
+        let f = fixture().await;
+        let token = f.snitch(&[]).await;
+        let uri = format!("/v1/snitches/{token}");
+        let (status, _, body) = answer(&f.api, authed(Method::GET, &uri, Body::empty())).await;
+        assert_eq!(status, StatusCode::OK);
+        let body = json(&body);
+        // The configured base's trailing slash is not doubled.
+        assert_eq!(body["check_in_url"], format!("https://nosnch.test/{token}"));
+        assert_eq!(body["type"], serde_json::json!({"interval": "daily"}));
+        assert_eq!(body["href"], uri);
+    }
+
+    #[tokio::test]
+    async fn remove_tag_decodes_the_raw_segment_once() {
+        let f = fixture().await;
+        let token = f.snitch(&["c++", "a b", "keep"]).await;
+        let uri = format!("/v1/snitches/{token}/tags/c%2B%2B");
+        let (status, _, body) = answer(&f.api, authed(Method::DELETE, &uri, Body::empty())).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(json(&body), serde_json::json!(["a b", "keep"]));
+        let uri = format!("/v1/snitches/{token}/tags/a+b");
+        let (_, _, body) = answer(&f.api, authed(Method::DELETE, &uri, Body::empty())).await;
+        assert_eq!(json(&body), serde_json::json!(["keep"]));
+    }
+
+    #[tokio::test]
+    async fn check_ins_answer_202_and_head_has_no_body() {
+        let f = fixture().await;
+        let token = f.snitch(&[]).await;
+        let uri = format!("/{token}?m=hello");
+        for method in [Method::GET, Method::POST, Method::HEAD] {
+            let req = request(method.clone(), &uri, None, Body::empty());
+            let (status, ctype, body) = answer(&f.check_ins, req).await;
+            assert_eq!(status, StatusCode::ACCEPTED, "{method}");
+            assert!(ctype.starts_with("text/plain"), "{ctype}");
+            let expected = if method == Method::HEAD {
+                ""
+            } else {
+                CHECK_IN_OK
+            };
+            assert_eq!(body, expected, "{method}");
+        }
+        let stored = f
+            .service
+            .check_ins(&f.case, &token, 10)
+            .await
+            .expect("history");
+        assert_eq!(stored.len(), 3);
+        assert!(stored
+            .iter()
+            .all(|c| c.message.as_ref().map(|m| m.as_str()) == Some("hello")));
+    }
+
+    #[tokio::test]
+    async fn unknown_check_in_tokens_are_404_text() {
+        let f = fixture().await;
+        for uri in ["/abcdefghij0123456789", "/x", "/", "/a/b"] {
+            let req = request(Method::GET, uri, None, Body::empty());
+            let (status, ctype, body) = answer(&f.check_ins, req).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{uri}");
+            assert!(ctype.starts_with("text/plain"), "{uri}: {ctype}");
+            assert!(!body.is_empty());
+        }
     }
 }

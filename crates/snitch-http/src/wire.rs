@@ -4,7 +4,9 @@
 
 use serde::Serialize;
 use serde_json::{Map, Value};
-use snitch_core::{Snitch, SnitchFields, Tag, Timestamp, Validations, Webhook};
+use snitch_core::{
+    Channel, Delivery, Event, Snitch, SnitchFields, Tag, Timestamp, Validations, Webhook,
+};
 
 /// Datetimes on the wire: ISO 8601, milliseconds, `Z`.
 pub fn format_time(t: Timestamp) -> String {
@@ -159,6 +161,50 @@ pub fn pause_until(body: Option<&Value>) -> Result<Option<String>, Validations> 
             )),
         },
         Some(_) => Err(Validations::single("base", "must be a JSON object")),
+    }
+}
+
+/// An event with its deliveries, for `GET /v1/snitches/<token>/events`.
+pub fn event_json(event: &Event, deliveries: &[Delivery]) -> Value {
+    serde_json::json!({
+        "id": event.id,
+        "type": event.kind.as_str(),
+        "timestamp": format_time(event.at),
+        "status": event.status.webhook_name(),
+        "previous_status": event.previous_status.webhook_name(),
+        "deliveries": deliveries.iter().map(delivery_json).collect::<Vec<_>>(),
+    })
+}
+
+fn delivery_json(d: &Delivery) -> Value {
+    let target = match &d.channel {
+        Channel::Webhook { url, .. } => without_credentials(url.as_str()),
+        Channel::Email { to } => to.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", "),
+    };
+    serde_json::json!({
+        "id": d.id,
+        "channel": d.channel.kind(),
+        "target": target,
+        "state": d.state.as_str(),
+        "next_attempt_at": d.next_attempt_at.map(format_time),
+        "attempts": d.attempts.iter().map(|a| serde_json::json!({
+            "at": format_time(a.at),
+            "ok": a.ok,
+            "detail": a.detail,
+            "duration_ms": a.duration_ms,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// A URL with any `user:password@` removed: credentials are never shown.
+fn without_credentials(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            format!("{scheme}://{host}{path}")
+        }
+        None => url.to_owned(),
     }
 }
 

@@ -7,6 +7,7 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use async_trait::async_trait;
 use snitch_core::snitch::CHECK_INS_KEPT;
+use snitch_core::{Attempt, AttemptResult, Delivery, DeliveryState};
 use snitch_core::{
     Case, CaseId, Change, CheckIn, Event, Snitch, Storage, StorageError, Tag, Timestamp, Token,
     Webhook,
@@ -32,6 +33,20 @@ struct Inner {
     inserted: u64,
     /// Hooks in registration order.
     webhooks: Vec<Webhook>,
+    /// The outbox, by delivery id.
+    deliveries: HashMap<String, StoredDelivery>,
+    /// Delivery ids by event id, in order of storing.
+    deliveries_of_event: HashMap<String, Vec<String>>,
+    /// Pending deliveries by their next attempt: the dispatcher's index.
+    delivery_index: BTreeSet<(Timestamp, String)>,
+    stored_deliveries: u64,
+}
+
+#[derive(Debug)]
+struct StoredDelivery {
+    delivery: Delivery,
+    /// Order of storing, for listing.
+    seq: u64,
 }
 
 #[derive(Debug)]
@@ -58,10 +73,61 @@ impl MemoryStorage {
     }
 }
 
-fn push_bounded<T>(list: &mut VecDeque<T>, item: T, max: usize) {
+/// Appends and returns what fell off the front.
+fn push_bounded<T>(list: &mut VecDeque<T>, item: T, max: usize) -> Vec<T> {
     list.push_back(item);
+    let mut evicted = Vec::new();
     while list.len() > max {
-        list.pop_front();
+        evicted.extend(list.pop_front());
+    }
+    evicted
+}
+
+impl Inner {
+    fn insert_delivery(&mut self, delivery: &Delivery) {
+        self.stored_deliveries += 1;
+        if let (DeliveryState::Pending, Some(at)) = (delivery.state, delivery.next_attempt_at) {
+            self.delivery_index.insert((at, delivery.id.clone()));
+        }
+        self.deliveries_of_event
+            .entry(delivery.event.id.clone())
+            .or_default()
+            .push(delivery.id.clone());
+        self.deliveries.insert(
+            delivery.id.clone(),
+            StoredDelivery {
+                delivery: delivery.clone(),
+                seq: self.stored_deliveries,
+            },
+        );
+    }
+
+    /// Forgets the finished deliveries of an event that is no longer kept; pending ones
+    /// stay until they finish, so an alert already emitted still goes out.
+    fn forget_finished_deliveries(&mut self, event_id: &str) {
+        let Some(ids) = self.deliveries_of_event.get_mut(event_id) else {
+            return;
+        };
+        let deliveries = &mut self.deliveries;
+        ids.retain(|id| {
+            let pending = deliveries
+                .get(id)
+                .is_some_and(|d| d.delivery.state == DeliveryState::Pending);
+            if !pending {
+                deliveries.remove(id);
+            }
+            pending
+        });
+        if ids.is_empty() {
+            self.deliveries_of_event.remove(event_id);
+        }
+    }
+
+    /// Whether the snitch of an event still keeps the event in its history.
+    fn event_is_kept(&self, event: &Event) -> bool {
+        self.snitches
+            .get(&event.token)
+            .is_some_and(|e| e.events.iter().any(|kept| kept.id == event.id))
     }
 }
 
@@ -155,8 +221,9 @@ impl Storage for MemoryStorage {
         if let Some(check_in) = &change.check_in {
             push_bounded(&mut entry.check_ins, check_in.clone(), CHECK_INS_KEPT);
         }
+        let mut evicted = Vec::new();
         for event in &change.events {
-            push_bounded(&mut entry.events, event.clone(), EVENTS_KEPT);
+            evicted.extend(push_bounded(&mut entry.events, event.clone(), EVENTS_KEPT));
         }
         // Identity and creation never change; keep the stored ones so the case index
         // stays right whatever the change carries.
@@ -164,6 +231,12 @@ impl Storage for MemoryStorage {
         entry.snitch = new.clone();
         entry.snitch.case_id = case_id;
         entry.snitch.created_at = created_at;
+        for delivery in &change.deliveries {
+            inner.insert_delivery(delivery);
+        }
+        for event in evicted {
+            inner.forget_finished_deliveries(&event.id);
+        }
         Ok(())
     }
 
@@ -178,6 +251,9 @@ impl Storage for MemoryStorage {
         }
         if let Some(w) = snitch.wake_at() {
             inner.wake_index.remove(&(w, token.clone()));
+        }
+        for event in &entry.events {
+            inner.forget_finished_deliveries(&event.id);
         }
         Ok(true)
     }
@@ -245,6 +321,89 @@ impl Storage for MemoryStorage {
             .webhooks
             .retain(|h| !(h.case_id == *case && h.id == id));
         Ok(inner.webhooks.len() != before)
+    }
+
+    async fn claim_deliveries(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Delivery>, StorageError> {
+        let mut guard = self.write();
+        let inner = &mut *guard;
+        let due: Vec<(Timestamp, String)> = inner
+            .delivery_index
+            .iter()
+            .take_while(|(at, _)| *at <= now)
+            .take(limit)
+            .cloned()
+            .collect();
+        let mut claimed = Vec::with_capacity(due.len());
+        for key in due {
+            inner.delivery_index.remove(&key);
+            if let Some(stored) = inner.deliveries.get_mut(&key.1) {
+                stored.delivery.next_attempt_at = Some(lease_until);
+                inner.delivery_index.insert((lease_until, key.1.clone()));
+                claimed.push(stored.delivery.clone());
+            }
+        }
+        Ok(claimed)
+    }
+
+    async fn record_attempt(
+        &self,
+        delivery_id: &str,
+        attempt: &Attempt,
+        result: AttemptResult,
+    ) -> Result<(), StorageError> {
+        let mut guard = self.write();
+        let inner = &mut *guard;
+        let stored = inner
+            .deliveries
+            .get_mut(delivery_id)
+            .ok_or(StorageError::NotFound)?;
+        let delivery = &mut stored.delivery;
+        if let Some(at) = delivery.next_attempt_at {
+            inner.delivery_index.remove(&(at, delivery_id.to_owned()));
+        }
+        delivery.attempts.push(attempt.clone());
+        match result {
+            AttemptResult::Delivered => {
+                delivery.state = DeliveryState::Delivered;
+                delivery.next_attempt_at = None;
+            }
+            AttemptResult::GaveUp => {
+                delivery.state = DeliveryState::Failed;
+                delivery.next_attempt_at = None;
+            }
+            AttemptResult::RetryAt(at) => {
+                delivery.state = DeliveryState::Pending;
+                delivery.next_attempt_at = Some(at);
+                inner.delivery_index.insert((at, delivery_id.to_owned()));
+            }
+        }
+        let event = delivery.event.clone();
+        if !inner.event_is_kept(&event) {
+            inner.forget_finished_deliveries(&event.id);
+        }
+        Ok(())
+    }
+
+    async fn next_delivery_at(&self) -> Result<Option<Timestamp>, StorageError> {
+        Ok(self.read().delivery_index.first().map(|(at, _)| *at))
+    }
+
+    async fn deliveries(&self, event_ids: &[String]) -> Result<Vec<Delivery>, StorageError> {
+        let inner = self.read();
+        let mut found: Vec<&StoredDelivery> = event_ids
+            .iter()
+            .filter_map(|e| inner.deliveries_of_event.get(e))
+            .flatten()
+            .filter_map(|id| inner.deliveries.get(id))
+            .collect();
+        found.sort_by_key(|d| d.seq);
+        found.dedup_by_key(|d| d.seq);
+        Ok(found.into_iter().map(|d| d.delivery.clone()).collect())
     }
 }
 

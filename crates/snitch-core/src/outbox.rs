@@ -1,0 +1,199 @@
+//! The outbox: every event becomes deliveries (one per webhook, one e-mail), stored with
+//! the state change that emitted it and retried until delivered or given up
+//! (behaviour.md section 5).
+
+use chrono::Duration;
+
+use crate::calendar::Timestamp;
+use crate::snitch::Event;
+use crate::types::{Case, EmailAddress};
+use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
+
+/// Where a delivery goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Channel {
+    Webhook {
+        hook_id: String,
+        url: WebhookUrl,
+        secret: Option<WebhookSecret>,
+    },
+    Email {
+        to: Vec<EmailAddress>,
+    },
+}
+
+impl Channel {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Channel::Webhook { .. } => "webhook",
+            Channel::Email { .. } => "email",
+        }
+    }
+}
+
+/// Where a delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeliveryState {
+    /// Waiting for its (next) attempt at `next_attempt_at`.
+    Pending,
+    Delivered,
+    /// Given up after the retry window; recorded, never tried again.
+    Failed,
+}
+
+impl DeliveryState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::Delivered => "delivered",
+            DeliveryState::Failed => "failed",
+        }
+    }
+}
+
+/// One try at a delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    pub at: Timestamp,
+    pub ok: bool,
+    /// What the receiver said: `HTTP 200`, an SMTP reply, or the error.
+    pub detail: String,
+    pub duration_ms: u64,
+}
+
+/// One event to send through one channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// `<event id>-<n>`: unique.
+    pub id: String,
+    pub event: Event,
+    pub channel: Channel,
+    pub state: DeliveryState,
+    /// When it may next be tried; `None` once delivered or failed. While a dispatcher
+    /// holds it, this is the end of that dispatcher's lease.
+    pub next_attempt_at: Option<Timestamp>,
+    pub attempts: Vec<Attempt>,
+}
+
+/// How a finished attempt leaves the delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptResult {
+    Delivered,
+    RetryAt(Timestamp),
+    GaveUp,
+}
+
+/// The deliveries of an event for a case with these hooks: every event goes to every hook;
+/// all but `snitch.paused` also go by e-mail to the snitch's `alert_email`, or to the
+/// team when that is empty.
+pub fn deliveries_for(event: &Event, case: &Case, hooks: &[Webhook]) -> Vec<Delivery> {
+    let mut channels: Vec<Channel> = hooks
+        .iter()
+        .map(|h| Channel::Webhook {
+            hook_id: h.id.clone(),
+            url: h.url.clone(),
+            secret: h.secret.clone(),
+        })
+        .collect();
+    if event.kind.alerts_by_email() {
+        let to = crate::notifier::alert_recipients(case, event).to_vec();
+        if !to.is_empty() {
+            channels.push(Channel::Email { to });
+        }
+    }
+    channels
+        .into_iter()
+        .enumerate()
+        .map(|(n, channel)| Delivery {
+            id: format!("{}-{}", event.id, n + 1),
+            event: event.clone(),
+            channel,
+            state: DeliveryState::Pending,
+            next_attempt_at: Some(event.at),
+            attempts: Vec::new(),
+        })
+        .collect()
+}
+
+/// Exponential backoff with jitter: about `first_delay`, doubling, capped at `max_delay`,
+/// until `give_up_after` has passed since the event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub first_delay: Duration,
+    pub max_delay: Duration,
+    pub give_up_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            first_delay: Duration::minutes(1),
+            max_delay: Duration::hours(1),
+            give_up_after: Duration::hours(24),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// What follows a failed attempt number `failures` (1 for the first) at `now`, for an
+    /// event of `event_at`. `jitter` in `[0, 1)` spreads retries by up to ±20 %.
+    pub fn after_failure(
+        &self,
+        event_at: Timestamp,
+        failures: u32,
+        now: Timestamp,
+        jitter: f64,
+    ) -> AttemptResult {
+        let doubling = 1i32 << failures.saturating_sub(1).min(20);
+        let base = (self.first_delay * doubling).min(self.max_delay);
+        let spread = (jitter.clamp(0.0, 1.0) - 0.5) * 0.4;
+        let delay_ms = base.num_milliseconds() as f64 * (1.0 + spread);
+        let next = now + Duration::milliseconds(delay_ms.max(0.0) as i64);
+        if next > event_at + self.give_up_after {
+            AttemptResult::GaveUp
+        } else {
+            AttemptResult::RetryAt(next)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::DateTime;
+
+    fn t(s: &str) -> Timestamp {
+        DateTime::parse_from_rfc3339(s).expect("valid").to_utc()
+    }
+
+    #[test]
+    fn backoff_doubles_from_a_minute_up_to_an_hour_then_gives_up_after_a_day() {
+        let p = RetryPolicy::default();
+        let event = t("2026-11-22T00:00:00Z");
+        let mid = 0.5; // no jitter
+        let delays: Vec<i64> = (1..=9)
+            .map(|n| match p.after_failure(event, n, event, mid) {
+                AttemptResult::RetryAt(at) => (at - event).num_minutes(),
+                other => panic!("attempt {n}: {other:?}"),
+            })
+            .collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(
+            p.after_failure(event, 30, t("2026-11-22T23:30:00Z"), mid),
+            AttemptResult::GaveUp
+        );
+    }
+
+    #[test]
+    fn jitter_stays_within_twenty_percent() {
+        let p = RetryPolicy::default();
+        let event = t("2026-11-22T00:00:00Z");
+        for jitter in [0.0, 0.25, 0.999] {
+            let AttemptResult::RetryAt(at) = p.after_failure(event, 1, event, jitter) else {
+                panic!("retries");
+            };
+            let secs = (at - event).num_seconds();
+            assert!((48..=72).contains(&secs), "{jitter}: {secs}");
+        }
+    }
+}

@@ -1,0 +1,394 @@
+//! The dispatcher: claims due deliveries from the outbox, sends each through its channel's
+//! notifier with bounded concurrency, records every attempt, and schedules retries.
+//!
+//! Each delivery runs in its own task, so a slow or dead receiver holds one slot for at
+//! most its timeout and never delays the others. Claims are leases: a dispatcher that dies
+//! mid-delivery leaves its deliveries to be claimed again when the lease ends (at least
+//! once; `Snitch-Event-Id` lets receivers drop duplicates).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use snitch_core::{
+    Attempt, AttemptResult, Channel, Clock, Delivery, Notifier, RetryPolicy, Storage, StorageError,
+};
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinHandle;
+
+/// Settings of a [`Dispatcher`].
+#[derive(Debug, Clone)]
+pub struct DispatcherOptions {
+    pub retry: RetryPolicy,
+    /// Deliveries in flight at once.
+    pub concurrency: usize,
+    /// How long a claimed delivery stays reserved; longer than any notifier's timeout.
+    pub lease: chrono::Duration,
+    /// The longest sleep between looks at the outbox when nothing wakes the dispatcher.
+    pub poll: Duration,
+}
+
+impl Default for DispatcherOptions {
+    fn default() -> Self {
+        DispatcherOptions {
+            retry: RetryPolicy::default(),
+            concurrency: 64,
+            lease: chrono::Duration::minutes(2),
+            poll: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Sends the outbox.
+pub struct Dispatcher {
+    storage: Arc<dyn Storage>,
+    clock: Arc<dyn Clock>,
+    webhooks: Arc<dyn Notifier>,
+    email: Arc<dyn Notifier>,
+    options: DispatcherOptions,
+    wake: Arc<Notify>,
+    slots: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dispatcher {
+    pub fn new(
+        storage: Arc<dyn Storage>,
+        clock: Arc<dyn Clock>,
+        webhooks: Arc<dyn Notifier>,
+        email: Arc<dyn Notifier>,
+        options: DispatcherOptions,
+    ) -> Self {
+        let slots = Arc::new(Semaphore::new(options.concurrency.max(1)));
+        Dispatcher {
+            storage,
+            clock,
+            webhooks,
+            email,
+            options,
+            wake: Arc::new(Notify::new()),
+            slots,
+        }
+    }
+
+    /// A handle that makes the dispatcher look at the outbox at once; give it to
+    /// `SnitchService::with_events_hook`.
+    pub fn waker(&self) -> Arc<Notify> {
+        self.wake.clone()
+    }
+
+    fn now(&self) -> snitch_core::Timestamp {
+        snitch_core::clock::to_millis(self.clock.now())
+    }
+
+    /// Claims what is due now, as many as there are free slots, and starts sending each in
+    /// its own task. Returns the tasks.
+    pub async fn dispatch_due(self: &Arc<Self>) -> Result<Vec<JoinHandle<()>>, StorageError> {
+        let free = self.slots.available_permits();
+        if free == 0 {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        let claimed = self
+            .storage
+            .claim_deliveries(now, now + self.options.lease, free)
+            .await?;
+        let mut started = Vec::with_capacity(claimed.len());
+        for delivery in claimed {
+            let Ok(slot) = self.slots.clone().acquire_owned().await else {
+                break;
+            };
+            let this = self.clone();
+            started.push(tokio::spawn(async move {
+                this.deliver(delivery).await;
+                drop(slot);
+                // A finished delivery may have freed the slot others wait for.
+                this.wake.notify_one();
+            }));
+        }
+        Ok(started)
+    }
+
+    /// Sends one delivery and records the attempt.
+    async fn deliver(&self, delivery: Delivery) {
+        let notifier = match delivery.channel {
+            Channel::Webhook { .. } => &self.webhooks,
+            Channel::Email { .. } => &self.email,
+        };
+        let at = self.now();
+        let started = Instant::now();
+        let sent = notifier.send(&delivery).await;
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let (ok, detail) = match sent {
+            Ok(detail) => (true, detail),
+            Err(e) => (false, e.detail),
+        };
+        let result = if ok {
+            AttemptResult::Delivered
+        } else {
+            let failures = u32::try_from(delivery.attempts.len() + 1).unwrap_or(u32::MAX);
+            self.options.retry.after_failure(
+                delivery.event.at,
+                failures,
+                self.now(),
+                rand::random::<f64>(),
+            )
+        };
+        tracing::info!(
+            delivery = %delivery.id,
+            event = %delivery.event.id,
+            channel = delivery.channel.kind(),
+            ok,
+            %detail,
+            duration_ms,
+            "delivery attempt"
+        );
+        let attempt = Attempt {
+            at,
+            ok,
+            detail,
+            duration_ms,
+        };
+        if let Err(e) = self
+            .storage
+            .record_attempt(&delivery.id, &attempt, result)
+            .await
+        {
+            // The lease runs out and the delivery is tried again: at least once.
+            tracing::error!(delivery = %delivery.id, error = %e, "cannot record an attempt");
+        }
+    }
+
+    /// Runs until `stop` completes, then waits for deliveries in flight.
+    pub async fn run(self: Arc<Self>, stop: impl Future<Output = ()>) {
+        tokio::pin!(stop);
+        loop {
+            if let Err(e) = self.dispatch_due().await {
+                tracing::error!(error = %e, "cannot claim deliveries");
+            }
+            if self.slots.available_permits() == 0 {
+                // Every slot is busy: the next finished delivery wakes us.
+                tokio::select! {
+                    () = &mut stop => break,
+                    () = self.wake.notified() => continue,
+                }
+            }
+            let sleep = match self.storage.next_delivery_at().await {
+                Ok(Some(next)) => (next - self.now())
+                    .to_std()
+                    .unwrap_or(Duration::ZERO)
+                    .min(self.options.poll),
+                _ => self.options.poll,
+            };
+            tokio::select! {
+                () = &mut stop => break,
+                () = self.wake.notified() => {}
+                () = tokio::time::sleep(sleep) => {}
+            }
+        }
+        // Wait for the deliveries in flight, so their attempts are recorded.
+        let all = u32::try_from(self.options.concurrency.max(1)).unwrap_or(u32::MAX);
+        let _ = self.slots.acquire_many(all).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_trait::async_trait;
+    use chrono::{DateTime, Duration as Span};
+    use snitch_core::{
+        Case, CaseId, DeliveryState, EmailAddress, ManualClock, NotifyError, Outcome,
+        SequentialTokens, SnitchFields, SnitchService,
+    };
+    use snitch_store_memory::MemoryStorage;
+    use std::sync::Mutex;
+
+    /// Records what it is asked to send and fails the first `failures` sends.
+    #[derive(Default)]
+    struct Receiver {
+        failures: Mutex<usize>,
+        seen: Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl Notifier for Receiver {
+        async fn send(&self, delivery: &Delivery) -> Result<String, NotifyError> {
+            self.seen
+                .lock()
+                .expect("not poisoned")
+                .push(delivery.event.id.clone());
+            let mut failures = self.failures.lock().expect("not poisoned");
+            if *failures > 0 {
+                *failures -= 1;
+                return Err(NotifyError::new("HTTP 503"));
+            }
+            Ok("HTTP 204".into())
+        }
+    }
+
+    struct World {
+        service: SnitchService,
+        clock: Arc<ManualClock>,
+        dispatcher: Arc<Dispatcher>,
+        hooks: Arc<Receiver>,
+        mail: Arc<Receiver>,
+        case: Case,
+    }
+
+    async fn world(hook_failures: usize) -> World {
+        let storage = Arc::new(MemoryStorage::new());
+        let start = DateTime::parse_from_rfc3339("2026-11-22T03:00:00Z")
+            .expect("valid")
+            .to_utc();
+        let clock = Arc::new(ManualClock::new(start));
+        let mut case = Case::new(CaseId::parse("acme").expect("valid"));
+        case.members = vec![EmailAddress::parse("ops@acme.test").expect("valid")];
+        storage.upsert_case(&case).await.expect("store");
+        let service = SnitchService::with_tokens(
+            storage.clone(),
+            clock.clone(),
+            Arc::new(SequentialTokens::default()),
+        );
+        service
+            .create_webhook(&case, "https://hooks.acme.test/x", None)
+            .await
+            .expect("hook");
+        let hooks = Arc::new(Receiver {
+            failures: Mutex::new(hook_failures),
+            ..Default::default()
+        });
+        let mail = Arc::new(Receiver::default());
+        let options = DispatcherOptions {
+            retry: RetryPolicy {
+                first_delay: Span::seconds(10),
+                max_delay: Span::seconds(40),
+                give_up_after: Span::minutes(2),
+            },
+            ..Default::default()
+        };
+        let dispatcher = Arc::new(Dispatcher::new(
+            storage,
+            clock.clone(),
+            hooks.clone(),
+            mail.clone(),
+            options,
+        ));
+        World {
+            service,
+            clock,
+            dispatcher,
+            hooks,
+            mail,
+            case,
+        }
+    }
+
+    async fn dispatch(w: &World) -> usize {
+        let tasks = w.dispatcher.dispatch_due().await.expect("claim");
+        let n = tasks.len();
+        for t in tasks {
+            t.await.expect("delivery task");
+        }
+        n
+    }
+
+    async fn reporting(w: &World) -> String {
+        let fields = SnitchFields {
+            name: Some("job".into()),
+            interval: Some("hourly".into()),
+            ..Default::default()
+        };
+        let s = w.service.create(&w.case, &fields).await.expect("create");
+        w.service
+            .check_in(s.token.as_str(), Outcome::Success, None)
+            .await
+            .expect("check in");
+        let events = w
+            .service
+            .events(&w.case, s.token.as_str(), 10)
+            .await
+            .expect("events");
+        events[0].id.clone()
+    }
+
+    #[tokio::test]
+    async fn each_event_goes_to_every_hook_and_by_mail_once() {
+        let w = world(0).await;
+        let event = reporting(&w).await;
+        assert_eq!(dispatch(&w).await, 2);
+        assert_eq!(*w.hooks.seen.lock().expect("ok"), [event.clone()]);
+        assert_eq!(*w.mail.seen.lock().expect("ok"), [event.clone()]);
+        assert_eq!(dispatch(&w).await, 0, "delivered ones are done");
+        let stored = w
+            .service
+            .storage()
+            .deliveries(&[event])
+            .await
+            .expect("read");
+        assert!(stored.iter().all(|d| d.state == DeliveryState::Delivered));
+        assert!(stored
+            .iter()
+            .all(|d| d.attempts.len() == 1 && d.attempts[0].ok));
+    }
+
+    #[tokio::test]
+    async fn failures_are_retried_with_backoff_until_they_succeed() {
+        let w = world(2).await;
+        let event = reporting(&w).await;
+        assert_eq!(dispatch(&w).await, 2);
+        // The first retry is due about 10 s later (±20 %), not before 8 s.
+        w.clock.advance(Span::seconds(7));
+        assert_eq!(dispatch(&w).await, 0);
+        w.clock.advance(Span::seconds(6));
+        assert_eq!(dispatch(&w).await, 1);
+        // The second retry about 20 s after that.
+        w.clock.advance(Span::seconds(25));
+        assert_eq!(dispatch(&w).await, 1);
+        let stored = w
+            .service
+            .storage()
+            .deliveries(&[event.clone()])
+            .await
+            .expect("read");
+        let hook = &stored[0];
+        assert_eq!(hook.state, DeliveryState::Delivered);
+        let oks: Vec<bool> = hook.attempts.iter().map(|a| a.ok).collect();
+        assert_eq!(oks, [false, false, true]);
+        assert_eq!(hook.attempts[0].detail, "HTTP 503");
+        assert_eq!(
+            *w.hooks.seen.lock().expect("ok"),
+            [event.clone(), event.clone(), event]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_delivery_that_keeps_failing_is_given_up_and_recorded() {
+        let w = world(usize::MAX).await;
+        let event = reporting(&w).await;
+        for _ in 0..20 {
+            dispatch(&w).await;
+            w.clock.advance(Span::seconds(50));
+        }
+        let stored = w
+            .service
+            .storage()
+            .deliveries(&[event])
+            .await
+            .expect("read");
+        assert_eq!(stored[0].state, DeliveryState::Failed);
+        assert!(stored[0].attempts.len() >= 3);
+        assert!(stored[0].attempts.iter().all(|a| !a.ok));
+        assert_eq!(
+            w.service.storage().next_delivery_at().await.expect("read"),
+            None
+        );
+    }
+}

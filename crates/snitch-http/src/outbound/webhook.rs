@@ -1,0 +1,950 @@
+//! Webhook deliveries over HTTP(S): api-v1.md section 6 and behaviour.md section 5.
+//!
+//! [`WebhookNotifier`] POSTs every event to a hook URL as JSON ([`webhook_body`]) with
+//! `Content-Type: application/json`, a `User-Agent` naming Snitch, and
+//! `Snitch-Event-Id: <event id>` (the same on every retry, so receivers can drop
+//! duplicates: delivery is at least once). Credentials in the URL
+//! (`https://user:pass@host/…`) are taken out of the URL and sent as HTTP Basic.
+//!
+//! Only a 2xx answer is a success. Redirects are not followed (a 3xx is a failure), and a
+//! request that takes longer than the timeout (30 s by default) fails. Unless
+//! [`WebhookOptions::allow_private`] is set, targets on loopback, private, link-local,
+//! CGNAT, multicast or unspecified addresses are refused: host names are checked on the
+//! addresses they resolve to, at connect time, and IP literals before sending (see
+//! [`is_refused_address`]). Requests never go through an HTTP proxy, so that the check
+//! applies to the address actually connected to.
+//!
+//! # Verifying signatures
+//!
+//! A hook registered with a secret gets each request signed in a header
+//!
+//! ```text
+//! Snitch-Signature: t=1795342500,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd
+//! ```
+//!
+//! where `t` is when the request was signed (Unix seconds) and `v1` is the lowercase hex
+//! HMAC-SHA256, keyed with the secret, of the string `<t>.<body>`: the value of `t`, a
+//! dot, and the raw request body exactly as received (bytes, before any JSON parsing).
+//!
+//! A receiver should:
+//!
+//! 1. compute the HMAC of `<t>.<raw body>` with its copy of the secret and compare it
+//!    with `v1` in constant time (ignore other `v…` entries; more versions may come);
+//! 2. check that `t` is recent (for example within 5 minutes of its own clock) to refuse
+//!    replays of an old request; a retry is signed afresh, with a new `t`;
+//! 3. answer 2xx quickly, and use `Snitch-Event-Id` to ignore an event it already has.
+//!
+//! Rust receivers can use [`verify_signature`] and [`signature_timestamp`]:
+//!
+//! ```
+//! use snitch_http::outbound::webhook::{signature_header, signature_timestamp, verify_signature};
+//!
+//! let body = br#"{"type":"snitch.missing"}"#;
+//! // What Snitch sends; a receiver takes it from the `Snitch-Signature` header.
+//! let header = signature_header("s3cret", 1_795_342_500, body);
+//!
+//! assert!(verify_signature("s3cret", &header, body));
+//! assert!(!verify_signature("wrong secret", &header, body));
+//! assert!(!verify_signature("s3cret", &header, b"{\"type\":\"snitch.reporting\"}"));
+//! assert_eq!(signature_timestamp(&header), Some(1_795_342_500));
+//! ```
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hmac::{Hmac, Mac};
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use reqwest::header::CONTENT_TYPE;
+use reqwest::{redirect, Client, StatusCode, Url};
+use serde_json::{json, Value};
+use sha2::Sha256;
+use snitch_core::{Channel, Clock, Delivery, Event, Notifier, NotifyError, SystemClock};
+
+use crate::wire::{format_time, tag_names};
+
+type HmacSha256 = Hmac<Sha256>;
+type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// The header carrying the event id, the same on every retry.
+pub const EVENT_ID_HEADER: &str = "Snitch-Event-Id";
+/// The header carrying the signature of a hook with a secret.
+pub const SIGNATURE_HEADER: &str = "Snitch-Signature";
+/// The hard timeout of a delivery attempt (api-v1.md 6.3).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `Snitch/<version> (+https://github.com/snitch-rs/snitch)`.
+pub fn default_user_agent() -> String {
+    format!(
+        "Snitch/{} (+https://github.com/snitch-rs/snitch)",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// Settings of a [`WebhookNotifier`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookOptions {
+    /// Deliver to loopback, private, link-local, CGNAT, multicast and unspecified
+    /// addresses too (default: refused).
+    pub allow_private: bool,
+    /// The hard timeout of one attempt, connecting included (default 30 s).
+    pub timeout: Duration,
+    pub user_agent: String,
+}
+
+impl Default for WebhookOptions {
+    fn default() -> Self {
+        WebhookOptions {
+            allow_private: false,
+            timeout: DEFAULT_TIMEOUT,
+            user_agent: default_user_agent(),
+        }
+    }
+}
+
+/// Delivers [`Channel::Webhook`] deliveries. Build it once: it holds a connection pool.
+#[derive(Clone)]
+pub struct WebhookNotifier {
+    client: Client,
+    options: WebhookOptions,
+    /// Where the `t` of signatures comes from.
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for WebhookNotifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookNotifier")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WebhookNotifier {
+    /// Builds the HTTP client: no redirects, no proxy, the hard timeout, rustls, and a
+    /// resolver that drops refused addresses unless `allow_private`.
+    pub fn new(options: WebhookOptions) -> Result<Self, reqwest::Error> {
+        let client = Client::builder()
+            .use_rustls_tls()
+            .redirect(redirect::Policy::none())
+            .timeout(options.timeout)
+            .user_agent(options.user_agent.clone())
+            .no_proxy()
+            .dns_resolver(Arc::new(GuardedResolver {
+                allow_private: options.allow_private,
+            }))
+            .build()?;
+        Ok(WebhookNotifier {
+            client,
+            options,
+            clock: Arc::new(SystemClock),
+        })
+    }
+
+    /// Takes the signing time from `clock` instead of the system clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn options(&self) -> &WebhookOptions {
+        &self.options
+    }
+
+    /// A short, clear detail for a request that got no answer. Never shows the URL.
+    fn describe(&self, err: &reqwest::Error) -> String {
+        if let Some(refused) = find_source::<Refused>(err) {
+            return refused.to_string();
+        }
+        if err.is_timeout() {
+            return format!(
+                "timed out after {}",
+                describe_duration(self.options.timeout)
+            );
+        }
+        let cause = innermost_cause(err);
+        if err.is_connect() {
+            format!("connection failed: {cause}")
+        } else {
+            format!("request failed: {cause}")
+        }
+    }
+}
+
+#[async_trait]
+impl Notifier for WebhookNotifier {
+    async fn send(&self, delivery: &Delivery) -> Result<String, NotifyError> {
+        let Channel::Webhook { url, secret, .. } = &delivery.channel else {
+            return Err(NotifyError::new("not a webhook delivery"));
+        };
+        let target = Target::parse(url.as_str())?;
+        if !self.options.allow_private {
+            target.check_literal_host()?;
+        }
+        let event = &delivery.event;
+        let body = serde_json::to_vec(&webhook_body(event))
+            .map_err(|e| NotifyError::new(format!("cannot encode the body: {e}")))?;
+
+        let mut request = self
+            .client
+            .post(target.url)
+            .header(CONTENT_TYPE, "application/json")
+            .header(EVENT_ID_HEADER, event.id.as_str());
+        if let Some((user, password)) = target.credentials {
+            request = request.basic_auth(user, password);
+        }
+        if let Some(secret) = secret {
+            let now = self.clock.now().timestamp();
+            request = request.header(
+                SIGNATURE_HEADER,
+                signature_header(secret.expose(), now, &body),
+            );
+        }
+
+        let response = match request.body(body).send().await {
+            Ok(response) => response,
+            Err(err) => {
+                let detail = self.describe(&err);
+                tracing::debug!(delivery = %delivery.id, %detail, "webhook attempt failed");
+                return Err(NotifyError::new(detail));
+            }
+        };
+        let status = response.status();
+        if status.is_success() {
+            tracing::debug!(delivery = %delivery.id, status = status.as_u16(), "webhook delivered");
+            Ok(format!("HTTP {}", status.as_u16()))
+        } else {
+            let detail = describe_status(status);
+            tracing::debug!(delivery = %delivery.id, %detail, "webhook attempt failed");
+            Err(NotifyError::new(detail))
+        }
+    }
+}
+
+/// The JSON body of api-v1.md 6.1 for an event.
+pub fn webhook_body(event: &Event) -> Value {
+    json!({
+        "type": event.kind.as_str(),
+        "timestamp": format_time(event.at),
+        "data": {
+            "snitch": {
+                "token": event.token.as_str(),
+                "name": event.name.as_str(),
+                "notes": event.notes.as_str(),
+                "tags": tag_names(event.tags.as_slice()),
+                "status": event.status.webhook_name(),
+                "previous_status": event.previous_status.webhook_name(),
+            }
+        }
+    })
+}
+
+/// The `Snitch-Signature` value for a body signed at `timestamp` (Unix seconds):
+/// `t=<timestamp>,v1=<hex HMAC-SHA256(secret, "<timestamp>.<body>")>`.
+pub fn signature_header(secret: &str, timestamp: i64, body: &[u8]) -> String {
+    let tag = signing_mac(secret, &timestamp.to_string(), body)
+        .finalize()
+        .into_bytes();
+    format!("t={timestamp},v1={}", to_hex(&tag))
+}
+
+/// Whether a `Snitch-Signature` header is a valid signature of `body` with `secret`
+/// (any of its `v1` entries, compared in constant time). It does not look at how old
+/// `t` is: check [`signature_timestamp`] against your clock for that.
+pub fn verify_signature(secret: &str, header: &str, body: &[u8]) -> bool {
+    let Some(timestamp) = header_timestamp(header) else {
+        return false;
+    };
+    header_entries(header)
+        .filter(|(key, _)| *key == "v1")
+        .filter_map(|(_, value)| from_hex(value))
+        .any(|expected| {
+            signing_mac(secret, timestamp, body)
+                .verify_slice(&expected)
+                .is_ok()
+        })
+}
+
+/// The `t` of a `Snitch-Signature` header: when it was signed, in Unix seconds.
+pub fn signature_timestamp(header: &str) -> Option<i64> {
+    header_timestamp(header)?.parse().ok()
+}
+
+fn header_entries(header: &str) -> impl Iterator<Item = (&str, &str)> {
+    header
+        .split(',')
+        .filter_map(|part| part.trim().split_once('='))
+        .map(|(key, value)| (key.trim(), value.trim()))
+}
+
+fn header_timestamp(header: &str) -> Option<&str> {
+    header_entries(header)
+        .find(|(key, _)| *key == "t")
+        .map(|(_, value)| value)
+        .filter(|t| !t.is_empty() && t.len() <= 20 && t.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn signing_mac(secret: &str, timestamp: &str, body: &[u8]) -> HmacSha256 {
+    let mut mac =
+        HmacSha256::new_from_slice(secret.as_bytes()).expect("HMAC takes keys of any length");
+    mac.update(timestamp.as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    mac
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
+}
+
+fn from_hex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 || !text.is_ascii() {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
+        .collect()
+}
+
+/// Whether a delivery to this address is refused unless private targets are allowed:
+/// loopback, private (10/8, 172.16/12, 192.168/16, fc00::/7), link-local (169.254/16,
+/// fe80::/10), CGNAT (100.64/10), multicast, unspecified or "this network" (0/8),
+/// broadcast, deprecated site-local (fec0::/10), and the IPv4-mapped (`::ffff:a.b.c.d`)
+/// and NAT64 (`64:ff9b::a.b.c.d`) forms of refused IPv4 addresses.
+pub fn is_refused_address(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => is_refused_v4(v4),
+        IpAddr::V6(v6) => is_refused_v6(v6),
+    }
+}
+
+fn is_refused_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, ..] = ip.octets();
+    ip.is_loopback()
+        || ip.is_private()
+        || ip.is_link_local()
+        || ip.is_multicast()
+        || ip.is_broadcast()
+        // 0.0.0.0/8: unspecified and "this network".
+        || a == 0
+        // 100.64.0.0/10: carrier-grade NAT.
+        || (a == 100 && (b & 0xc0) == 64)
+}
+
+fn is_refused_v6(ip: Ipv6Addr) -> bool {
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return is_refused_v4(v4);
+    }
+    let segments = ip.segments();
+    // 64:ff9b::/96: the NAT64 well-known prefix embeds an IPv4 address.
+    if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        let [.., hi, lo] = segments;
+        let [a, b] = hi.to_be_bytes();
+        let [c, d] = lo.to_be_bytes();
+        return is_refused_v4(Ipv4Addr::new(a, b, c, d));
+    }
+    ip.is_loopback()
+        || ip.is_unspecified()
+        || ip.is_multicast()
+        // fc00::/7: unique local.
+        || (segments[0] & 0xfe00) == 0xfc00
+        // fe80::/10: link-local; fec0::/10: deprecated site-local.
+        || (segments[0] & 0xffc0) == 0xfe80
+        || (segments[0] & 0xffc0) == 0xfec0
+}
+
+/// A target refused for its address: the detail of the failed attempt.
+#[derive(Debug)]
+struct Refused(String);
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl StdError for Refused {}
+
+/// Resolves with the system resolver, then drops refused addresses unless allowed.
+#[derive(Debug, Clone, Copy)]
+struct GuardedResolver {
+    allow_private: bool,
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let allow_private = self.allow_private;
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            if found.is_empty() {
+                return Err(BoxError::from(format!("{host} has no addresses")));
+            }
+            let kept: Vec<SocketAddr> = found
+                .into_iter()
+                .filter(|addr| allow_private || !is_refused_address(addr.ip()))
+                .collect();
+            if kept.is_empty() {
+                return Err(BoxError::from(Refused(format!(
+                    "refused: {host} resolves only to private addresses"
+                ))));
+            }
+            Ok(Box::new(kept.into_iter()) as Addrs)
+        })
+    }
+}
+
+/// A hook URL split into where to send and the Basic credentials it carried.
+#[derive(Debug)]
+struct Target {
+    url: Url,
+    credentials: Option<(String, Option<String>)>,
+}
+
+impl Target {
+    fn parse(raw: &str) -> Result<Target, NotifyError> {
+        let invalid = || NotifyError::new("invalid webhook URL");
+        let mut url = Url::parse(raw).map_err(|_| invalid())?;
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        };
+        let user = decode(url.username());
+        let password = url.password().map(decode);
+        let credentials = (!user.is_empty() || password.is_some()).then_some((user, password));
+        if credentials.is_some() {
+            url.set_username("").map_err(|()| invalid())?;
+            url.set_password(None).map_err(|()| invalid())?;
+        }
+        Ok(Target { url, credentials })
+    }
+
+    /// IP literals never reach the resolver, so they are checked here.
+    fn check_literal_host(&self) -> Result<(), NotifyError> {
+        let host = self.url.host_str().unwrap_or_default();
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        match bare.parse::<IpAddr>() {
+            Ok(ip) if is_refused_address(ip) => Err(NotifyError::new(format!(
+                "refused: {host} is a private address"
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn describe_status(status: StatusCode) -> String {
+    let code = status.as_u16();
+    let text = match status.canonical_reason() {
+        Some(reason) => format!("HTTP {code} {reason}"),
+        None => format!("HTTP {code}"),
+    };
+    if status.is_redirection() {
+        format!("{text} (redirects are not followed)")
+    } else {
+        text
+    }
+}
+
+fn describe_duration(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
+fn find_source<'a, T: StdError + 'static>(err: &'a (dyn StdError + 'static)) -> Option<&'a T> {
+    let mut current = Some(err);
+    while let Some(e) = current {
+        if let Some(found) = e.downcast_ref::<T>() {
+            return Some(found);
+        }
+        current = e.source();
+    }
+    None
+}
+
+fn innermost_cause(err: &(dyn StdError + 'static)) -> String {
+    let mut current = err;
+    while let Some(next) = current.source() {
+        current = next;
+    }
+    current.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Instant;
+
+    use axum::body::Bytes;
+    use axum::extract::State;
+    use axum::http::{header, HeaderMap, Method, Uri};
+    use axum::response::{IntoResponse, Response};
+    use axum::Router;
+    use base64::Engine;
+    use chrono::DateTime;
+    use snitch_core::{
+        AlertEmails, CaseId, DeliveryState, EventKind, ManualClock, Notes, SnitchName, Status,
+        Tags, Token, WebhookSecret, WebhookUrl,
+    };
+
+    use super::*;
+
+    /// One request as the receiver saw it.
+    #[derive(Debug, Clone)]
+    struct Seen {
+        method: Method,
+        uri: String,
+        headers: HeaderMap,
+        body: Vec<u8>,
+    }
+
+    type Log = Arc<Mutex<Vec<Seen>>>;
+
+    #[derive(Debug)]
+    struct Receiver {
+        port: u16,
+        log: Log,
+    }
+
+    impl Receiver {
+        fn url(&self, path_and_query: &str) -> String {
+            format!("http://127.0.0.1:{}{path_and_query}", self.port)
+        }
+
+        fn seen(&self) -> Vec<Seen> {
+            self.log.lock().expect("not poisoned").clone()
+        }
+    }
+
+    /// A receiver on 127.0.0.1 that records every request. `/no-content` answers 204,
+    /// `/fail` 500, `/redirect` a 302 to `/target`, `/slow` 200 after 10 s, anything
+    /// else 200.
+    async fn receiver() -> Receiver {
+        let log = Log::default();
+        let app = Router::new().fallback(record).with_state(log.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("bound").port();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Receiver { port, log }
+    }
+
+    async fn record(
+        State(log): State<Log>,
+        method: Method,
+        uri: Uri,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Response {
+        log.lock().expect("not poisoned").push(Seen {
+            method,
+            uri: uri.to_string(),
+            headers,
+            body: body.to_vec(),
+        });
+        match uri.path() {
+            "/no-content" => StatusCode::NO_CONTENT.into_response(),
+            "/fail" => (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response(),
+            "/redirect" => (StatusCode::FOUND, [(header::LOCATION, "/target")]).into_response(),
+            "/slow" => {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                "late".into_response()
+            }
+            _ => "ok".into_response(),
+        }
+    }
+
+    fn notifier(allow_private: bool) -> WebhookNotifier {
+        WebhookNotifier::new(WebhookOptions {
+            allow_private,
+            ..WebhookOptions::default()
+        })
+        .expect("client builds")
+    }
+
+    fn event() -> Event {
+        Event {
+            id: "abcdefghijklmnop-7".to_owned(),
+            kind: EventKind::Missing,
+            at: DateTime::parse_from_rfc3339("2026-11-22T10:15:00.25Z")
+                .expect("valid")
+                .to_utc(),
+            case_id: CaseId::parse("acme").expect("valid"),
+            token: Token::parse("abcdefghijklmnop").expect("valid"),
+            name: SnitchName::parse("Nightly backup").expect("valid"),
+            notes: Notes::parse("Call Bob").expect("valid"),
+            tags: Tags::parse(&["db", "nightly"]).expect("valid"),
+            alert_email: AlertEmails::default(),
+            status: Status::Failed,
+            previous_status: Status::Healthy,
+            checked_in_at: None,
+            check_in: None,
+        }
+    }
+
+    fn delivery(url: &str, secret: Option<&str>) -> Delivery {
+        let event = event();
+        Delivery {
+            id: format!("{}-1", event.id),
+            event,
+            channel: Channel::Webhook {
+                hook_id: "hook1".to_owned(),
+                url: WebhookUrl::parse(url).expect("valid URL"),
+                secret: secret.map(|s| WebhookSecret::parse(s).expect("valid secret")),
+            },
+            state: DeliveryState::Pending,
+            next_attempt_at: None,
+            attempts: Vec::new(),
+        }
+    }
+
+    fn header<'a>(seen: &'a Seen, name: &str) -> Option<&'a str> {
+        seen.headers
+            .get(name)
+            .map(|v| v.to_str().expect("ASCII header"))
+    }
+
+    #[tokio::test]
+    async fn posts_the_body_and_headers_of_the_spec() {
+        let rx = receiver().await;
+        let n = notifier(true);
+        let d = delivery(&rx.url("/hook?x=1"), None);
+
+        assert_eq!(n.send(&d).await, Ok("HTTP 200".to_owned()));
+        // A retry carries the same event id.
+        assert_eq!(n.send(&d).await, Ok("HTTP 200".to_owned()));
+
+        let seen = rx.seen();
+        assert_eq!(seen.len(), 2);
+        for s in &seen {
+            assert_eq!(s.method, Method::POST);
+            assert_eq!(s.uri, "/hook?x=1");
+            assert_eq!(header(s, "content-type"), Some("application/json"));
+            assert_eq!(
+                header(s, "user-agent"),
+                Some(
+                    format!(
+                        "Snitch/{} (+https://github.com/snitch-rs/snitch)",
+                        env!("CARGO_PKG_VERSION")
+                    )
+                    .as_str()
+                )
+            );
+            assert_eq!(header(s, "snitch-event-id"), Some("abcdefghijklmnop-7"));
+            assert_eq!(header(s, "authorization"), None);
+            assert_eq!(header(s, "snitch-signature"), None);
+            let body: Value = serde_json::from_slice(&s.body).expect("JSON body");
+            assert_eq!(
+                body,
+                json!({
+                    "type": "snitch.missing",
+                    "timestamp": "2026-11-22T10:15:00.250Z",
+                    "data": {
+                        "snitch": {
+                            "token": "abcdefghijklmnop",
+                            "name": "Nightly backup",
+                            "notes": "Call Bob",
+                            "tags": ["db", "nightly"],
+                            "status": "missing",
+                            "previous_status": "healthy"
+                        }
+                    }
+                })
+            );
+            assert_eq!(body, webhook_body(&d.event));
+        }
+    }
+
+    #[tokio::test]
+    async fn url_credentials_become_basic_auth_and_leave_the_url() {
+        let rx = receiver().await;
+        let url = format!("http://us%40er:p%3Ass%20w@127.0.0.1:{}/hook", rx.port);
+
+        assert_eq!(
+            notifier(true).send(&delivery(&url, None)).await,
+            Ok("HTTP 200".to_owned())
+        );
+
+        let seen = rx.seen();
+        assert_eq!(seen.len(), 1);
+        let expected = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode("us@er:p:ss w")
+        );
+        assert_eq!(header(&seen[0], "authorization"), Some(expected.as_str()));
+        assert_eq!(seen[0].uri, "/hook");
+        let host = header(&seen[0], "host").expect("host header");
+        assert_eq!(host, format!("127.0.0.1:{}", rx.port));
+    }
+
+    #[tokio::test]
+    async fn a_hook_with_a_secret_gets_a_verifiable_signature() {
+        let rx = receiver().await;
+        let clock = Arc::new(ManualClock::new(event().at));
+        let n = notifier(true).with_clock(clock);
+
+        assert!(n
+            .send(&delivery(&rx.url("/signed"), Some("s3cret")))
+            .await
+            .is_ok());
+        assert!(n.send(&delivery(&rx.url("/plain"), None)).await.is_ok());
+
+        let seen = rx.seen();
+        assert_eq!(seen.len(), 2);
+        let signature = header(&seen[0], "snitch-signature").expect("signed");
+        assert!(verify_signature("s3cret", signature, &seen[0].body));
+        assert!(!verify_signature("other", signature, &seen[0].body));
+        assert!(!verify_signature("s3cret", signature, b"{}"));
+        let t = event().at.timestamp();
+        assert_eq!(signature_timestamp(signature), Some(t));
+        assert_eq!(signature, signature_header("s3cret", t, &seen[0].body));
+        assert_eq!(header(&seen[1], "snitch-signature"), None);
+    }
+
+    #[test]
+    fn signatures_are_hex_hmac_of_t_dot_body_and_garbage_is_rejected() {
+        let header = signature_header("key", 1, b"x");
+        assert!(header.starts_with("t=1,v1="));
+        assert_eq!(header.len(), "t=1,v1=".len() + 64);
+        assert!(verify_signature("key", &header, b"x"));
+        assert!(verify_signature(
+            "key",
+            &format!("v1=00,{}, v2=zz", header.replace(',', " , ")),
+            b"x"
+        ));
+        for bad in ["", "t=1", "v1=ab", "t=,v1=ab", "t=x,v1=ab", "t=1,v1=zz"] {
+            assert!(!verify_signature("key", bad, b"x"), "{bad}");
+        }
+        // The hex is lowercase HMAC-SHA256 of "<t>.<body>".
+        let quick = signature_header("key", 0, b"");
+        let expected_mac = {
+            let mut mac = HmacSha256::new_from_slice(b"key").expect("any length");
+            mac.update(b"0.");
+            to_hex(&mac.finalize().into_bytes())
+        };
+        assert_eq!(quick, format!("t=0,v1={expected_mac}"));
+        assert_eq!(
+            to_hex(&[0x00, 0x0f, 0xa0, 0xff]),
+            "000fa0ff",
+            "lowercase, zero-padded"
+        );
+        assert_eq!(from_hex("000fA0ff"), Some(vec![0x00, 0x0f, 0xa0, 0xff]));
+        assert_eq!(from_hex("abc"), None);
+    }
+
+    #[tokio::test]
+    async fn any_2xx_is_a_success() {
+        let rx = receiver().await;
+        let n = notifier(true);
+        assert_eq!(
+            n.send(&delivery(&rx.url("/ok"), None)).await,
+            Ok("HTTP 200".to_owned())
+        );
+        assert_eq!(
+            n.send(&delivery(&rx.url("/no-content"), None)).await,
+            Ok("HTTP 204".to_owned())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_500_is_a_failure() {
+        let rx = receiver().await;
+        let err = notifier(true)
+            .send(&delivery(&rx.url("/fail"), None))
+            .await
+            .expect_err("500 fails");
+        assert_eq!(err.detail, "HTTP 500 Internal Server Error");
+        assert_eq!(rx.seen().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_redirect_is_a_failure_and_never_followed() {
+        let rx = receiver().await;
+        let err = notifier(true)
+            .send(&delivery(&rx.url("/redirect"), None))
+            .await
+            .expect_err("302 fails");
+        assert_eq!(err.detail, "HTTP 302 Found (redirects are not followed)");
+        let paths: Vec<String> = rx.seen().into_iter().map(|s| s.uri).collect();
+        assert_eq!(paths, ["/redirect"], "the target is never hit");
+    }
+
+    #[tokio::test]
+    async fn a_slow_receiver_times_out() {
+        let rx = receiver().await;
+        let n = WebhookNotifier::new(WebhookOptions {
+            allow_private: true,
+            timeout: Duration::from_millis(200),
+            ..WebhookOptions::default()
+        })
+        .expect("client builds");
+        let started = Instant::now();
+        let err = n
+            .send(&delivery(&rx.url("/slow"), None))
+            .await
+            .expect_err("times out");
+        assert_eq!(err.detail, "timed out after 200 ms");
+        // The receiver answers after 10 s; the attempt gives up long before.
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_a_connection_failure() {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            listener.local_addr().expect("bound").port()
+        };
+        let err = notifier(true)
+            .send(&delivery(&format!("http://127.0.0.1:{port}/"), None))
+            .await
+            .expect_err("nothing listens");
+        assert!(
+            err.detail.starts_with("connection failed: "),
+            "{}",
+            err.detail
+        );
+        assert!(!err.detail.contains("127.0.0.1"), "{}", err.detail);
+    }
+
+    #[tokio::test]
+    async fn private_targets_are_refused_by_default() {
+        let rx = receiver().await;
+        let n = notifier(false);
+
+        let err = n
+            .send(&delivery(&rx.url("/"), None))
+            .await
+            .expect_err("loopback literal refused");
+        assert_eq!(err.detail, "refused: 127.0.0.1 is a private address");
+
+        let err = n
+            .send(&delivery(&format!("http://[::1]:{}/", rx.port), None))
+            .await
+            .expect_err("IPv6 loopback literal refused");
+        assert_eq!(err.detail, "refused: [::1] is a private address");
+
+        let err = n
+            .send(&delivery(
+                &format!("http://u:p@localhost:{}/", rx.port),
+                Some("s"),
+            ))
+            .await
+            .expect_err("a name resolving to loopback is refused");
+        assert_eq!(
+            err.detail,
+            "refused: localhost resolves only to private addresses"
+        );
+
+        assert!(rx.seen().is_empty(), "the receiver sees nothing");
+    }
+
+    #[tokio::test]
+    async fn an_email_delivery_is_not_for_this_notifier() {
+        let mut d = delivery("https://hooks.example.com/x", None);
+        d.channel = Channel::Email { to: Vec::new() };
+        let err = notifier(false).send(&d).await.expect_err("wrong channel");
+        assert_eq!(err.detail, "not a webhook delivery");
+    }
+
+    #[test]
+    fn the_default_options_follow_the_spec() {
+        let o = WebhookOptions::default();
+        assert!(!o.allow_private);
+        assert_eq!(o.timeout, Duration::from_secs(30));
+        assert!(o.user_agent.starts_with("Snitch/"));
+        assert!(o
+            .user_agent
+            .ends_with(" (+https://github.com/snitch-rs/snitch)"));
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("an IP address")
+    }
+
+    #[test]
+    fn refused_ipv4_ranges() {
+        for refused in [
+            "127.0.0.1",
+            "127.255.255.254",
+            "10.0.0.1",
+            "10.255.255.255",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "100.127.255.255",
+            "224.0.0.1",
+            "239.255.255.250",
+            "0.0.0.0",
+            "0.1.2.3",
+            "255.255.255.255",
+        ] {
+            assert!(is_refused_address(ip(refused)), "{refused}");
+        }
+        for allowed in [
+            "8.8.8.8",
+            "1.1.1.1",
+            "172.15.255.255",
+            "172.32.0.1",
+            "192.167.1.1",
+            "169.253.1.1",
+            "100.63.255.255",
+            "100.128.0.1",
+            "11.0.0.1",
+            "93.184.216.34",
+        ] {
+            assert!(!is_refused_address(ip(allowed)), "{allowed}");
+        }
+    }
+
+    #[test]
+    fn refused_ipv6_ranges() {
+        for refused in [
+            "::1",
+            "::",
+            "fc00::1",
+            "fd12:3456:789a::1",
+            "fe80::1",
+            "febf:ffff::1",
+            "fec0::1",
+            "ff02::1",
+            "ff0e::1",
+            "ff00::",
+            "::ffff:127.0.0.1",
+            "::ffff:10.1.2.3",
+            "::ffff:192.168.0.1",
+            "::ffff:169.254.169.254",
+            "::ffff:100.64.0.1",
+            "::ffff:0.0.0.0",
+            "64:ff9b::7f00:1",
+            "64:ff9b::a9fe:a9fe",
+        ] {
+            assert!(is_refused_address(ip(refused)), "{refused}");
+        }
+        for allowed in [
+            "2001:4860:4860::8888",
+            "2606:4700:4700::1111",
+            "fbff::1",
+            "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
+            "2001:db8::1",
+        ] {
+            assert!(!is_refused_address(ip(allowed)), "{allowed}");
+        }
+    }
+}
