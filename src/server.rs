@@ -11,9 +11,12 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use snitch_core::{
-    AlertEmails, Case, CaseId, Clock, Plan, SnitchService, Storage, SystemClock, Timestamp,
-    WebhookUrl,
+    AlertEmails, Case, CaseId, Clock, Notifier, Plan, RetryPolicy, SnitchService, Storage,
+    SystemClock, Timestamp, WebhookUrl,
 };
+use snitch_http::outbound::dispatcher::{Dispatcher, DispatcherOptions};
+use snitch_http::outbound::email::{LogEmailNotifier, SmtpEmailNotifier};
+use snitch_http::outbound::webhook::{WebhookNotifier, WebhookOptions};
 use snitch_http::{api_router, check_in_router, ApiConfig, ApiKeys, ApiState, RateLimit};
 use snitch_store_memory::MemoryStorage;
 use tokio::net::TcpListener;
@@ -51,6 +54,15 @@ pub struct Config {
     pub rate_limit_burst: u32,
     #[serde(default)]
     pub maintenance: bool,
+    /// The first retry of a failed delivery comes about this long after it (doubling).
+    #[serde(default = "default_retry_first_delay_ms")]
+    pub retry_first_delay_ms: u64,
+    /// Retries are never further apart than this.
+    #[serde(default = "default_retry_max_delay_ms")]
+    pub retry_max_delay_ms: u64,
+    /// A delivery still failing this long after its event is dropped and recorded failed.
+    #[serde(default = "default_retry_give_up_after_secs")]
+    pub retry_give_up_after_secs: u64,
     #[serde(default, rename = "case")]
     pub cases: Vec<CaseConfig>,
 }
@@ -90,6 +102,15 @@ fn default_rate() -> u32 {
 fn default_burst() -> u32 {
     60
 }
+fn default_retry_first_delay_ms() -> u64 {
+    60_000
+}
+fn default_retry_max_delay_ms() -> u64 {
+    3_600_000
+}
+fn default_retry_give_up_after_secs() -> u64 {
+    86_400
+}
 fn default_max_snitches() -> u32 {
     Plan::default().max_snitches
 }
@@ -104,7 +125,7 @@ impl Default for Config {
 }
 
 /// The top-level keys that an environment variable `SNITCH_<KEY>` can set.
-const ENV_KEYS: [&str; 11] = [
+const ENV_KEYS: [&str; 14] = [
     "listen",
     "check_in_listen",
     "base_url",
@@ -116,6 +137,9 @@ const ENV_KEYS: [&str; 11] = [
     "rate_limit_per_second",
     "rate_limit_burst",
     "maintenance",
+    "retry_first_delay_ms",
+    "retry_max_delay_ms",
+    "retry_give_up_after_secs",
 ];
 
 /// Why the server could not start.
@@ -153,7 +177,11 @@ impl Config {
                     .parse::<bool>()
                     .map(toml::Value::Boolean)
                     .map_err(|_| format!("{var} must be true or false")),
-                "rate_limit_per_second" | "rate_limit_burst" => value
+                "rate_limit_per_second"
+                | "rate_limit_burst"
+                | "retry_first_delay_ms"
+                | "retry_max_delay_ms"
+                | "retry_give_up_after_secs" => value
                     .trim()
                     .parse::<i64>()
                     .map(toml::Value::Integer)
@@ -181,6 +209,16 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The backoff of failed deliveries.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        let ms = |v: u64| chrono::Duration::milliseconds(i64::try_from(v).unwrap_or(i64::MAX));
+        RetryPolicy {
+            first_delay: ms(self.retry_first_delay_ms),
+            max_delay: ms(self.retry_max_delay_ms),
+            give_up_after: ms(self.retry_give_up_after_secs.saturating_mul(1000)),
+        }
     }
 
     pub fn base_url(&self) -> String {
@@ -245,7 +283,33 @@ pub async fn launch_with_clock(
         ));
     }
     let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
-    let service = SnitchService::new(storage.clone(), clock);
+    let webhooks = WebhookNotifier::new(WebhookOptions {
+        allow_private: config.allow_private_webhooks,
+        ..WebhookOptions::default()
+    })
+    .map_err(|e| ServerError::Config(format!("cannot build the webhook client: {e}")))?
+    .with_clock(clock.clone());
+    let email: Arc<dyn Notifier> = match &config.smtp_url {
+        Some(url) => Arc::new(
+            SmtpEmailNotifier::new(url, &config.mail_from)
+                .map_err(|e| ServerError::Config(format!("smtp_url or mail_from: {e}")))?
+                .with_check_in_base(config.check_in_base()),
+        ),
+        None => Arc::new(LogEmailNotifier::new().with_check_in_base(config.check_in_base())),
+    };
+    let dispatcher = Arc::new(Dispatcher::new(
+        storage.clone(),
+        clock.clone(),
+        Arc::new(webhooks),
+        email,
+        DispatcherOptions {
+            retry: config.retry_policy(),
+            ..DispatcherOptions::default()
+        },
+    ));
+    let waker = dispatcher.waker();
+    let service = SnitchService::new(storage.clone(), clock)
+        .with_events_hook(Arc::new(move || waker.notify_one()));
     let keys = Arc::new(ApiKeys::new());
     let demo_key = load_cases(&config, &service, &keys).await?;
 
@@ -282,7 +346,8 @@ pub async fn launch_with_clock(
             .with_graceful_shutdown(stopped(stop_rx.clone()))
             .into_future(),
     );
-    let scheduler = tokio::spawn(run_scheduler(service.clone(), stopped(stop_rx)));
+    let scheduler = tokio::spawn(run_scheduler(service.clone(), stopped(stop_rx.clone())));
+    let dispatching = tokio::spawn(dispatcher.run(stopped(stop_rx)));
 
     let task = tokio::spawn(async move {
         shutdown.await;
@@ -290,6 +355,8 @@ pub async fn launch_with_clock(
         let _ = stop_tx.send(true);
         let results = [api_server.await, check_in_server.await];
         let _ = scheduler.await;
+        // Deliveries in flight finish and are recorded; pending ones stay in the outbox.
+        let _ = dispatching.await;
         for result in results {
             result.map_err(std::io::Error::other)??;
         }

@@ -1171,7 +1171,7 @@ pub async fn attempts_are_recorded_and_decide_what_follows(store: Arc<dyn Storag
         .claim_deliveries(at(7), at(8), 10)
         .await
         .expect("claim");
-    assert_eq!(ids(&retry), [hook.id.clone()]);
+    assert_eq!(ids(&retry), std::slice::from_ref(&hook.id));
     store
         .record_attempt(&hook.id, &attempt(at(7), false), AttemptResult::GaveUp)
         .await
@@ -1179,7 +1179,7 @@ pub async fn attempts_are_recorded_and_decide_what_follows(store: Arc<dyn Storag
     assert_eq!(store.next_delivery_at().await.expect("read"), None);
 
     let stored = store
-        .deliveries(&[hook.event.id.clone()])
+        .deliveries(std::slice::from_ref(&hook.event.id))
         .await
         .expect("read");
     assert_eq!(ids(&stored), ids(&made), "in the order stored");

@@ -324,8 +324,14 @@ mod tests {
         let w = world(0).await;
         let event = reporting(&w).await;
         assert_eq!(dispatch(&w).await, 2);
-        assert_eq!(*w.hooks.seen.lock().expect("ok"), [event.clone()]);
-        assert_eq!(*w.mail.seen.lock().expect("ok"), [event.clone()]);
+        assert_eq!(
+            *w.hooks.seen.lock().expect("ok"),
+            std::slice::from_ref(&event)
+        );
+        assert_eq!(
+            *w.mail.seen.lock().expect("ok"),
+            std::slice::from_ref(&event)
+        );
         assert_eq!(dispatch(&w).await, 0, "delivered ones are done");
         let stored = w
             .service
@@ -355,7 +361,7 @@ mod tests {
         let stored = w
             .service
             .storage()
-            .deliveries(&[event.clone()])
+            .deliveries(std::slice::from_ref(&event))
             .await
             .expect("read");
         let hook = &stored[0];
