@@ -13,7 +13,10 @@ use snitch::http::outbound::webhook::verify_signature;
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let addr = args.first().cloned().unwrap_or_else(|| "127.0.0.1:9000".into());
+    let addr = args
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "127.0.0.1:9000".into());
     let secret = args
         .iter()
         .position(|a| a == "--secret")
@@ -41,6 +44,9 @@ async fn main() -> std::io::Result<()> {
         }
     }));
     let listener = tokio::net::TcpListener::bind(&addr).await?;
-    println!("webhook receiver listening on http://{}", listener.local_addr()?);
+    println!(
+        "webhook receiver listening on http://{}",
+        listener.local_addr()?
+    );
     axum::serve(listener, app).await
 }
