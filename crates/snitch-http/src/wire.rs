@@ -198,13 +198,26 @@ fn delivery_json(d: &Delivery) -> Value {
 
 /// A URL with any `user:password@` removed: credentials are never shown.
 fn without_credentials(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-            format!("{scheme}://{host}{path}")
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) => {
+            // Both only fail for URLs that cannot have credentials at all.
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.to_string()
         }
-        None => url.to_owned(),
+        Err(_) => url.to_owned(),
+    }
+}
+
+/// A URL with its password, if any, replaced by `***`: the user name still tells which
+/// credentials a hook uses, the password is never shown again.
+fn password_masked(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
     }
 }
 
@@ -212,7 +225,7 @@ fn without_credentials(url: &str) -> String {
 pub fn webhook_json(hook: &Webhook) -> Value {
     serde_json::json!({
         "id": hook.id,
-        "url": hook.url.as_str(),
+        "url": password_masked(hook.url.as_str()),
         "created_at": format_time(hook.created_at),
     })
 }
@@ -239,6 +252,20 @@ pub fn webhook_fields(body: Option<&Value>) -> Result<(String, Option<String>), 
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn credentials_in_hook_urls_are_never_shown() {
+        let url = "https://ops:s3cret@hooks.acme.test/x?y=1";
+        assert_eq!(without_credentials(url), "https://hooks.acme.test/x?y=1");
+        assert_eq!(
+            password_masked(url),
+            "https://ops:***@hooks.acme.test/x?y=1"
+        );
+        assert_eq!(
+            password_masked("https://hooks.acme.test/x"),
+            "https://hooks.acme.test/x"
+        );
+    }
 
     #[test]
     fn compat_type_interval_is_read_when_interval_is_absent() {
