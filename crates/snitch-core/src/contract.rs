@@ -227,7 +227,7 @@ pub fn rich_snitch(case: &Case, n: u64) -> Snitch {
         "fixture: checked in while paused"
     );
     assert!(state.checked_in_at.is_some() && state.last_check_in_at.is_some());
-    assert!(state.anchor_at.is_some() && state.errored_alert_period.is_some());
+    assert!(state.anchor_at.is_some() && state.last_errored_alert_at.is_some());
     assert_eq!(state.smart_offsets_ms.len(), 5, "fixture: learned offsets");
     assert!(
         state.event_seq >= 3,

@@ -144,8 +144,11 @@ pub fn check_in(snitch: &Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
         offsets.remove(0);
     }
 
+    // Without error notices an error check-in counts as a success (behaviour.md section
+    // 3), also for ending a pause; `checked_in_at` still only moves on a real success.
+    let counts_as_success = success || !plan.error_notices;
     if let Some(pause) = &mut s.state.pause {
-        if !success {
+        if !counts_as_success {
             // An error while paused is recorded but changes nothing: alerts are muted.
             return Step { snitch: s, events };
         }
@@ -157,10 +160,14 @@ pub fn check_in(snitch: &Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
     }
 
     let previous = s.state.status;
-    if !success && plan.error_notices {
+    if !counts_as_success {
         s.state.status = Status::Errored;
-        if s.state.errored_alert_period != Some(period.start()) {
-            s.state.errored_alert_period = Some(period.start());
+        let alerted_this_period = s
+            .state
+            .last_errored_alert_at
+            .is_some_and(|t| period.contains(t));
+        if !alerted_this_period {
+            s.state.last_errored_alert_at = Some(now);
             events.push(emit(
                 &mut s,
                 EventKind::Errored,
@@ -499,6 +506,48 @@ mod tests {
         assert_eq!(
             step.snitch.state.deadline_at,
             Some(at("2026-11-24T00:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn without_error_notices_an_error_check_in_also_ends_a_pause() {
+        let s = arrive(
+            &new_snitch(Interval::Hourly, AlertType::Basic),
+            &ok("2026-11-22T03:00:00Z"),
+            &NO_NOTICES,
+        )
+        .snitch;
+        let paused = pause(&s, PauseUntil::Healthy, at("2026-11-22T03:10:00Z"))
+            .expect("pausable")
+            .snitch;
+        let back = arrive(&paused, &err("2026-11-22T03:20:00Z"), &NO_NOTICES);
+        assert_eq!(
+            kinds(&back),
+            [(EventKind::Reporting, Status::Paused, Status::Healthy)]
+        );
+        assert_eq!(
+            back.snitch.state.checked_in_at,
+            Some(at("2026-11-22T03:00:00Z"))
+        );
+        let with_notices = arrive(&paused, &err("2026-11-22T03:20:00Z"), &NOTICES);
+        assert_eq!(with_notices.snitch.status(), Status::Paused);
+    }
+
+    #[test]
+    fn an_interval_change_does_not_allow_a_second_errored_alert_in_a_period() {
+        let s = arrive(
+            &new_snitch(Interval::Hourly, AlertType::Basic),
+            &err("2026-11-22T03:00:00Z"),
+            &NOTICES,
+        );
+        assert_eq!(s.events.len(), 1);
+        let mut longer = s.snitch.clone();
+        longer.interval = Interval::Hour6;
+        let longer = reschedule(&longer, true, at("2026-11-22T03:00:00Z")).snitch;
+        let again = arrive(&longer, &err("2026-11-22T04:30:00Z"), &NOTICES);
+        assert!(
+            again.events.is_empty(),
+            "00:00-06:00 already had its errored alert"
         );
     }
 

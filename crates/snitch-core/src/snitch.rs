@@ -45,9 +45,9 @@ pub struct SnitchState {
     /// Offsets in milliseconds of the recent check-ins from the start of their periods,
     /// oldest first, at most [`SMART_OFFSETS_KEPT`].
     pub smart_offsets_ms: Vec<i64>,
-    /// The start of the period in which the last `snitch.errored` was emitted: at most
-    /// one errored alert per period.
-    pub errored_alert_period: Option<Timestamp>,
+    /// When the last `snitch.errored` was emitted: at most one errored alert per period
+    /// (the period of the current interval, so an interval change cannot double it).
+    pub last_errored_alert_at: Option<Timestamp>,
     /// How many events this snitch has emitted; event ids are built from it.
     pub event_seq: u64,
 }
