@@ -20,7 +20,7 @@ use snitch_http::outbound::webhook::{WebhookNotifier, WebhookOptions};
 use snitch_http::{api_router, check_in_router, ApiConfig, ApiKeys, ApiState, RateLimit};
 use snitch_store_memory::MemoryStorage;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tower_http::trace::TraceLayer;
 
@@ -308,8 +308,11 @@ pub async fn launch_with_clock(
         },
     ));
     let waker = dispatcher.waker();
+    let scheduler_waker = Arc::new(Notify::new());
+    let wake_scheduler = scheduler_waker.clone();
     let service = SnitchService::new(storage.clone(), clock)
-        .with_events_hook(Arc::new(move || waker.notify_one()));
+        .with_events_hook(Arc::new(move || waker.notify_one()))
+        .with_wake_hook(Arc::new(move |_| wake_scheduler.notify_one()));
     let keys = Arc::new(ApiKeys::new());
     let demo_key = load_cases(&config, &service, &keys).await?;
 
@@ -346,7 +349,11 @@ pub async fn launch_with_clock(
             .with_graceful_shutdown(stopped(stop_rx.clone()))
             .into_future(),
     );
-    let scheduler = tokio::spawn(run_scheduler(service.clone(), stopped(stop_rx.clone())));
+    let scheduler = tokio::spawn(run_scheduler(
+        service.clone(),
+        scheduler_waker,
+        stopped(stop_rx.clone()),
+    ));
     let dispatching = tokio::spawn(dispatcher.run(stopped(stop_rx)));
 
     let task = tokio::spawn(async move {
@@ -432,8 +439,8 @@ async fn load_cases(
 }
 
 /// Sweeps due snitches, then sleeps until the store's earliest wake-up time (at most
-/// [`MAX_SWEEP_SLEEP`]) or until `stop`.
-async fn run_scheduler(service: SnitchService, stop: impl Future<Output = ()>) {
+/// [`MAX_SWEEP_SLEEP`]), until `wake` (a change moved a deadline earlier) or `stop`.
+async fn run_scheduler(service: SnitchService, wake: Arc<Notify>, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
     loop {
         let now = service.now();
@@ -452,6 +459,7 @@ async fn run_scheduler(service: SnitchService, stop: impl Future<Output = ()>) {
         let sleep = sleep_until(now, next);
         tokio::select! {
             () = &mut stop => return,
+            () = wake.notified() => {}
             () = tokio::time::sleep(sleep) => {}
         }
     }

@@ -493,3 +493,42 @@ async fn concurrent_check_ins_and_sweeps_lose_nothing() {
         "exactly one reporting for the first check-in"
     );
 }
+
+#[tokio::test]
+async fn the_wake_hook_hears_of_deadlines_that_moved_earlier_only() {
+    let w = world().await;
+    let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = heard.clone();
+    let service = w
+        .service
+        .clone()
+        .with_wake_hook(Arc::new(move |t| sink.lock().expect("ok").push(t)));
+    let s = service
+        .create(&w.acme, &fields("job", "daily"))
+        .await
+        .expect("valid");
+    let token = s.token.as_str();
+    service
+        .check_in(token, Outcome::Success, None)
+        .await
+        .expect("check in");
+    // A later check-in moves the deadline later: nobody needs waking.
+    w.clock.advance(Duration::days(1));
+    service
+        .check_in(token, Outcome::Success, None)
+        .await
+        .expect("check in");
+    let hourly = SnitchFields {
+        interval: Some("hourly".into()),
+        ..Default::default()
+    };
+    service
+        .update(&w.acme, token, &hourly)
+        .await
+        .expect("update");
+    assert_eq!(
+        *heard.lock().expect("ok"),
+        [at("2026-11-24T00:00:00Z"), at("2026-11-23T05:00:00Z")],
+        "the first deadline, then the one the shorter interval moved earlier"
+    );
+}

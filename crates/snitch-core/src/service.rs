@@ -122,6 +122,10 @@ pub struct SweepReport {
 /// Called after events were stored, e.g. to wake a dispatcher.
 pub type EventsHook = Arc<dyn Fn() + Send + Sync>;
 
+/// Called with a snitch's new wake-up time when a change moved it earlier (an update to a
+/// shorter interval, a pause with an earlier end), e.g. to wake a sleeping scheduler.
+pub type WakeHook = Arc<dyn Fn(Timestamp) + Send + Sync>;
+
 /// The Snitch service over a store and a clock.
 #[derive(Clone)]
 pub struct SnitchService {
@@ -129,6 +133,7 @@ pub struct SnitchService {
     clock: Arc<dyn Clock>,
     tokens: Arc<dyn TokenSource>,
     on_events: Option<EventsHook>,
+    on_earlier_wake: Option<WakeHook>,
 }
 
 impl fmt::Debug for SnitchService {
@@ -153,7 +158,14 @@ impl SnitchService {
             clock,
             tokens,
             on_events: None,
+            on_earlier_wake: None,
         }
+    }
+
+    /// Calls `hook` when a saved change moved a snitch's wake-up time earlier.
+    pub fn with_wake_hook(mut self, hook: WakeHook) -> Self {
+        self.on_earlier_wake = Some(hook);
+        self
     }
 
     /// Calls `hook` each time a change with events was saved (after the save).
@@ -172,6 +184,7 @@ impl SnitchService {
         &self,
         case: &Case,
         hooks: &mut Option<Vec<Webhook>>,
+        before: &Snitch,
         mut change: Change,
     ) -> Result<(), StorageError> {
         if !change.events.is_empty() {
@@ -186,6 +199,11 @@ impl SnitchService {
                 .collect();
         }
         self.storage.save(&change).await?;
+        if let (Some(hook), Some(wake)) = (&self.on_earlier_wake, change.snitch.wake_at()) {
+            if before.wake_at().is_none_or(|old| wake < old) {
+                hook(wake);
+            }
+        }
         if !change.events.is_empty() {
             if let Some(hook) = &self.on_events {
                 hook();
@@ -436,7 +454,7 @@ impl SnitchService {
                 .then(|s| machine::check_in(s, &check_in, &case.plan));
             let change = Change::new(&snitch, step.snitch, Some(check_in.clone()), step.events);
             let saved = self
-                .save_with_outbox(case, &mut hooks, change.clone())
+                .save_with_outbox(case, &mut hooks, &snitch, change.clone())
                 .await;
             match saved {
                 Ok(()) => return Ok(change.snitch),
@@ -494,7 +512,7 @@ impl SnitchService {
             }
             let events = step.events.len();
             let change = Change::new(&snitch, step.snitch, None, step.events);
-            match self.save_with_outbox(case, hooks, change).await {
+            match self.save_with_outbox(case, hooks, &snitch, change).await {
                 Ok(()) => return Ok(events),
                 Err(StorageError::Conflict) => match self.storage.snitch(&snitch.token).await? {
                     Some(fresh) => snitch = fresh,
@@ -630,7 +648,7 @@ impl SnitchService {
             }
             let change = Change::new(&snitch, result.snitch, None, result.events);
             match self
-                .save_with_outbox(case, &mut hooks, change.clone())
+                .save_with_outbox(case, &mut hooks, &snitch, change.clone())
                 .await
             {
                 Ok(()) => return Ok(change.snitch),
