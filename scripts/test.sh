@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace: the one test command of README.md and .ci/run.
+# The Postgres store's tests need PostgreSQL on 127.0.0.1:5432: started here when it is
+# down; the run fails loudly, never skips, when it cannot be.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+url=$(bash scripts/ensure-postgres.sh | sed -n 's/^DATABASE_URL=//p')
+export DATABASE_URL="${DATABASE_URL:-$url}"
 cargo test --workspace --all-features "$@"

@@ -1,1 +1,601 @@
-//! placeholder
+//! PostgreSQL storage for Snitch: a [`Storage`] that several servers can share.
+//!
+//! [`PgStorage`] takes the host's [`PgPool`]; its tables live in their own schema,
+//! `snitch`, created by the embedded migrations in [`MIGRATOR`], which the host runs:
+//!
+//! ```no_run
+//! # async fn start(pool: sqlx::PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+//! snitch_store_postgres::MIGRATOR.run(&pool).await?;
+//! let store = snitch_store_postgres::PgStorage::new(pool);
+//! # Ok(()) }
+//! ```
+//!
+//! How the contract of [`Storage`] maps onto Postgres:
+//! - Optimistic concurrency: a save is one transaction whose `UPDATE … WHERE version =
+//!   expected` either applies (and then the check-in, events and deliveries are inserted in
+//!   the same transaction) or touches no row, which is a conflict or a missing snitch.
+//! - The plan limit: an insert locks its case's row, then counts and inserts, so concurrent
+//!   inserts into one case take turns.
+//! - The deadline sweep reads a partial index on `wake_at`, which every write keeps equal
+//!   to [`Snitch::wake_at`]; dispatchers claim deliveries with `FOR UPDATE SKIP LOCKED`
+//!   under a lease, so several servers share the outbox without sending anything twice.
+//! - History is bounded: each snitch keeps its newest [`CHECK_INS_KEPT`] check-ins and
+//!   [`EVENTS_KEPT`] events; finished deliveries go with their event, pending ones stay
+//!   until they finish.
+
+mod records;
+
+use std::sync::LazyLock;
+
+use async_trait::async_trait;
+use snitch_core::snitch::CHECK_INS_KEPT;
+use snitch_core::{
+    Attempt, AttemptResult, Case, CaseId, Change, CheckIn, Delivery, DeliveryState, Event, Snitch,
+    Storage, StorageError, Tag, Timestamp, Token, Webhook,
+};
+use sqlx::migrate::Migrator;
+use sqlx::postgres::PgPool;
+use sqlx::types::Json;
+use sqlx::{Postgres, QueryBuilder};
+
+use records::{
+    AttemptRecord, CaseRow, CheckInRecord, DeliveryFields, DeliveryRow, EventRecord, SnitchFields,
+    SnitchRow, WebhookRow, DELIVERY_COLUMNS, EVENT_COLUMNS, SNITCH_COLUMNS, SNITCH_FIELDS,
+};
+
+/// How many events are kept per snitch.
+pub const EVENTS_KEPT: usize = 100;
+
+/// The migrations that create and evolve the `snitch` schema; hosts run them before use.
+///
+/// sqlx records applied migrations in the `_sqlx_migrations` table of the connection's
+/// search path, which a host using sqlx migrations of its own shares: this migrator
+/// ignores versions it does not know, and the host's own needs
+/// [`Migrator::set_ignore_missing`] for the same reason.
+pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
+    let mut migrator = sqlx::migrate!("./migrations");
+    migrator.set_ignore_missing(true);
+    migrator
+});
+
+/// A [`Storage`] in a PostgreSQL database, in the schema `snitch`.
+#[derive(Debug, Clone)]
+pub struct PgStorage {
+    pool: PgPool,
+}
+
+impl PgStorage {
+    /// A store on the host's pool; [`MIGRATOR`] must have run on its database.
+    pub fn new(pool: PgPool) -> Self {
+        PgStorage { pool }
+    }
+}
+
+/// A failure of the database itself. A value that cannot be decoded from its column is
+/// stored data that is not valid; anything else may pass if retried.
+fn backend(e: sqlx::Error) -> StorageError {
+    match e {
+        sqlx::Error::ColumnDecode { .. } => StorageError::Corrupt(e.to_string()),
+        e => StorageError::Backend(Box::new(e)),
+    }
+}
+
+/// Whether `e` is a violation of the named constraint.
+fn violates(e: &sqlx::Error, constraint: &str) -> bool {
+    e.as_database_error()
+        .is_some_and(|d| d.constraint() == Some(constraint))
+}
+
+/// A count for `LIMIT`/`OFFSET`.
+fn limit(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn strings(tags: &[Tag]) -> Vec<String> {
+    tags.iter().map(|t| t.as_str().to_owned()).collect()
+}
+
+/// `INSERT` of a whole snitch: token, case and creation, then [`SNITCH_FIELDS`].
+static INSERT_SNITCH: LazyLock<String> = LazyLock::new(|| {
+    let params: Vec<String> = (0..SNITCH_FIELDS.len())
+        .map(|i| format!("${}", i + 4))
+        .collect();
+    format!(
+        "INSERT INTO snitch.snitches (token, case_id, created_at, {}) VALUES ($1, $2, $3, {})",
+        SNITCH_FIELDS.join(", "),
+        params.join(", ")
+    )
+});
+
+/// `UPDATE` of [`SNITCH_FIELDS`] by token (`$1`) from an expected version (`$2`). Identity
+/// and creation never change.
+static UPDATE_SNITCH: LazyLock<String> = LazyLock::new(|| {
+    let sets: Vec<String> = SNITCH_FIELDS
+        .iter()
+        .enumerate()
+        .map(|(i, field)| format!("{field} = ${}", i + 3))
+        .collect();
+    format!(
+        "UPDATE snitch.snitches SET {} WHERE token = $1 AND version = $2",
+        sets.join(", ")
+    )
+});
+
+static SELECT_SNITCHES: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {SNITCH_COLUMNS} FROM snitch.snitches"));
+
+/// Deliveries are inserted this many per statement, well below the 65,535 parameters of
+/// one statement.
+const DELIVERIES_PER_INSERT: usize = 1_000;
+
+type Tx = sqlx::Transaction<'static, Postgres>;
+
+/// Inserts the events of a change, in the order emitted: one multi-row `INSERT` draws
+/// their `seq` in the order of its rows. Only the newest [`EVENTS_KEPT`] can be kept, so
+/// older ones of a long change are not written at all.
+async fn insert_events(tx: &mut Tx, events: &[Event]) -> Result<(), StorageError> {
+    let newest = &events[events.len().saturating_sub(EVENTS_KEPT)..];
+    if newest.is_empty() {
+        return Ok(());
+    }
+    let mut q =
+        QueryBuilder::<Postgres>::new(format!("INSERT INTO snitch.events ({EVENT_COLUMNS}) "));
+    q.push_values(newest.iter().map(EventRecord::of), |mut row, e| {
+        row.push_bind(e.id)
+            .push_bind(e.kind)
+            .push_bind(e.at)
+            .push_bind(e.case_id)
+            .push_bind(e.token)
+            .push_bind(e.name)
+            .push_bind(e.notes)
+            .push_bind(e.tags)
+            .push_bind(e.alert_email)
+            .push_bind(e.status)
+            .push_bind(e.previous_status)
+            .push_bind(e.checked_in_at)
+            .push_bind(e.check_in_at)
+            .push_bind(e.check_in_exit_status)
+            .push_bind(e.check_in_message);
+    });
+    q.build().execute(&mut **tx).await.map_err(backend)?;
+    Ok(())
+}
+
+/// Stores deliveries. A delivery id is taken again only when a deleted snitch's token is
+/// reused; the new delivery then replaces the old one, as the in-memory store does.
+async fn insert_deliveries(tx: &mut Tx, deliveries: &[Delivery]) -> Result<(), StorageError> {
+    for chunk in deliveries.chunks(DELIVERIES_PER_INSERT) {
+        let mut q = QueryBuilder::<Postgres>::new(
+            "INSERT INTO snitch.deliveries (id, event_id, event, channel, hook_id, url, secret, \
+             recipients, state, next_attempt_at, attempts) ",
+        );
+        q.push_values(chunk.iter().map(DeliveryFields::of), |mut row, d| {
+            row.push_bind(d.id)
+                .push_bind(d.event_id)
+                .push_bind(d.event)
+                .push_bind(d.channel)
+                .push_bind(d.hook_id)
+                .push_bind(d.url)
+                .push_bind(d.secret)
+                .push_bind(d.recipients)
+                .push_bind(d.state)
+                .push_bind(d.next_attempt_at)
+                .push_bind(d.attempts);
+        });
+        q.push(
+            " ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, event_id = EXCLUDED.event_id, \
+             event = EXCLUDED.event, channel = EXCLUDED.channel, hook_id = EXCLUDED.hook_id, \
+             url = EXCLUDED.url, secret = EXCLUDED.secret, recipients = EXCLUDED.recipients, \
+             state = EXCLUDED.state, next_attempt_at = EXCLUDED.next_attempt_at, \
+             attempts = EXCLUDED.attempts",
+        );
+        q.build().execute(&mut **tx).await.map_err(backend)?;
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Storage for PgStorage {
+    async fn upsert_case(&self, case: &Case) -> Result<(), StorageError> {
+        sqlx::query(
+            "INSERT INTO snitch.cases (id, members, max_snitches, error_notices, on_hold) \
+             VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (id) DO UPDATE SET members = EXCLUDED.members, \
+             max_snitches = EXCLUDED.max_snitches, error_notices = EXCLUDED.error_notices, \
+             on_hold = EXCLUDED.on_hold",
+        )
+        .bind(case.id.as_str())
+        .bind(records::members(case))
+        .bind(i64::from(case.plan.max_snitches))
+        .bind(case.plan.error_notices)
+        .bind(case.on_hold)
+        .execute(&self.pool)
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn case(&self, id: &CaseId) -> Result<Option<Case>, StorageError> {
+        sqlx::query_as::<_, CaseRow>(
+            "SELECT id, members, max_snitches, error_notices, on_hold \
+             FROM snitch.cases WHERE id = $1",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(backend)?
+        .map(CaseRow::into_case)
+        .transpose()
+    }
+
+    async fn insert_snitch(&self, snitch: &Snitch, max_snitches: u32) -> Result<(), StorageError> {
+        let fields = SnitchFields::of(snitch)?;
+        let mut tx = self.pool.begin().await.map_err(backend)?;
+        // Inserts into one case take turns on its row. The count below is a statement of
+        // its own, so under READ COMMITTED it sees every insert committed before the lock
+        // was granted.
+        let case = sqlx::query("SELECT 1 FROM snitch.cases WHERE id = $1 FOR NO KEY UPDATE")
+            .bind(snitch.case_id.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(backend)?;
+        if case.is_none() {
+            return Err(StorageError::UnknownCase(snitch.case_id.clone()));
+        }
+        let (taken, held): (bool, i64) = sqlx::query_as(
+            "SELECT EXISTS (SELECT 1 FROM snitch.snitches WHERE token = $1), \
+             (SELECT count(*) FROM snitch.snitches WHERE case_id = $2)",
+        )
+        .bind(snitch.token.as_str())
+        .bind(snitch.case_id.as_str())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(backend)?;
+        if taken {
+            return Err(StorageError::DuplicateToken);
+        }
+        if held >= i64::from(max_snitches) {
+            return Err(StorageError::LimitReached { max: max_snitches });
+        }
+        let inserted = fields
+            .bind(
+                sqlx::query(&INSERT_SNITCH)
+                    .bind(snitch.token.as_str())
+                    .bind(snitch.case_id.as_str())
+                    .bind(snitch.created_at),
+            )
+            .execute(&mut *tx)
+            .await;
+        match inserted {
+            // The same token inserted meanwhile into another case.
+            Err(e) if violates(&e, "snitches_pkey") => return Err(StorageError::DuplicateToken),
+            other => other.map_err(backend)?,
+        };
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn snitch(&self, token: &Token) -> Result<Option<Snitch>, StorageError> {
+        sqlx::query_as::<_, SnitchRow>(&format!("{} WHERE token = $1", *SELECT_SNITCHES))
+            .bind(token.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(backend)?
+            .map(SnitchRow::into_snitch)
+            .transpose()
+    }
+
+    async fn snitches(&self, case: &CaseId, tags: &[Tag]) -> Result<Vec<Snitch>, StorageError> {
+        sqlx::query_as::<_, SnitchRow>(&format!(
+            "{} WHERE case_id = $1 AND tags @> $2 ORDER BY created_at, seq",
+            *SELECT_SNITCHES
+        ))
+        .bind(case.as_str())
+        .bind(strings(tags))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(SnitchRow::into_snitch)
+        .collect()
+    }
+
+    async fn save(&self, change: &Change) -> Result<(), StorageError> {
+        let snitch = &change.snitch;
+        let token = snitch.token.as_str();
+        let expected = records::to_bigint("version", change.expected_version())?;
+        let mut tx = self.pool.begin().await.map_err(backend)?;
+
+        // A concurrent save of the same snitch waits for this row's lock, then finds the
+        // version moved on and updates nothing.
+        let updated = SnitchFields::of(snitch)?
+            .bind(sqlx::query(&UPDATE_SNITCH).bind(token).bind(expected))
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        if updated.rows_affected() == 0 {
+            let exists: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM snitch.snitches WHERE token = $1)",
+            )
+            .bind(token)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(backend)?;
+            return Err(if exists {
+                StorageError::Conflict
+            } else {
+                StorageError::NotFound
+            });
+        }
+
+        if let Some(check_in) = &change.check_in {
+            let c = CheckInRecord::of(check_in);
+            sqlx::query(
+                "INSERT INTO snitch.check_ins (token, at, exit_status, message) \
+                 VALUES ($1, $2, $3, $4)",
+            )
+            .bind(token)
+            .bind(c.at)
+            .bind(c.exit_status)
+            .bind(c.message)
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+            sqlx::query(
+                "DELETE FROM snitch.check_ins WHERE token = $1 AND seq <= \
+                 (SELECT seq FROM snitch.check_ins WHERE token = $1 \
+                  ORDER BY seq DESC OFFSET $2 LIMIT 1)",
+            )
+            .bind(token)
+            .bind(limit(CHECK_INS_KEPT))
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        }
+
+        if !change.events.is_empty() {
+            insert_events(&mut tx, &change.events).await?;
+            // Events that fall out of the history take their finished deliveries along.
+            sqlx::query(
+                "WITH evicted AS ( \
+                   DELETE FROM snitch.events WHERE token = $1 AND seq <= \
+                   (SELECT seq FROM snitch.events WHERE token = $1 \
+                    ORDER BY seq DESC OFFSET $2 LIMIT 1) \
+                   RETURNING id) \
+                 DELETE FROM snitch.deliveries \
+                 WHERE state <> 'pending' AND event_id IN (SELECT id FROM evicted)",
+            )
+            .bind(token)
+            .bind(limit(EVENTS_KEPT))
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        }
+
+        insert_deliveries(&mut tx, &change.deliveries).await?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn delete_snitch(&self, token: &Token) -> Result<bool, StorageError> {
+        let mut tx = self.pool.begin().await.map_err(backend)?;
+        // The snitch's row first, as a save takes it: a save in flight finishes before
+        // its events are looked at, and the two never wait for each other's locks.
+        let found = sqlx::query("SELECT 1 FROM snitch.snitches WHERE token = $1 FOR UPDATE")
+            .bind(token.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(backend)?;
+        if found.is_none() {
+            return Ok(false);
+        }
+        sqlx::query(
+            "DELETE FROM snitch.deliveries WHERE state <> 'pending' \
+             AND event_id IN (SELECT id FROM snitch.events WHERE token = $1)",
+        )
+        .bind(token.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
+        // Its check-ins and events go with it (ON DELETE CASCADE).
+        sqlx::query("DELETE FROM snitch.snitches WHERE token = $1")
+            .bind(token.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(true)
+    }
+
+    async fn due(&self, now: Timestamp, limit_to: usize) -> Result<Vec<Snitch>, StorageError> {
+        sqlx::query_as::<_, SnitchRow>(&format!(
+            "{} WHERE wake_at <= $1 ORDER BY wake_at, token LIMIT $2",
+            *SELECT_SNITCHES
+        ))
+        .bind(now)
+        .bind(limit(limit_to))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(SnitchRow::into_snitch)
+        .collect()
+    }
+
+    async fn next_wake_at(&self) -> Result<Option<Timestamp>, StorageError> {
+        sqlx::query_scalar("SELECT min(wake_at) FROM snitch.snitches WHERE wake_at IS NOT NULL")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(backend)
+    }
+
+    async fn check_ins(
+        &self,
+        token: &Token,
+        limit_to: usize,
+    ) -> Result<Vec<CheckIn>, StorageError> {
+        sqlx::query_as::<_, CheckInRecord>(
+            "SELECT at, exit_status, message FROM snitch.check_ins \
+             WHERE token = $1 ORDER BY seq DESC LIMIT $2",
+        )
+        .bind(token.as_str())
+        .bind(limit(limit_to))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(CheckInRecord::into_check_in)
+        .collect()
+    }
+
+    async fn events(&self, token: &Token, limit_to: usize) -> Result<Vec<Event>, StorageError> {
+        sqlx::query_as::<_, EventRecord>(&format!(
+            "SELECT {EVENT_COLUMNS} FROM snitch.events WHERE token = $1 ORDER BY seq DESC LIMIT $2"
+        ))
+        .bind(token.as_str())
+        .bind(limit(limit_to))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(EventRecord::into_event)
+        .collect()
+    }
+
+    async fn insert_webhook(&self, hook: &Webhook) -> Result<(), StorageError> {
+        let inserted = sqlx::query(
+            "INSERT INTO snitch.webhooks (id, case_id, url, secret, created_at) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(&hook.id)
+        .bind(hook.case_id.as_str())
+        .bind(hook.url.as_str())
+        .bind(hook.secret.as_ref().map(|s| s.expose()))
+        .bind(hook.created_at)
+        .execute(&self.pool)
+        .await;
+        match inserted {
+            Ok(_) => Ok(()),
+            Err(e) if violates(&e, "webhooks_pkey") => Err(StorageError::DuplicateToken),
+            Err(e) if violates(&e, "webhooks_case_id_fkey") => {
+                Err(StorageError::UnknownCase(hook.case_id.clone()))
+            }
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn webhooks(&self, case: &CaseId) -> Result<Vec<Webhook>, StorageError> {
+        sqlx::query_as::<_, WebhookRow>(
+            "SELECT id, case_id, url, secret, created_at FROM snitch.webhooks \
+             WHERE case_id = $1 ORDER BY created_at, seq",
+        )
+        .bind(case.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(WebhookRow::into_webhook)
+        .collect()
+    }
+
+    async fn delete_webhook(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {
+        let deleted = sqlx::query("DELETE FROM snitch.webhooks WHERE case_id = $1 AND id = $2")
+            .bind(case.as_str())
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(backend)?;
+        Ok(deleted.rows_affected() > 0)
+    }
+
+    async fn claim_deliveries(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit_to: usize,
+    ) -> Result<Vec<Delivery>, StorageError> {
+        // Rows another dispatcher is claiming right now are skipped, not waited for; once
+        // claimed, the lease keeps them out of `next_attempt_at <= now` until it ends.
+        sqlx::query_as::<_, DeliveryRow>(&format!(
+            "WITH picked AS ( \
+               SELECT id, next_attempt_at AS due_at, seq FROM snitch.deliveries \
+               WHERE state = 'pending' AND next_attempt_at <= $1 \
+               ORDER BY next_attempt_at, seq LIMIT $3 \
+               FOR UPDATE SKIP LOCKED), \
+             claimed AS ( \
+               UPDATE snitch.deliveries d SET next_attempt_at = $2 FROM picked \
+               WHERE d.id = picked.id \
+               RETURNING d.*, picked.due_at) \
+             SELECT {DELIVERY_COLUMNS} FROM claimed ORDER BY due_at, seq"
+        ))
+        .bind(now)
+        .bind(lease_until)
+        .bind(limit(limit_to))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(DeliveryRow::into_delivery)
+        .collect()
+    }
+
+    async fn record_attempt(
+        &self,
+        delivery_id: &str,
+        attempt: &Attempt,
+        result: AttemptResult,
+    ) -> Result<(), StorageError> {
+        let (state, next_attempt_at) = match result {
+            AttemptResult::Delivered => (DeliveryState::Delivered, None),
+            AttemptResult::GaveUp => (DeliveryState::Failed, None),
+            AttemptResult::RetryAt(at) => (DeliveryState::Pending, Some(at)),
+        };
+        let mut tx = self.pool.begin().await.map_err(backend)?;
+        let updated = sqlx::query(
+            "UPDATE snitch.deliveries SET attempts = attempts || jsonb_build_array($2::jsonb), \
+             state = $3, next_attempt_at = $4 WHERE id = $1",
+        )
+        .bind(delivery_id)
+        .bind(Json(AttemptRecord::of(attempt)))
+        .bind(state.as_str())
+        .bind(next_attempt_at)
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
+        if updated.rows_affected() == 0 {
+            return Err(StorageError::NotFound);
+        }
+        // A finished delivery of an event no longer in its snitch's history has no one
+        // left to read it.
+        sqlx::query(
+            "DELETE FROM snitch.deliveries d WHERE d.id = $1 AND d.state <> 'pending' \
+             AND NOT EXISTS (SELECT 1 FROM snitch.events e WHERE e.id = d.event_id)",
+        )
+        .bind(delivery_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn next_delivery_at(&self) -> Result<Option<Timestamp>, StorageError> {
+        sqlx::query_scalar(
+            "SELECT min(next_attempt_at) FROM snitch.deliveries WHERE state = 'pending'",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .map_err(backend)
+    }
+
+    async fn deliveries(&self, event_ids: &[String]) -> Result<Vec<Delivery>, StorageError> {
+        sqlx::query_as::<_, DeliveryRow>(&format!(
+            "SELECT {DELIVERY_COLUMNS} FROM snitch.deliveries \
+             WHERE event_id = ANY($1) ORDER BY seq"
+        ))
+        .bind(event_ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(DeliveryRow::into_delivery)
+        .collect()
+    }
+}

@@ -1,0 +1,132 @@
+-- Snitch's tables live in their own schema, so they sit beside the host's own tables.
+CREATE SCHEMA IF NOT EXISTS snitch;
+
+-- The accounts that own snitches, with their team and plan.
+CREATE TABLE snitch.cases (
+    id            text    PRIMARY KEY,
+    members       text[]  NOT NULL,
+    max_snitches  bigint  NOT NULL CHECK (max_snitches >= 0),
+    error_notices boolean NOT NULL,
+    on_hold       boolean NOT NULL
+);
+
+-- One row per snitch: its settings and where its state machine stands.
+CREATE TABLE snitch.snitches (
+    token                text        PRIMARY KEY,
+    case_id              text        NOT NULL REFERENCES snitch.cases (id),
+    -- Order of insertion: breaks ties of created_at in listings.
+    seq                  bigint      GENERATED ALWAYS AS IDENTITY,
+    name                 text        NOT NULL,
+    tags                 text[]      NOT NULL,
+    notes                text        NOT NULL,
+    interval             text        NOT NULL,
+    alert_type           text        NOT NULL,
+    alert_email          text[]      NOT NULL,
+    created_at           timestamptz NOT NULL,
+    status               text        NOT NULL,
+    checked_in_at        timestamptz,
+    last_check_in_at     timestamptz,
+    anchor_at            timestamptz,
+    deadline_at          timestamptz,
+    -- The pause in force, if any: all of pause_until_kind, pause_resume_status and
+    -- pause_checked_in are set, or none; pause_until_at only for kind 'at'.
+    pause_until_kind     text        CHECK (pause_until_kind IN ('healthy', 'unpaused', 'at')),
+    pause_until_at       timestamptz,
+    pause_resume_status  text,
+    pause_checked_in     boolean,
+    smart_offsets_ms     bigint[]    NOT NULL,
+    last_errored_alert_at timestamptz,
+    event_seq            bigint      NOT NULL CHECK (event_seq >= 0),
+    version              bigint      NOT NULL CHECK (version >= 0),
+    -- Snitch::wake_at, kept by the store on every write: the deadline sweep's index.
+    wake_at              timestamptz,
+    CONSTRAINT snitches_pause_whole CHECK (
+        CASE WHEN pause_until_kind IS NULL
+            THEN pause_until_at IS NULL AND pause_resume_status IS NULL
+                AND pause_checked_in IS NULL
+            ELSE pause_resume_status IS NOT NULL AND pause_checked_in IS NOT NULL
+                AND (pause_until_kind = 'at') = (pause_until_at IS NOT NULL)
+        END
+    )
+);
+
+CREATE INDEX snitches_by_case ON snitch.snitches (case_id, created_at, seq);
+CREATE INDEX snitches_by_wake_at ON snitch.snitches (wake_at, token) WHERE wake_at IS NOT NULL;
+
+-- The most recent check-ins of each snitch (the store keeps the newest 100).
+CREATE TABLE snitch.check_ins (
+    token       text        NOT NULL REFERENCES snitch.snitches (token) ON DELETE CASCADE,
+    seq         bigint      GENERATED ALWAYS AS IDENTITY,
+    at          timestamptz NOT NULL,
+    -- NULL for a success, the exit status the job sent for an error.
+    exit_status text,
+    message     text,
+    PRIMARY KEY (token, seq)
+);
+
+-- The most recent events of each snitch (the store keeps the newest 100).
+CREATE TABLE snitch.events (
+    id                   text        PRIMARY KEY,
+    token                text        NOT NULL REFERENCES snitch.snitches (token) ON DELETE CASCADE,
+    seq                  bigint      GENERATED ALWAYS AS IDENTITY,
+    kind                 text        NOT NULL,
+    at                   timestamptz NOT NULL,
+    case_id              text        NOT NULL,
+    name                 text        NOT NULL,
+    notes                text        NOT NULL,
+    tags                 text[]      NOT NULL,
+    alert_email          text[]      NOT NULL,
+    status               text        NOT NULL,
+    previous_status      text        NOT NULL,
+    checked_in_at        timestamptz,
+    -- The check-in that caused the event, if any; check_in_exit_status as in check_ins.
+    check_in_at          timestamptz,
+    check_in_exit_status text,
+    check_in_message     text,
+    CONSTRAINT events_check_in_whole CHECK (
+        check_in_at IS NOT NULL OR (check_in_exit_status IS NULL AND check_in_message IS NULL)
+    )
+);
+
+CREATE UNIQUE INDEX events_by_token ON snitch.events (token, seq);
+
+-- The webhooks of each case.
+CREATE TABLE snitch.webhooks (
+    id         text        PRIMARY KEY,
+    case_id    text        NOT NULL REFERENCES snitch.cases (id),
+    seq        bigint      GENERATED ALWAYS AS IDENTITY,
+    url        text        NOT NULL,
+    secret     text,
+    created_at timestamptz NOT NULL
+);
+
+CREATE INDEX webhooks_by_case ON snitch.webhooks (case_id, created_at, seq);
+
+-- The outbox: one row per event and channel, kept while pending even when its snitch and
+-- event are gone, so an alert once emitted still goes out.
+CREATE TABLE snitch.deliveries (
+    id              text        PRIMARY KEY,
+    -- Order of storing, for listing.
+    seq             bigint      GENERATED BY DEFAULT AS IDENTITY,
+    event_id        text        NOT NULL,
+    -- The whole event as it was emitted (see EventRecord in src/records.rs).
+    event           jsonb       NOT NULL,
+    channel         text        NOT NULL CHECK (channel IN ('webhook', 'email')),
+    hook_id         text,
+    url             text,
+    secret          text,
+    recipients      text[],
+    state           text        NOT NULL CHECK (state IN ('pending', 'delivered', 'failed')),
+    -- While pending: when it may next be tried, or the end of a dispatcher's lease.
+    next_attempt_at timestamptz,
+    -- The attempts so far, oldest first (see AttemptRecord in src/records.rs).
+    attempts        jsonb       NOT NULL DEFAULT '[]',
+    CONSTRAINT deliveries_channel_whole CHECK (
+        (channel = 'webhook' AND hook_id IS NOT NULL AND url IS NOT NULL AND recipients IS NULL)
+        OR (channel = 'email' AND recipients IS NOT NULL AND hook_id IS NULL AND url IS NULL
+            AND secret IS NULL)
+    )
+);
+
+CREATE INDEX deliveries_by_event ON snitch.deliveries (event_id, seq);
+CREATE INDEX deliveries_due ON snitch.deliveries (next_attempt_at, seq) WHERE state = 'pending';

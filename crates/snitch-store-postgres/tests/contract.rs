@@ -1,0 +1,271 @@
+//! The storage contract, run against PostgreSQL, and what only a shared SQL store has to
+//! get right (bounded history in one long change, concurrent dispatchers, unreadable rows,
+//! a lost connection, migrations beside a host's). Every test gets a fresh database.
+//!
+//! The server is `DATABASE_URL`, or the local one that `scripts/ensure-postgres.sh`
+//! starts. A test that cannot reach it fails: a skipped contract would pass in silence.
+//! Test databases are named `snitch_test_<random>` and left behind (the suite has no
+//! teardown hook); `scripts/ensure-postgres.sh` drops them.
+
+use std::str::FromStr;
+
+use snitch_core::{RandomTokens, TokenSource};
+use snitch_store_postgres::{PgStorage, MIGRATOR};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Connection, Executor, PgConnection, PgPool};
+
+const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// A new, migrated database of its own: a pool on it.
+async fn fresh_database() -> PgPool {
+    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
+    let server = PgConnectOptions::from_str(&url)
+        .unwrap_or_else(|e| panic!("DATABASE_URL {url:?} is not a Postgres URL: {e}"));
+    let mut admin = PgConnection::connect_with(&server)
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot reach Postgres at {url}: {e}\n\
+             start it with `bash scripts/ensure-postgres.sh`, or set DATABASE_URL"
+            )
+        });
+    let name = format!("snitch_test_{}", RandomTokens.new_token());
+    admin
+        .execute(format!("CREATE DATABASE {name}").as_str())
+        .await
+        .unwrap_or_else(|e| panic!("cannot create the test database {name}: {e}"));
+    admin.close().await.ok();
+
+    let pool = PgPoolOptions::new()
+        .max_connections(5)
+        .connect_with(server.database(&name))
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to the test database {name}: {e}"));
+    MIGRATOR
+        .run(&pool)
+        .await
+        .unwrap_or_else(|e| panic!("cannot migrate the test database {name}: {e}"));
+    pool
+}
+
+async fn fresh_store() -> PgStorage {
+    PgStorage::new(fresh_database().await)
+}
+
+snitch_core::storage_contract_tests!(fresh_store);
+
+mod beyond_the_contract {
+    use std::collections::HashSet;
+
+    use chrono::Duration;
+    use futures::future::join_all;
+    use snitch_core::contract::{advanced, at, case, checked_in, snitch, token, webhook};
+    use snitch_core::outbox::deliveries_for;
+    use snitch_core::{
+        Attempt, AttemptResult, Case, Delivery, EmailAddress, Storage, StorageError, Webhook,
+    };
+    use snitch_store_postgres::{PgStorage, EVENTS_KEPT, MIGRATOR};
+
+    use super::fresh_database;
+
+    /// A case with a team member and one hook, stored.
+    async fn case_with_outbox(store: &PgStorage) -> (Case, Vec<Webhook>) {
+        let mut acme = case("acme");
+        acme.members = vec![EmailAddress::parse("ops@acme.test").expect("valid")];
+        store.upsert_case(&acme).await.expect("upsert");
+        let hook = webhook(&acme, 1, Some("s3cret"));
+        store.insert_webhook(&hook).await.expect("insert hook");
+        (acme, vec![hook])
+    }
+
+    /// Inserts snitch `n` and saves its first check-in at `at(minute)` with the
+    /// deliveries of its `snitch.reporting`: one to the hook, one e-mail.
+    async fn reporting(
+        store: &PgStorage,
+        acme: &Case,
+        hooks: &[Webhook],
+        n: u64,
+        minute: i64,
+    ) -> Vec<Delivery> {
+        let fresh = snitch(acme, n, at(0));
+        store.insert_snitch(&fresh, 100).await.expect("insert");
+        let mut change = checked_in(&fresh, at(minute));
+        change.deliveries = change
+            .events
+            .iter()
+            .flat_map(|e| deliveries_for(e, acme, hooks))
+            .collect();
+        store.save(&change).await.expect("save");
+        change.deliveries
+    }
+
+    fn delivered(minute: i64) -> Attempt {
+        Attempt {
+            at: at(minute),
+            ok: true,
+            detail: "HTTP 204".into(),
+            duration_ms: 3,
+        }
+    }
+
+    /// A change with more events than a snitch keeps stores the newest ones; the events
+    /// it pushes out take their finished deliveries along, and their pending ones stay
+    /// until they finish.
+    #[tokio::test]
+    async fn a_long_change_keeps_the_newest_events_and_pending_deliveries() {
+        let store = PgStorage::new(fresh_database().await);
+        let (acme, hooks) = case_with_outbox(&store).await;
+        let made = reporting(&store, &acme, &hooks, 1, 1).await;
+        let (hook, mail) = (&made[0], &made[1]);
+        let event_ids = [hook.event.id.clone()];
+        store
+            .record_attempt(&mail.id, &delivered(1), AttemptResult::Delivered)
+            .await
+            .expect("record");
+
+        let read = store
+            .snitch(&token(1))
+            .await
+            .expect("read")
+            .expect("stored");
+        let down = advanced(&read, at(1) + Duration::hours(150));
+        assert!(down.events.len() > EVENTS_KEPT, "fixture: a long outage");
+        store.save(&down).await.expect("save");
+
+        let kept = store.events(&token(1), 1_000).await.expect("read");
+        let newest: Vec<_> = down
+            .events
+            .iter()
+            .rev()
+            .take(EVENTS_KEPT)
+            .cloned()
+            .collect();
+        assert_eq!(kept, newest);
+        let left = store.deliveries(&event_ids).await.expect("read");
+        assert_eq!(
+            left,
+            std::slice::from_ref(hook),
+            "the pending delivery stays, whole"
+        );
+
+        store
+            .record_attempt(&hook.id, &delivered(2), AttemptResult::Delivered)
+            .await
+            .expect("record");
+        assert_eq!(store.deliveries(&event_ids).await.expect("read"), []);
+        assert_eq!(store.next_delivery_at().await.expect("read"), None);
+    }
+
+    /// A token used again after its snitch was deleted gets events and deliveries with
+    /// the same ids: they replace the old ones instead of failing every save.
+    #[tokio::test]
+    async fn a_reused_token_replaces_old_deliveries() {
+        let store = PgStorage::new(fresh_database().await);
+        let (acme, hooks) = case_with_outbox(&store).await;
+        let old = reporting(&store, &acme, &hooks, 1, 1).await;
+        assert!(store.delete_snitch(&token(1)).await.expect("delete"));
+        let new = reporting(&store, &acme, &hooks, 1, 5).await;
+
+        assert_eq!(old[0].id, new[0].id, "fixture: the same ids");
+        let stored = store
+            .deliveries(&[new[0].event.id.clone()])
+            .await
+            .expect("read");
+        assert_eq!(stored, new);
+    }
+
+    /// Dispatchers on different pools (different servers) share the outbox: no delivery
+    /// is claimed twice, and together they claim every one.
+    #[tokio::test]
+    async fn dispatchers_on_several_pools_never_claim_a_delivery_twice() {
+        let pool = fresh_database().await;
+        let store = PgStorage::new(pool.clone());
+        let (acme, hooks) = case_with_outbox(&store).await;
+        let mut all = HashSet::new();
+        for n in 1..=15 {
+            all.extend(
+                reporting(&store, &acme, &hooks, n, n as i64)
+                    .await
+                    .into_iter()
+                    .map(|d| d.id),
+            );
+        }
+        let other_server = PgStorage::new(
+            sqlx::postgres::PgPoolOptions::new()
+                .max_connections(5)
+                .connect_with(pool.connect_options().as_ref().clone())
+                .await
+                .expect("a second pool"),
+        );
+
+        let servers = [&store, &other_server, &store, &other_server, &other_server];
+        let claims = join_all(
+            servers
+                .iter()
+                .map(|s| s.claim_deliveries(at(60), at(90), 4)),
+        )
+        .await;
+        let mut claimed = Vec::new();
+        for claim in claims {
+            claimed.extend(claim.expect("claim").into_iter().map(|d| d.id));
+        }
+        let rest = store
+            .claim_deliveries(at(60), at(90), 100)
+            .await
+            .expect("claim");
+        claimed.extend(rest.into_iter().map(|d| d.id));
+
+        let distinct: HashSet<String> = claimed.iter().cloned().collect();
+        assert_eq!(distinct.len(), claimed.len(), "claimed twice: {claimed:?}");
+        assert_eq!(distinct, all);
+    }
+
+    /// A stored value that its domain type refuses reads as `Corrupt`, never as a value.
+    #[tokio::test]
+    async fn unreadable_rows_are_corrupt() {
+        let pool = fresh_database().await;
+        let store = PgStorage::new(pool.clone());
+        let acme = case("acme");
+        store.upsert_case(&acme).await.expect("upsert");
+        store
+            .insert_snitch(&snitch(&acme, 1, at(0)), 100)
+            .await
+            .expect("insert");
+        sqlx::query("UPDATE snitch.snitches SET interval = 'fortnightly'")
+            .execute(&pool)
+            .await
+            .expect("spoil the row");
+
+        let read = store.snitch(&token(1)).await;
+        assert!(matches!(read, Err(StorageError::Corrupt(_))), "{read:?}");
+        let listed = store.snitches(&acme.id, &[]).await;
+        assert!(
+            matches!(listed, Err(StorageError::Corrupt(_))),
+            "{listed:?}"
+        );
+    }
+
+    /// A database that cannot be reached is a `Backend` failure, which may be retried.
+    #[tokio::test]
+    async fn a_lost_database_is_a_backend_failure() {
+        let pool = fresh_database().await;
+        let store = PgStorage::new(pool.clone());
+        pool.close().await;
+        let read = store.case(&case("acme").id).await;
+        assert!(matches!(read, Err(StorageError::Backend(_))), "{read:?}");
+    }
+
+    /// Migrations can run again, and beside the host's own sqlx migrations.
+    #[tokio::test]
+    async fn migrations_rerun_beside_the_hosts() {
+        let pool = fresh_database().await;
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, \
+             execution_time) VALUES (1, 'the host''s own', true, '\\x00', 0)",
+        )
+        .execute(&pool)
+        .await
+        .expect("record a host migration");
+        MIGRATOR.run(&pool).await.expect("migrate again");
+    }
+}
