@@ -7,7 +7,7 @@
 //! - [`core`]: the domain: snitches, periods, the state machine, the [`SnitchService`],
 //!   and the [`Storage`], [`Clock`] and [`Notifier`] traits;
 //! - [`http`]: the v1 API and check-in routers for axum;
-//! - [`store::memory`]: the in-memory store;
+//! - [`store::memory`], [`store::postgres`]: the in-memory and PostgreSQL stores;
 //! - [`server`]: a runnable server (configuration, scheduler, graceful shutdown).
 //!
 //! ```
@@ -44,4 +44,5 @@ pub use snitch_http as http;
 /// The storage backends.
 pub mod store {
     pub use snitch_store_memory as memory;
+    pub use snitch_store_postgres as postgres;
 }

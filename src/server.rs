@@ -19,6 +19,7 @@ use snitch_http::outbound::email::{LogEmailNotifier, SmtpEmailNotifier};
 use snitch_http::outbound::webhook::{WebhookNotifier, WebhookOptions};
 use snitch_http::{api_router, check_in_router, ApiConfig, ApiKeys, ApiState, RateLimit};
 use snitch_store_memory::MemoryStorage;
+use snitch_store_postgres::{PgStorage, MIGRATOR};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
@@ -42,6 +43,9 @@ pub struct Config {
     pub check_in_base: Option<String>,
     /// PostgreSQL; absent: the in-memory store.
     pub database_url: Option<String>,
+    /// The size of the PostgreSQL connection pool.
+    #[serde(default = "default_database_max_connections")]
+    pub database_max_connections: u32,
     /// SMTP relay for alert e-mails; absent: e-mails are written to the log.
     pub smtp_url: Option<String>,
     #[serde(default = "default_mail_from")]
@@ -102,6 +106,9 @@ fn default_rate() -> u32 {
 fn default_burst() -> u32 {
     60
 }
+fn default_database_max_connections() -> u32 {
+    16
+}
 fn default_retry_first_delay_ms() -> u64 {
     60_000
 }
@@ -125,12 +132,13 @@ impl Default for Config {
 }
 
 /// The top-level keys that an environment variable `SNITCH_<KEY>` can set.
-const ENV_KEYS: [&str; 14] = [
+const ENV_KEYS: [&str; 15] = [
     "listen",
     "check_in_listen",
     "base_url",
     "check_in_base",
     "database_url",
+    "database_max_connections",
     "smtp_url",
     "mail_from",
     "allow_private_webhooks",
@@ -179,6 +187,7 @@ impl Config {
                     .map_err(|_| format!("{var} must be true or false")),
                 "rate_limit_per_second"
                 | "rate_limit_burst"
+                | "database_max_connections"
                 | "retry_first_delay_ms"
                 | "retry_max_delay_ms"
                 | "retry_give_up_after_secs" => value
@@ -201,6 +210,9 @@ impl Config {
         let bad = |m: String| Err(ServerError::Config(m));
         if self.rate_limit_per_second == 0 || self.rate_limit_burst == 0 {
             return bad("rate_limit_per_second and rate_limit_burst must be at least 1".into());
+        }
+        if self.database_max_connections == 0 {
+            return bad("database_max_connections must be at least 1".into());
         }
         let mut names = std::collections::HashSet::new();
         for case in &self.cases {
@@ -275,14 +287,7 @@ pub async fn launch_with_clock(
     clock: Arc<dyn Clock>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Running, ServerError> {
-    if config.database_url.is_some() {
-        return Err(ServerError::Config(
-            "database_url is set, but this build has no PostgreSQL store yet; \
-             unset it to use the in-memory store"
-                .into(),
-        ));
-    }
-    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let storage = open_storage(&config).await?;
     let webhooks = WebhookNotifier::new(WebhookOptions {
         allow_private: config.allow_private_webhooks,
         ..WebhookOptions::default()
@@ -379,6 +384,26 @@ pub async fn launch_with_clock(
         api: api_state,
         task,
     })
+}
+
+/// The in-memory store, or PostgreSQL (migrated) when `database_url` is set.
+async fn open_storage(config: &Config) -> Result<Arc<dyn Storage>, ServerError> {
+    let Some(url) = &config.database_url else {
+        return Ok(Arc::new(MemoryStorage::new()));
+    };
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(config.database_max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect(url)
+        .await
+        // The URL may hold a password: name the failure, not the URL.
+        .map_err(|e| ServerError::Config(format!("cannot connect to database_url: {e}")))?;
+    MIGRATOR
+        .run(&pool)
+        .await
+        .map_err(|e| ServerError::Config(format!("cannot migrate the database: {e}")))?;
+    tracing::info!("using PostgreSQL storage");
+    Ok(Arc::new(PgStorage::new(pool)))
 }
 
 /// Stores the configured cases, their keys and hooks; with none, makes a `demo` case and
