@@ -2,7 +2,8 @@
 //!
 //! Random sequences of operations (create, check-ins, time jumps with a deadline sweep,
 //! pause, unpause, update, delete, check-ins to deleted tokens) are applied both to the real
-//! service — on [`MemoryStorage`], a [`ManualClock`] and [`SequentialTokens`] — and to a
+//! service — on [`MemoryStorage`] (1,000 cases) and on PostgreSQL (fewer: each case needs a
+//! clean database), a [`ManualClock`] and [`SequentialTokens`] — and to a
 //! small model written here from behaviour.md sections 1, 3 and 4. After every step the
 //! status, `checked_in_at`, the deadline and the events that step emitted must agree.
 //!
@@ -27,7 +28,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use snitch_core::{
     AlertType, Case, CaseId, Clock, Event, EventKind, ManualClock, Outcome, SequentialTokens,
-    ServiceError, Snitch, SnitchFields, SnitchService, Status, Storage,
+    ServiceError, Snitch, SnitchFields, SnitchService, Status, Storage, TokenSource,
 };
 use snitch_store_memory::MemoryStorage;
 
@@ -733,7 +734,7 @@ struct Tracked {
 
 struct World {
     service: SnitchService,
-    storage: Arc<MemoryStorage>,
+    storage: Arc<dyn Storage>,
     clock: Arc<ManualClock>,
     /// Case 0 has error notices, case 1 has not.
     cases: Vec<Case>,
@@ -825,8 +826,7 @@ fn describe_real(s: &Snitch) -> String {
 }
 
 impl World {
-    async fn new() -> World {
-        let storage = Arc::new(MemoryStorage::new());
+    async fn new(storage: Arc<dyn Storage>) -> World {
         let clock = Arc::new(ManualClock::new(to_ts(start_ms())));
         let service = SnitchService::with_tokens(
             storage.clone(),
@@ -837,7 +837,7 @@ impl World {
         for (name, error_notices) in [("notices", true), ("no-notices", false)] {
             let mut case = Case::new(CaseId::parse(name).expect("valid case id"));
             case.plan.error_notices = error_notices;
-            storage.upsert_case(&case).await.expect("memory store");
+            storage.upsert_case(&case).await.expect("store the case");
             cases.push(case);
         }
         World {
@@ -1264,8 +1264,8 @@ impl World {
     }
 }
 
-async fn run(ops: &[Op]) -> Result<(), String> {
-    let mut world = World::new().await;
+async fn run(storage: Arc<dyn Storage>, ops: &[Op]) -> Result<(), String> {
+    let mut world = World::new(storage).await;
     let ops: Vec<Op> = ops.iter().flat_map(|op| op.expand()).collect();
     for (n, op) in ops.iter().enumerate() {
         world
@@ -1303,7 +1303,79 @@ proptest! {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a tokio runtime");
-        let outcome = runtime.block_on(run(&ops));
+        let outcome = runtime.block_on(run(Arc::new(MemoryStorage::new()), &ops));
+        prop_assert!(outcome.is_ok(), "{}", outcome.unwrap_err());
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The same on PostgreSQL: one database for this test, emptied before each case.
+
+/// The URL of a freshly created and migrated database for this test run.
+fn postgres_model_database() -> &'static str {
+    static URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    URL.get_or_init(|| {
+        let admin = std::env::var("DATABASE_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        runtime.block_on(async {
+            let pool = sqlx::PgPool::connect(&admin).await.unwrap_or_else(|e| {
+                panic!("cannot reach PostgreSQL at {admin}: {e}; run `bash scripts/ensure-postgres.sh`")
+            });
+            let name = format!("snitch_test_model_{}", snitch_core::RandomTokens.new_token());
+            sqlx::query(&format!("CREATE DATABASE {name}"))
+                .execute(&pool)
+                .await
+                .expect("create the test database");
+            let (base, _) = admin.rsplit_once('/').expect("a database URL has a path");
+            let url = format!("{base}/{name}");
+            let db = sqlx::PgPool::connect(&url).await.expect("connect to the test database");
+            snitch::store::postgres::MIGRATOR
+                .run(&db)
+                .await
+                .expect("migrate the test database");
+            url
+        })
+    })
+}
+
+async fn empty_postgres_store(url: &str) -> Arc<dyn Storage> {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(url)
+        .await
+        .expect("connect to the test database");
+    sqlx::query(
+        "TRUNCATE snitch.deliveries, snitch.events, snitch.check_ins, snitch.snitches, \
+         snitch.webhooks, snitch.cases",
+    )
+    .execute(&pool)
+    .await
+    .expect("empty the test database");
+    Arc::new(snitch::store::postgres::PgStorage::new(pool))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        failure_persistence: None,
+        ..ProptestConfig::with_cases(64)
+    })]
+
+    #[test]
+    fn service_on_postgres_agrees_with_the_reference_model(
+        creates in proptest::collection::vec(create_strategy(), 1..=3),
+        ops in proptest::collection::vec(proptest::option::weighted(0.98, op_strategy()), 20..=40),
+    ) {
+        let ops: Vec<Op> = creates.into_iter().chain(ops.into_iter().flatten()).collect();
+        let url = postgres_model_database();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        let outcome = runtime.block_on(async { run(empty_postgres_store(url).await, &ops).await });
         prop_assert!(outcome.is_ok(), "{}", outcome.unwrap_err());
     }
 }
