@@ -260,9 +260,11 @@ impl SnitchService {
         if let Some(interval) = parsed.interval {
             problems.check(check_alert_type_fits(alert_type, interval));
         }
-        problems.into_result()?;
-        let (Some(name), Some(interval)) = (parsed.name, parsed.interval) else {
-            unreachable!("missing name or interval is a validation problem");
+        // A missing name or interval is always among the problems.
+        let (Some(name), Some(interval), true) =
+            (parsed.name, parsed.interval, problems.is_empty())
+        else {
+            return Err(problems.into());
         };
         let now = self.now();
         let mut snitch = Snitch {
@@ -566,9 +568,8 @@ impl SnitchService {
         let mut problems = Validations::new();
         let url = problems.check(WebhookUrl::parse(url));
         let secret = secret.and_then(|s| problems.check(WebhookSecret::parse(s)));
-        problems.into_result()?;
-        let Some(url) = url else {
-            unreachable!("an invalid url is a validation problem");
+        let (Some(url), true) = (url, problems.is_empty()) else {
+            return Err(problems.into());
         };
         let mut hook = Webhook {
             id: self.tokens.new_token().to_string(),

@@ -74,11 +74,7 @@ pub fn tag_names(tags: &[Tag]) -> Vec<String> {
 /// Reads a create or update body. `None` is an empty body: no parameters.
 pub fn snitch_fields(body: Option<&Value>) -> Result<SnitchFields, Validations> {
     let empty = Map::new();
-    let object = match body {
-        None => &empty,
-        Some(Value::Object(map)) => map,
-        Some(_) => return Err(Validations::single("base", "must be a JSON object")),
-    };
+    let object = json_object(body)?.unwrap_or(&empty);
     let mut problems = Validations::new();
     let mut fields = SnitchFields {
         name: text(object, "name", &mut problems),
@@ -112,6 +108,15 @@ pub fn snitch_fields(body: Option<&Value>) -> Result<SnitchFields, Validations> 
     };
     problems.into_result()?;
     Ok(fields)
+}
+
+/// The object of a request body; `None` for an empty body. Anything else is refused.
+fn json_object(body: Option<&Value>) -> Result<Option<&Map<String, Value>>, Validations> {
+    match body {
+        None => Ok(None),
+        Some(Value::Object(map)) => Ok(Some(map)),
+        Some(_) => Err(Validations::single("base", "must be a JSON object")),
+    }
 }
 
 /// A string attribute; `null` reads as empty (so a required one is blank).
@@ -233,11 +238,7 @@ pub fn webhook_json(hook: &Webhook) -> Value {
 /// The `url` and optional `secret` of a webhook body.
 pub fn webhook_fields(body: Option<&Value>) -> Result<(String, Option<String>), Validations> {
     let empty = Map::new();
-    let object = match body {
-        None => &empty,
-        Some(Value::Object(map)) => map,
-        Some(_) => return Err(Validations::single("base", "must be a JSON object")),
-    };
+    let object = json_object(body)?.unwrap_or(&empty);
     let mut problems = Validations::new();
     let url = text(object, "url", &mut problems).unwrap_or_default();
     let secret = match object.get("secret") {
