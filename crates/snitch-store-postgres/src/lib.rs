@@ -11,9 +11,13 @@
 //! ```
 //!
 //! How the contract of [`Storage`] maps onto Postgres:
-//! - Optimistic concurrency: a save is one transaction whose `UPDATE … WHERE version =
-//!   expected` either applies (and then the check-in, events and deliveries are inserted in
-//!   the same transaction) or touches no row, which is a conflict or a missing snitch.
+//! - Optimistic concurrency: a save's `UPDATE … WHERE version = expected` either applies
+//!   (and then the check-in, events and deliveries are inserted with it) or touches no row,
+//!   which is a conflict or a missing snitch.
+//! - Group commit: concurrent saves share one transaction, each in a savepoint of its own,
+//!   and are answered once it committed (see [`PgStorageOptions`]). A save is durable when
+//!   it returns `Ok`, yet a burst of check-ins costs a few commits, not one each. Changes
+//!   to one snitch in one transaction apply as if one after another.
 //! - The plan limit: an insert locks its case's row, then counts and inserts, so concurrent
 //!   inserts into one case take turns.
 //! - The deadline sweep reads a partial index on `wake_at`, which every write keeps equal
@@ -23,9 +27,10 @@
 //!   [`EVENTS_KEPT`] events; finished deliveries go with their event, pending ones stay
 //!   until they finish.
 
+mod group_commit;
 mod records;
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use snitch_core::snitch::CHECK_INS_KEPT;
@@ -34,9 +39,12 @@ use snitch_core::{
     Storage, StorageError, Tag, Timestamp, Token, Webhook,
 };
 use sqlx::migrate::Migrator;
-use sqlx::postgres::PgPool;
+use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::types::Json;
 use sqlx::{Postgres, QueryBuilder};
+
+use group_commit::GroupCommit;
+pub use group_commit::PgStorageOptions;
 
 use records::{
     AttemptRecord, CaseRow, CheckInRecord, DeliveryFields, DeliveryRow, EventRecord, SnitchFields,
@@ -59,15 +67,38 @@ pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
 });
 
 /// A [`Storage`] in a PostgreSQL database, in the schema `snitch`.
+///
+/// Clones share the pool and the group commit of saves. Saves need a Tokio runtime: the
+/// first one spawns the task that groups them (so the store itself can be made
+/// anywhere), and it ends when the last clone is dropped. A save whose caller stops
+/// waiting is not withdrawn: it may still commit.
 #[derive(Debug, Clone)]
 pub struct PgStorage {
     pool: PgPool,
+    saves: Arc<GroupCommit>,
 }
 
 impl PgStorage {
-    /// A store on the host's pool; [`MIGRATOR`] must have run on its database.
+    /// A store on the host's pool, grouping saves by [`PgStorageOptions::default`];
+    /// [`MIGRATOR`] must have run on its database.
     pub fn new(pool: PgPool) -> Self {
-        PgStorage { pool }
+        Self::with_options(pool, PgStorageOptions::default())
+    }
+
+    /// A store on the host's pool, grouping saves as `options` say; [`MIGRATOR`] must
+    /// have run on its database.
+    pub fn with_options(pool: PgPool, options: PgStorageOptions) -> Self {
+        PgStorage {
+            saves: Arc::new(GroupCommit::new(pool.clone(), options)),
+            pool,
+        }
+    }
+
+    /// How many transactions of grouped saves committed so far (with at least one change
+    /// each, applied or refused): compared with the number of saves, how well they were
+    /// grouped.
+    pub fn batches_committed(&self) -> u64 {
+        self.saves.batches_committed()
     }
 }
 
@@ -128,12 +159,10 @@ static SELECT_SNITCHES: LazyLock<String> =
 /// one statement.
 const DELIVERIES_PER_INSERT: usize = 1_000;
 
-type Tx = sqlx::Transaction<'static, Postgres>;
-
 /// Inserts the events of a change, in the order emitted: one multi-row `INSERT` draws
 /// their `seq` in the order of its rows. Only the newest [`EVENTS_KEPT`] can be kept, so
 /// older ones of a long change are not written at all.
-async fn insert_events(tx: &mut Tx, events: &[Event]) -> Result<(), StorageError> {
+async fn insert_events(conn: &mut PgConnection, events: &[Event]) -> Result<(), StorageError> {
     let newest = &events[events.len().saturating_sub(EVENTS_KEPT)..];
     if newest.is_empty() {
         return Ok(());
@@ -157,13 +186,16 @@ async fn insert_events(tx: &mut Tx, events: &[Event]) -> Result<(), StorageError
             .push_bind(e.check_in_exit_status)
             .push_bind(e.check_in_message);
     });
-    q.build().execute(&mut **tx).await.map_err(backend)?;
+    q.build().execute(&mut *conn).await.map_err(backend)?;
     Ok(())
 }
 
 /// Stores deliveries. A delivery id is taken again only when a deleted snitch's token is
 /// reused; the new delivery then replaces the old one, as the in-memory store does.
-async fn insert_deliveries(tx: &mut Tx, deliveries: &[Delivery]) -> Result<(), StorageError> {
+async fn insert_deliveries(
+    conn: &mut PgConnection,
+    deliveries: &[Delivery],
+) -> Result<(), StorageError> {
     for chunk in deliveries.chunks(DELIVERIES_PER_INSERT) {
         let mut q = QueryBuilder::<Postgres>::new(
             "INSERT INTO snitch.deliveries (id, event_id, event, channel, hook_id, url, secret, \
@@ -189,9 +221,86 @@ async fn insert_deliveries(tx: &mut Tx, deliveries: &[Delivery]) -> Result<(), S
              state = EXCLUDED.state, next_attempt_at = EXCLUDED.next_attempt_at, \
              attempts = EXCLUDED.attempts",
         );
-        q.build().execute(&mut **tx).await.map_err(backend)?;
+        q.build().execute(&mut *conn).await.map_err(backend)?;
     }
     Ok(())
+}
+
+/// Applies one change in the caller's transaction: the new state, then its check-in,
+/// events and deliveries. Nothing is written when the version is stale
+/// ([`StorageError::Conflict`]) or the snitch is gone ([`StorageError::NotFound`]); after
+/// any other error part of it may be, so the caller rolls back to a savepoint set before.
+async fn save_change(conn: &mut PgConnection, change: &Change) -> Result<(), StorageError> {
+    let snitch = &change.snitch;
+    let token = snitch.token.as_str();
+    let expected = records::to_bigint("version", change.expected_version())?;
+
+    // A concurrent save of the same snitch (in another transaction) waits for this row's
+    // lock, then finds the version moved on and updates nothing.
+    let updated = SnitchFields::of(snitch)?
+        .bind(sqlx::query(&UPDATE_SNITCH).bind(token).bind(expected))
+        .execute(&mut *conn)
+        .await
+        .map_err(backend)?;
+    if updated.rows_affected() == 0 {
+        let exists: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM snitch.snitches WHERE token = $1)")
+                .bind(token)
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(backend)?;
+        return Err(if exists {
+            StorageError::Conflict
+        } else {
+            StorageError::NotFound
+        });
+    }
+
+    if let Some(check_in) = &change.check_in {
+        let c = CheckInRecord::of(check_in);
+        sqlx::query(
+            "INSERT INTO snitch.check_ins (token, at, exit_status, message) \
+             VALUES ($1, $2, $3, $4)",
+        )
+        .bind(token)
+        .bind(c.at)
+        .bind(c.exit_status)
+        .bind(c.message)
+        .execute(&mut *conn)
+        .await
+        .map_err(backend)?;
+        sqlx::query(
+            "DELETE FROM snitch.check_ins WHERE token = $1 AND seq <= \
+             (SELECT seq FROM snitch.check_ins WHERE token = $1 \
+              ORDER BY seq DESC OFFSET $2 LIMIT 1)",
+        )
+        .bind(token)
+        .bind(limit(CHECK_INS_KEPT))
+        .execute(&mut *conn)
+        .await
+        .map_err(backend)?;
+    }
+
+    if !change.events.is_empty() {
+        insert_events(conn, &change.events).await?;
+        // Events that fall out of the history take their finished deliveries along.
+        sqlx::query(
+            "WITH evicted AS ( \
+               DELETE FROM snitch.events WHERE token = $1 AND seq <= \
+               (SELECT seq FROM snitch.events WHERE token = $1 \
+                ORDER BY seq DESC OFFSET $2 LIMIT 1) \
+               RETURNING id) \
+             DELETE FROM snitch.deliveries \
+             WHERE state <> 'pending' AND event_id IN (SELECT id FROM evicted)",
+        )
+        .bind(token)
+        .bind(limit(EVENTS_KEPT))
+        .execute(&mut *conn)
+        .await
+        .map_err(backend)?;
+    }
+
+    insert_deliveries(conn, &change.deliveries).await
 }
 
 #[async_trait]
@@ -300,79 +409,7 @@ impl Storage for PgStorage {
     }
 
     async fn save(&self, change: &Change) -> Result<(), StorageError> {
-        let snitch = &change.snitch;
-        let token = snitch.token.as_str();
-        let expected = records::to_bigint("version", change.expected_version())?;
-        let mut tx = self.pool.begin().await.map_err(backend)?;
-
-        // A concurrent save of the same snitch waits for this row's lock, then finds the
-        // version moved on and updates nothing.
-        let updated = SnitchFields::of(snitch)?
-            .bind(sqlx::query(&UPDATE_SNITCH).bind(token).bind(expected))
-            .execute(&mut *tx)
-            .await
-            .map_err(backend)?;
-        if updated.rows_affected() == 0 {
-            let exists: bool = sqlx::query_scalar(
-                "SELECT EXISTS (SELECT 1 FROM snitch.snitches WHERE token = $1)",
-            )
-            .bind(token)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(backend)?;
-            return Err(if exists {
-                StorageError::Conflict
-            } else {
-                StorageError::NotFound
-            });
-        }
-
-        if let Some(check_in) = &change.check_in {
-            let c = CheckInRecord::of(check_in);
-            sqlx::query(
-                "INSERT INTO snitch.check_ins (token, at, exit_status, message) \
-                 VALUES ($1, $2, $3, $4)",
-            )
-            .bind(token)
-            .bind(c.at)
-            .bind(c.exit_status)
-            .bind(c.message)
-            .execute(&mut *tx)
-            .await
-            .map_err(backend)?;
-            sqlx::query(
-                "DELETE FROM snitch.check_ins WHERE token = $1 AND seq <= \
-                 (SELECT seq FROM snitch.check_ins WHERE token = $1 \
-                  ORDER BY seq DESC OFFSET $2 LIMIT 1)",
-            )
-            .bind(token)
-            .bind(limit(CHECK_INS_KEPT))
-            .execute(&mut *tx)
-            .await
-            .map_err(backend)?;
-        }
-
-        if !change.events.is_empty() {
-            insert_events(&mut tx, &change.events).await?;
-            // Events that fall out of the history take their finished deliveries along.
-            sqlx::query(
-                "WITH evicted AS ( \
-                   DELETE FROM snitch.events WHERE token = $1 AND seq <= \
-                   (SELECT seq FROM snitch.events WHERE token = $1 \
-                    ORDER BY seq DESC OFFSET $2 LIMIT 1) \
-                   RETURNING id) \
-                 DELETE FROM snitch.deliveries \
-                 WHERE state <> 'pending' AND event_id IN (SELECT id FROM evicted)",
-            )
-            .bind(token)
-            .bind(limit(EVENTS_KEPT))
-            .execute(&mut *tx)
-            .await
-            .map_err(backend)?;
-        }
-
-        insert_deliveries(&mut tx, &change.deliveries).await?;
-        tx.commit().await.map_err(backend)
+        self.saves.save(change).await
     }
 
     async fn delete_snitch(&self, token: &Token) -> Result<bool, StorageError> {

@@ -1,52 +1,12 @@
 //! The storage contract, run against PostgreSQL, and what only a shared SQL store has to
 //! get right (bounded history in one long change, concurrent dispatchers, unreadable rows,
-//! a lost connection, migrations beside a host's). Every test gets a fresh database.
-//!
-//! The server is `DATABASE_URL`, or the local one that `scripts/ensure-postgres.sh`
-//! starts. A test that cannot reach it fails: a skipped contract would pass in silence.
-//! Test databases are named `snitch_test_<random>` and left behind (the suite has no
-//! teardown hook); `scripts/ensure-postgres.sh` drops them.
+//! a lost connection, migrations beside a host's). Every test gets a fresh database (see
+//! `support` for where the server is).
 
-use std::str::FromStr;
+mod support;
 
-use snitch_core::{RandomTokens, TokenSource};
-use snitch_store_postgres::{PgStorage, MIGRATOR};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Connection, Executor, PgConnection, PgPool};
-
-const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-
-/// A new, migrated database of its own: a pool on it.
-async fn fresh_database() -> PgPool {
-    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
-    let server = PgConnectOptions::from_str(&url)
-        .unwrap_or_else(|e| panic!("DATABASE_URL {url:?} is not a Postgres URL: {e}"));
-    let mut admin = PgConnection::connect_with(&server)
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot reach Postgres at {url}: {e}\n\
-             start it with `bash scripts/ensure-postgres.sh`, or set DATABASE_URL"
-            )
-        });
-    let name = format!("snitch_test_{}", RandomTokens.new_token());
-    admin
-        .execute(format!("CREATE DATABASE {name}").as_str())
-        .await
-        .unwrap_or_else(|e| panic!("cannot create the test database {name}: {e}"));
-    admin.close().await.ok();
-
-    let pool = PgPoolOptions::new()
-        .max_connections(5)
-        .connect_with(server.database(&name))
-        .await
-        .unwrap_or_else(|e| panic!("cannot connect to the test database {name}: {e}"));
-    MIGRATOR
-        .run(&pool)
-        .await
-        .unwrap_or_else(|e| panic!("cannot migrate the test database {name}: {e}"));
-    pool
-}
+use snitch_store_postgres::PgStorage;
+use support::fresh_database;
 
 async fn fresh_store() -> PgStorage {
     PgStorage::new(fresh_database().await)

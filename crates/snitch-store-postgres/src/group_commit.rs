@@ -1,0 +1,272 @@
+//! Group commit: concurrent saves share one transaction, so a burst of check-ins costs a
+//! few commits (and WAL flushes) instead of one per check-in.
+//!
+//! [`GroupCommit::save`] queues the change with a reply channel and waits. A background
+//! task, spawned on the first save, takes the first queued change, gathers more for at
+//! most [`PgStorageOptions::max_wait`] or until [`PgStorageOptions::max_batch`], and hands
+//! the batch to a task of its own, which applies it in one transaction: each change
+//! inside a savepoint of its own, so a change that is refused or fails is rolled back
+//! alone and never aborts the others. Up to [`PgStorageOptions::max_concurrent_batches`]
+//! batches apply at once, on as many connections, so one batch's statements run while
+//! another waits for its commit.
+//!
+//! Every reply goes out only after `COMMIT` returned: an `Ok` means the change is
+//! durable, and when the commit (or anything outside a single change) fails, every change
+//! of the batch gets a [`StorageError::Backend`], never an `Ok`.
+//!
+//! The changes of a batch apply one after another, ordered by token, and changes to one
+//! snitch in the order they were queued: two of them behave as two sequential saves, the
+//! second one sees the version the first one wrote. The order by token makes batches
+//! that apply at once lock snitch rows in the same order, so they may wait for each
+//! other but never deadlock. A change to a snitch that another batch holds waits for that
+//! batch's commit, then finds the version moved on ([`StorageError::Conflict`]), exactly
+//! as with separate transactions.
+//!
+//! The batching task holds the only receiver of the queue; when it stops (its runtime
+//! shut down, or it panicked), pending saves get a `Backend` error instead of waiting
+//! forever, and the next save spawns a new task. It ends when the last clone of the store
+//! is dropped, after applying what was queued.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use snitch_core::{Change, StorageError};
+use sqlx::postgres::PgPool;
+use sqlx::Executor;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::time::{timeout_at, Instant};
+
+/// How [`crate::PgStorage`] groups concurrent saves into transactions.
+///
+/// ```
+/// use std::time::Duration;
+/// use snitch_store_postgres::PgStorageOptions;
+///
+/// let options = PgStorageOptions::default()
+///     .with_max_wait(Duration::from_millis(5))
+///     .with_max_batch(64);
+/// assert_eq!(options.max_batch, 64);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PgStorageOptions {
+    /// How long a batch waits for more changes after its first one: the most a save
+    /// waits before its transaction starts. Zero takes only the changes already queued.
+    pub max_wait: Duration,
+    /// The most changes in one transaction (at least 1; 1 turns grouping off, so every
+    /// save commits alone).
+    pub max_batch: usize,
+    /// How many batches may be applying at once, each in a transaction on a connection
+    /// of its own (at least 1): while one batch waits for its commit, the next can
+    /// already run its statements. Saves take at most this many of the pool's
+    /// connections.
+    pub max_concurrent_batches: usize,
+}
+
+impl Default for PgStorageOptions {
+    /// Batches of up to 256 changes, gathered for at most 2 ms, up to 4 at once.
+    fn default() -> Self {
+        PgStorageOptions {
+            max_wait: Duration::from_millis(2),
+            max_batch: 256,
+            max_concurrent_batches: 4,
+        }
+    }
+}
+
+impl PgStorageOptions {
+    /// These options with [`PgStorageOptions::max_wait`] set.
+    #[must_use]
+    pub fn with_max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = max_wait;
+        self
+    }
+
+    /// These options with [`PgStorageOptions::max_batch`] set (0 counts as 1).
+    #[must_use]
+    pub fn with_max_batch(mut self, max_batch: usize) -> Self {
+        self.max_batch = max_batch.max(1);
+        self
+    }
+
+    /// These options with [`PgStorageOptions::max_concurrent_batches`] set (0 counts as
+    /// 1).
+    #[must_use]
+    pub fn with_max_concurrent_batches(mut self, batches: usize) -> Self {
+        self.max_concurrent_batches = batches.max(1);
+        self
+    }
+}
+
+/// A change waiting for its batch, with where its result goes.
+#[derive(Debug)]
+struct Job {
+    change: Change,
+    reply: oneshot::Sender<Result<(), StorageError>>,
+}
+
+impl Job {
+    fn token(&self) -> &str {
+        self.change.snitch.token.as_str()
+    }
+}
+
+/// The saving side of a store: the queue to its batching task.
+#[derive(Debug)]
+pub(crate) struct GroupCommit {
+    pool: PgPool,
+    options: PgStorageOptions,
+    /// The queue to the running task; `None` before the first save.
+    queue: Mutex<Option<mpsc::Sender<Job>>>,
+    batches_committed: Arc<AtomicU64>,
+}
+
+impl GroupCommit {
+    pub(crate) fn new(pool: PgPool, options: PgStorageOptions) -> Self {
+        GroupCommit {
+            pool,
+            options: options
+                .with_max_batch(options.max_batch)
+                .with_max_concurrent_batches(options.max_concurrent_batches),
+            queue: Mutex::new(None),
+            batches_committed: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Queues the change for the next batch and waits until its batch committed.
+    ///
+    /// A caller that stops waiting does not withdraw the change: it may still commit.
+    pub(crate) async fn save(&self, change: &Change) -> Result<(), StorageError> {
+        let (reply, result) = oneshot::channel();
+        let job = Job {
+            change: change.clone(),
+            reply,
+        };
+        self.queue()?.send(job).await.map_err(|_| stopped())?;
+        result.await.map_err(|_| stopped())?
+    }
+
+    pub(crate) fn batches_committed(&self) -> u64 {
+        self.batches_committed.load(Ordering::Relaxed)
+    }
+
+    /// The queue to the batching task, which is spawned on the current runtime when there
+    /// is none yet or the last one stopped.
+    fn queue(&self) -> Result<mpsc::Sender<Job>, StorageError> {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(running) = queue.as_ref().filter(|q| !q.is_closed()) {
+            return Ok(running.clone());
+        }
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|e| StorageError::Backend(Box::new(e)))?;
+        // Room for the batch being gathered and the next one: saves beyond that wait
+        // for room, in order, which bounds the memory a burst takes.
+        let (sender, receiver) = mpsc::channel(self.options.max_batch.saturating_mul(2));
+        runtime.spawn(run(
+            self.pool.clone(),
+            self.options,
+            receiver,
+            Arc::clone(&self.batches_committed),
+        ));
+        *queue = Some(sender.clone());
+        Ok(sender)
+    }
+}
+
+fn stopped() -> StorageError {
+    StorageError::Backend("the group-commit task stopped before answering".into())
+}
+
+/// The batching task: gathers one batch after another until every sender is gone, and
+/// has each applied by a task of its own, at most `max_concurrent_batches` at once.
+async fn run(
+    pool: PgPool,
+    options: PgStorageOptions,
+    mut queue: mpsc::Receiver<Job>,
+    batches_committed: Arc<AtomicU64>,
+) {
+    let slots = Arc::new(Semaphore::new(options.max_concurrent_batches));
+    loop {
+        // A batch starts gathering once it can start applying right after: while every
+        // slot is busy, changes queue up for the next batch.
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        let mut batch = Vec::with_capacity(options.max_batch);
+        if queue.recv_many(&mut batch, options.max_batch).await == 0 {
+            return;
+        }
+        let deadline = Instant::now() + options.max_wait;
+        while batch.len() < options.max_batch {
+            let room = options.max_batch - batch.len();
+            match timeout_at(deadline, queue.recv_many(&mut batch, room)).await {
+                Ok(received) if received > 0 => {}
+                // The wait is over, or every sender is gone.
+                _ => break,
+            }
+        }
+        let pool = pool.clone();
+        let batches_committed = Arc::clone(&batches_committed);
+        tokio::spawn(async move {
+            if commit(&pool, batch).await {
+                batches_committed.fetch_add(1, Ordering::Relaxed);
+            }
+            drop(slot);
+        });
+    }
+}
+
+/// Applies the batch in one transaction and answers each change once it is over: its own
+/// result when the transaction committed, a `Backend` error otherwise. Tells whether the
+/// transaction committed.
+async fn commit(pool: &PgPool, mut batch: Vec<Job>) -> bool {
+    // Batches applying at once lock their snitches' rows in the same order, so they can
+    // wait for each other but never deadlock. The sort is stable: changes to one snitch
+    // keep the order they were queued in, and apply as if one after another.
+    batch.sort_by(|a, b| a.token().cmp(b.token()));
+    match apply(pool, &batch).await {
+        Ok(results) => {
+            for (job, result) in batch.into_iter().zip(results) {
+                // A caller that stopped waiting has no one to tell.
+                let _ = job.reply.send(result);
+            }
+            true
+        }
+        Err(e) => {
+            let e = Arc::new(e);
+            for job in batch {
+                let _ = job
+                    .reply
+                    .send(Err(StorageError::Backend(Box::new(e.clone()))));
+            }
+            false
+        }
+    }
+}
+
+/// One transaction with a savepoint per change: the result of each change, if the
+/// transaction committed. An error here (begin, a savepoint, the commit) is the batch's:
+/// dropping the transaction rolls all of it back.
+async fn apply(pool: &PgPool, batch: &[Job]) -> Results {
+    let mut tx = pool.begin().await?;
+    tx.execute("SAVEPOINT change").await?;
+    let mut results = Vec::with_capacity(batch.len());
+    for job in batch {
+        let result = crate::save_change(&mut tx, &job.change).await;
+        // Where the next change starts: a new savepoint after this one's work, or, when
+        // this one failed, the same savepoint once rolled back to (it stays set).
+        let next = match result {
+            Ok(()) => "RELEASE SAVEPOINT change; SAVEPOINT change",
+            Err(_) => "ROLLBACK TO SAVEPOINT change",
+        };
+        tx.execute(next).await?;
+        results.push(result);
+    }
+    // The last savepoint holds no work; it commits with the rest.
+    tx.commit().await?;
+    Ok(results)
+}
+
+/// Each change's result, or the error that failed the whole batch.
+type Results = Result<Vec<Result<(), StorageError>>, sqlx::Error>;

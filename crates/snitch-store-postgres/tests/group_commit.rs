@@ -1,0 +1,408 @@
+//! Group commit: concurrent saves share a transaction, each change still applies whole or
+//! not at all, and a save is answered `Ok` only once its transaction committed.
+//!
+//! Tests that need several saves in one batch make them on a store whose batches close
+//! when full (`max_batch` = the number of saves, with a long `max_wait` as a backstop)
+//! and check that exactly one transaction committed. Fixtures are set up through a
+//! second store on the same database, so they never wait for such a batch.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use snitch_core::contract::{at, case, checked_in, checked_in_with, failure, snitch, token};
+use snitch_core::{Case, Change, Snitch, Storage, StorageError};
+use snitch_store_postgres::{PgStorage, PgStorageOptions};
+use sqlx::PgPool;
+use support::{fresh_database, fresh_database_with_connections};
+
+/// Stored cases never hold more snitches than this in these tests.
+const NO_LIMIT: u32 = 1_000_000;
+
+/// A store whose next batch is `saves` changes: it waits (up to a minute) until they are
+/// all queued, then commits them in one transaction.
+fn batching(pool: &PgPool, saves: usize) -> PgStorage {
+    PgStorage::with_options(
+        pool.clone(),
+        PgStorageOptions::default()
+            .with_max_wait(Duration::from_secs(60))
+            .with_max_batch(saves),
+    )
+}
+
+/// Stores case `acme` with pending snitches `1..=count`, as they were stored.
+async fn acme_with_snitches(store: &PgStorage, count: u64) -> (Case, Vec<Snitch>) {
+    let acme = case("acme");
+    store.upsert_case(&acme).await.expect("upsert");
+    let snitches: Vec<Snitch> = (1..=count).map(|n| snitch(&acme, n, at(0))).collect();
+    for chunk in snitches.chunks(50) {
+        for inserted in join_all(chunk.iter().map(|s| store.insert_snitch(s, NO_LIMIT))).await {
+            inserted.expect("insert");
+        }
+    }
+    (acme, snitches)
+}
+
+/// Saves the changes concurrently (queued in order) and returns their results.
+async fn save_all(store: &PgStorage, changes: &[Change]) -> Vec<Result<(), StorageError>> {
+    join_all(changes.iter().map(|c| store.save(c))).await
+}
+
+/// The results, `Ok` or the name of the error, to compare with what was expected.
+fn outcomes(results: &[Result<(), StorageError>]) -> Vec<&'static str> {
+    results
+        .iter()
+        .map(|r| match r {
+            Ok(()) => "ok",
+            Err(StorageError::Conflict) => "conflict",
+            Err(StorageError::NotFound) => "not found",
+            Err(StorageError::Backend(_)) => "backend",
+            Err(_) => "other",
+        })
+        .collect()
+}
+
+async fn stored(store: &PgStorage, s: &Snitch) -> Option<Snitch> {
+    store.snitch(&s.token).await.expect("read")
+}
+
+async fn check_in_count(store: &PgStorage, s: &Snitch) -> usize {
+    store.check_ins(&s.token, 1_000).await.expect("read").len()
+}
+
+/// 200 check-ins on 200 snitches at once all commit, in far fewer transactions than
+/// saves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_saves_share_few_transactions() {
+    let store = PgStorage::new(fresh_database().await);
+    let (_, snitches) = acme_with_snitches(&store, 200).await;
+    let changes: Vec<Change> = snitches.iter().map(|s| checked_in(s, at(5))).collect();
+
+    let before = store.batches_committed();
+    let saves = changes.iter().cloned().map(|change| {
+        let store = store.clone();
+        tokio::spawn(async move { store.save(&change).await })
+    });
+    for saved in join_all(saves).await {
+        saved.expect("the save task ran").expect("saved");
+    }
+    let transactions = store.batches_committed() - before;
+
+    assert!(
+        transactions < 100,
+        "200 saves took {transactions} transactions"
+    );
+    for change in &changes {
+        assert_eq!(
+            stored(&store, &change.snitch).await.as_ref(),
+            Some(&change.snitch)
+        );
+        let check_ins = store
+            .check_ins(&change.snitch.token, 10)
+            .await
+            .expect("read");
+        assert_eq!(check_ins, Vec::from_iter(change.check_in.clone()));
+    }
+}
+
+/// In one batch, changes refused for a stale version leave the others committed, and
+/// changes to one snitch apply as if one after another: the second from the same read
+/// conflicts, one made from the first's result applies.
+#[tokio::test]
+async fn conflicts_in_a_batch_leave_the_others_committed() {
+    let pool = fresh_database().await;
+    let setup = PgStorage::new(pool.clone());
+    let (_, read) = acme_with_snitches(&setup, 4).await;
+    // Snitch 2 moves on after it was read.
+    let moved_on = checked_in(&read[1], at(1));
+    setup.save(&moved_on).await.expect("save");
+
+    let first = checked_in(&read[0], at(5));
+    let batch = vec![
+        first.clone(),
+        checked_in(&read[1], at(5)),
+        checked_in(&read[2], at(5)),
+        checked_in(&read[0], at(6)),
+        checked_in(&first.snitch, at(7)),
+        checked_in(&read[3], at(5)),
+    ];
+    let store = batching(&pool, batch.len());
+    let results = save_all(&store, &batch).await;
+
+    assert_eq!(
+        outcomes(&results),
+        ["ok", "conflict", "ok", "conflict", "ok", "ok"]
+    );
+    assert_eq!(store.batches_committed(), 1, "one transaction");
+    assert_eq!(
+        stored(&store, &read[0]).await,
+        Some(batch[4].snitch.clone())
+    );
+    let check_ins = store.check_ins(&read[0].token, 10).await.expect("read");
+    let expected: Vec<_> = [&batch[4], &batch[0]]
+        .iter()
+        .filter_map(|c| c.check_in.clone())
+        .collect();
+    assert_eq!(check_ins, expected, "the first and the one made from it");
+    assert_eq!(stored(&store, &read[1]).await, Some(moved_on.snitch));
+    assert_eq!(check_in_count(&store, &read[1]).await, 1);
+    assert_eq!(
+        stored(&store, &read[2]).await,
+        Some(batch[2].snitch.clone())
+    );
+    assert_eq!(
+        stored(&store, &read[3]).await,
+        Some(batch[5].snitch.clone())
+    );
+}
+
+/// A change to a snitch deleted meanwhile is `NotFound`; the rest of its batch commits.
+#[tokio::test]
+async fn a_deleted_snitch_in_a_batch_is_not_found_and_the_others_commit() {
+    let pool = fresh_database().await;
+    let setup = PgStorage::new(pool.clone());
+    let (_, read) = acme_with_snitches(&setup, 3).await;
+    assert!(setup.delete_snitch(&read[1].token).await.expect("delete"));
+
+    let batch: Vec<Change> = read.iter().map(|s| checked_in(s, at(5))).collect();
+    let store = batching(&pool, batch.len());
+    let results = save_all(&store, &batch).await;
+
+    assert_eq!(outcomes(&results), ["ok", "not found", "ok"]);
+    assert_eq!(store.batches_committed(), 1, "one transaction");
+    assert_eq!(
+        stored(&store, &read[0]).await,
+        Some(batch[0].snitch.clone())
+    );
+    assert_eq!(stored(&store, &read[1]).await, None);
+    assert_eq!(check_in_count(&store, &read[1]).await, 0);
+    assert_eq!(store.events(&read[1].token, 10).await.expect("read"), []);
+    assert_eq!(
+        stored(&store, &read[2]).await,
+        Some(batch[2].snitch.clone())
+    );
+}
+
+/// A change that fails in the database (here: events whose ids are taken) is rolled back
+/// whole, its new state included, and fails alone: the rest of its batch commits.
+#[tokio::test]
+async fn a_failing_change_rolls_back_alone() {
+    let pool = fresh_database().await;
+    let setup = PgStorage::new(pool.clone());
+    let (_, read) = acme_with_snitches(&setup, 3).await;
+    let earlier = checked_in(&read[0], at(1));
+    assert!(!earlier.events.is_empty(), "fixture: the check-in emits");
+    setup.save(&earlier).await.expect("save");
+
+    let mut taken_ids = checked_in(&read[1], at(5));
+    taken_ids.events = earlier.events.clone();
+    let batch = vec![taken_ids, checked_in(&read[2], at(5))];
+    let store = batching(&pool, batch.len());
+    let results = save_all(&store, &batch).await;
+
+    assert_eq!(outcomes(&results), ["backend", "ok"]);
+    assert_eq!(store.batches_committed(), 1, "one transaction");
+    assert_eq!(stored(&store, &read[1]).await, Some(read[1].clone()));
+    assert_eq!(check_in_count(&store, &read[1]).await, 0);
+    assert_eq!(
+        stored(&store, &read[2]).await,
+        Some(batch[1].snitch.clone())
+    );
+}
+
+/// When the commit itself fails, no change of the batch is reported saved, and none is.
+#[tokio::test]
+async fn a_failed_commit_fails_every_change_of_its_batch() {
+    let pool = fresh_database().await;
+    let setup = PgStorage::new(pool.clone());
+    let (_, read) = acme_with_snitches(&setup, 3).await;
+    // A deferred check that refuses a poisoned check-in at commit, after every change of
+    // the batch applied.
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN \
+           IF NEW.message = 'poison' THEN RAISE EXCEPTION 'poisoned check-in'; END IF; \
+           RETURN NULL; \
+         END $$; \
+         CREATE CONSTRAINT TRIGGER refuse_poison AFTER INSERT ON snitch.check_ins \
+         DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_poison();",
+    )
+    .execute(&pool)
+    .await
+    .expect("create the trigger");
+
+    let batch = vec![
+        checked_in(&read[0], at(5)),
+        checked_in_with(&read[1], failure(at(5), "1", "poison")),
+        checked_in(&read[2], at(5)),
+    ];
+    let store = batching(&pool, batch.len());
+    let results = save_all(&store, &batch).await;
+
+    assert_eq!(outcomes(&results), ["backend", "backend", "backend"]);
+    assert_eq!(store.batches_committed(), 0);
+    for s in &read {
+        assert_eq!(stored(&store, s).await.as_ref(), Some(s), "unchanged");
+        assert_eq!(check_in_count(&store, s).await, 0);
+    }
+}
+
+/// Batches applying at once that change the same snitches in opposite orders neither
+/// deadlock nor lose a conflict: of the changes made from one read of a snitch, exactly
+/// one wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_batches_on_the_same_snitches_let_exactly_one_win_each() {
+    let pool = fresh_database().await;
+    let store = PgStorage::with_options(
+        pool,
+        PgStorageOptions::default()
+            .with_max_wait(Duration::ZERO)
+            .with_max_batch(2)
+            .with_max_concurrent_batches(4),
+    );
+    let (_, read) = acme_with_snitches(&store, 40).await;
+    // For each pair of snitches, a batch that changes both and one right after it that
+    // changes them in the opposite order.
+    let changes: Vec<Change> = read
+        .chunks(2)
+        .flat_map(|pair| {
+            let [a, b] = pair else { unreachable!() };
+            [
+                checked_in(a, at(5)),
+                checked_in(b, at(5)),
+                checked_in(b, at(6)),
+                checked_in(a, at(6)),
+            ]
+        })
+        .collect();
+
+    let results = save_all(&store, &changes).await;
+
+    let mut winners = Vec::new();
+    for (change, result) in changes.iter().zip(results) {
+        match result {
+            Ok(()) => winners.push(change),
+            Err(StorageError::Conflict) => {}
+            Err(e) => panic!("expected Ok or Conflict, got {e:?}"),
+        }
+    }
+    assert_eq!(winners.len(), read.len(), "one winner per snitch");
+    for winner in winners {
+        assert_eq!(
+            stored(&store, &winner.snitch).await.as_ref(),
+            Some(&winner.snitch)
+        );
+        assert_eq!(check_in_count(&store, &winner.snitch).await, 1);
+    }
+}
+
+/// With `max_batch` 1, every save is a transaction of its own.
+#[tokio::test]
+async fn a_batch_of_one_commits_each_save_alone() {
+    let pool = fresh_database().await;
+    let store = PgStorage::with_options(pool, PgStorageOptions::default().with_max_batch(1));
+    let (_, read) = acme_with_snitches(&store, 20).await;
+
+    let batch: Vec<Change> = read.iter().map(|s| checked_in(s, at(5))).collect();
+    let results = save_all(&store, &batch).await;
+
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(store.batches_committed(), 20);
+}
+
+/// A store can be made outside a runtime. When the runtime its batching task ran on is
+/// gone, a save neither hangs nor claims success without committing: it spawns a new
+/// task and commits, or fails.
+#[test]
+fn a_save_after_its_batching_task_died_answers() {
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    };
+    let first = runtime();
+    let pool = first.block_on(fresh_database());
+    let store = PgStorage::new(pool.clone());
+    let (_, read) = first.block_on(acme_with_snitches(&store, 2));
+    first
+        .block_on(store.save(&checked_in(&read[0], at(5))))
+        .expect("save");
+    drop(first);
+
+    let second = runtime();
+    let change = checked_in(&read[1], at(5));
+    let result = second
+        .block_on(async {
+            tokio::time::timeout(Duration::from_secs(30), store.save(&change)).await
+        })
+        .expect("the save answers");
+    let now = second.block_on(async {
+        let pool = PgStorage::new(fresh_pool_like(&pool).await);
+        pool.snitch(&token(2)).await.expect("read")
+    });
+    match result {
+        Ok(()) => assert_eq!(now, Some(change.snitch)),
+        Err(StorageError::Backend(_)) => {}
+        Err(e) => panic!("expected Ok or Backend, got {e:?}"),
+    }
+}
+
+/// A new pool on the database of `pool`, for a runtime other than the one it was made on.
+async fn fresh_pool_like(pool: &PgPool) -> PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .expect("a new pool")
+}
+
+/// Saves/s of 2,000 concurrent check-ins on 2,000 snitches, with group commit and with
+/// every save committed alone (`max_batch` 1), each with 4 transactions at a time (the
+/// default) and with 1. Prints, asserts nothing about speed:
+/// `cargo test -p snitch-store-postgres --test group_commit -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a benchmark: run it on purpose"]
+async fn throughput_of_grouped_and_single_commits() {
+    const SAVES: u64 = 2_000;
+    let defaults = PgStorageOptions::default();
+    let configurations = [
+        ("group commit, defaults", defaults),
+        (
+            "group commit, 1 batch at a time",
+            defaults.with_max_concurrent_batches(1),
+        ),
+        (
+            "no grouping (max_batch 1), 4 at a time",
+            defaults.with_max_batch(1),
+        ),
+        (
+            "no grouping (max_batch 1), 1 at a time",
+            defaults.with_max_batch(1).with_max_concurrent_batches(1),
+        ),
+    ];
+    for (name, options) in configurations {
+        let pool = fresh_database_with_connections(16).await;
+        let store = PgStorage::with_options(pool, options);
+        let (_, read) = acme_with_snitches(&store, SAVES).await;
+        let changes: Vec<Change> = read.iter().map(|s| checked_in(s, at(5))).collect();
+
+        let before = store.batches_committed();
+        let started = Instant::now();
+        let saves = changes.into_iter().map(|change| {
+            let store = store.clone();
+            tokio::spawn(async move { store.save(&change).await })
+        });
+        for saved in join_all(saves).await {
+            saved.expect("the save task ran").expect("saved");
+        }
+        let elapsed = started.elapsed();
+        let transactions = store.batches_committed() - before;
+        eprintln!(
+            "{name}: {SAVES} saves in {:.1} ms = {:.0} saves/s, {transactions} transactions",
+            elapsed.as_secs_f64() * 1e3,
+            SAVES as f64 / elapsed.as_secs_f64(),
+        );
+    }
+}
