@@ -1040,7 +1040,7 @@ async fn launch_in_process(
 ///   server: `Running` has only a graceful shutdown, which lets the sweep finish).
 /// - Then B's clock jumps too: B sweeps what A left. Every snitch must be `failed` with
 ///   exactly one `snitch.missing` for the deadline: none lost, none doubled.
-/// - The deliveries A had claimed when it died stay leased for two minutes (the
+/// - The deliveries A had claimed when it died stay leased for a minute (the
 ///   dispatcher's lease), so B's clock then jumps past the lease: B sends them. That jump
 ///   also passes two more due points, whose `snitch.missing` events are checked to be
 ///   single too. The receiver must have had every event of the deadline at least once.

@@ -33,7 +33,9 @@ impl Default for DispatcherOptions {
         DispatcherOptions {
             retry: RetryPolicy::default(),
             concurrency: 64,
-            lease: chrono::Duration::minutes(2),
+            // Twice the notifiers' 30 s timeout: a live dispatcher always records its
+            // attempt first; a dead one's deliveries go out at most a minute late.
+            lease: chrono::Duration::minutes(1),
             poll: Duration::from_secs(1),
         }
     }
