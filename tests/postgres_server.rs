@@ -1038,7 +1038,7 @@ async fn launch_in_process(
 ///   is shut down in the background, dropping the sweep, its open transactions and its
 ///   deliveries in flight, like a `kill -9` (this is the one way to "kill" an in-process
 ///   server: `Running` has only a graceful shutdown, which lets the sweep finish).
-/// - Then B's clock jumps too: B sweeps what A left. Every snitch must be `failed` with
+/// - Then B's clock jumps too, past A's sweep lease: B sweeps what A left. Every snitch must be `failed` with
 ///   exactly one `snitch.missing` for the deadline: none lost, none doubled.
 /// - The deliveries A had claimed when it died stay leased for a minute (the
 ///   dispatcher's lease), so B's clock then jumps past the lease: B sends them. That jump
@@ -1174,8 +1174,10 @@ async fn two_servers_share_one_database_and_a_killed_one_loses_no_missing() {
     );
     let hits_before_b = receiver.hits().len();
 
-    // B passes the deadline too, and sweeps what A left.
-    clock_b.set(clock_a.now());
+    // B passes the deadline too, and past the sweep lease A held on the snitches it had
+    // claimed (a dead server's claims come back when their lease ends), but not past the
+    // next due point a minute after the deadline: B sweeps what A left.
+    clock_b.set(clock_a.now() + snitch_core::service::SWEEP_LEASE + chrono::Duration::seconds(1));
     // A sweep saves about 100 snitches a second in a debug build on a small machine.
     let wait = Deadline::after(SWEEP_WAIT, "B's sweep leaves every snitch failed");
     let statuses = loop {

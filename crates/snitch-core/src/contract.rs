@@ -78,6 +78,9 @@ macro_rules! storage_contract_tests {
             due_follows_a_saved_deadline,
             open_ended_pause_is_never_due,
             timed_pause_is_due_when_it_ends,
+            // Sweep leases.
+            claim_due_leases_until_the_lease_ends_or_a_save,
+            concurrent_claims_share_the_due_snitches,
             // Webhooks.
             webhooks_round_trip_oldest_first_per_case,
             webhook_ids_are_unique_and_cases_must_exist,
@@ -1242,4 +1245,68 @@ pub async fn deliveries_outlive_their_snitch_until_finished(store: Arc<dyn Stora
             .expect("record");
     }
     assert_eq!(store.next_delivery_at().await.expect("read"), None);
+}
+
+async fn claim(
+    store: &Arc<dyn Storage>,
+    now: Timestamp,
+    lease: Timestamp,
+    limit: usize,
+) -> Vec<Token> {
+    tokens(&store.claim_due(now, lease, limit).await.expect("claim due"))
+}
+
+/// A claimed snitch is not claimed again until its lease ends or it is saved; `due` still
+/// lists it.
+pub async fn claim_due_leases_until_the_lease_ends_or_a_save(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let first = insert_checked_in(&store, &acme, 1, at(10)).await;
+    let second = insert_checked_in(&store, &acme, 2, at(70)).await;
+    let deadline = at(120);
+    assert_eq!(
+        claim(&store, deadline - Duration::milliseconds(1), at(200), 10).await,
+        vec![]
+    );
+    assert_eq!(
+        claim(&store, deadline, at(150), 10).await,
+        vec![first.token.clone()]
+    );
+    assert_eq!(claim(&store, deadline, at(150), 10).await, vec![], "held");
+    assert_eq!(due(&store, deadline, 10).await, vec![first.token.clone()]);
+    let later = at(180);
+    assert_eq!(
+        claim(&store, later, at(300), 10).await,
+        vec![first.token.clone(), second.token.clone()],
+        "the lease ended at 150; the second became due at 180"
+    );
+    // Saving the first ends its lease: once due again it can be claimed at once.
+    let stored = stored(&store, &first.token).await.expect("stored");
+    let missing = advanced(&stored, later);
+    let next_deadline = missing
+        .snitch
+        .wake_at()
+        .expect("a failed snitch has a deadline");
+    apply(&store, missing).await;
+    assert_eq!(
+        claim(&store, next_deadline, at(300), 10).await,
+        vec![first.token.clone()]
+    );
+}
+
+/// Claims made at the same time never return the same snitch, and together return all.
+pub async fn concurrent_claims_share_the_due_snitches(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    for n in 1..=12 {
+        insert_checked_in(&store, &acme, n, at(10)).await;
+    }
+    let claims = join_all((0..4).map(|_| store.claim_due(at(120), at(200), 5))).await;
+    let mut all: Vec<Token> = Vec::new();
+    for claim in claims {
+        all.extend(tokens(&claim.expect("claim due")));
+    }
+    all.sort();
+    let before = all.len();
+    all.dedup();
+    assert_eq!(before, all.len(), "no snitch claimed twice");
+    assert_eq!(all, tokens_of(&(1..=12).collect::<Vec<_>>()));
 }

@@ -29,6 +29,8 @@ use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
 const MAX_ATTEMPTS: usize = 32;
 /// How many due snitches the sweep loads at a time.
 pub const SWEEP_BATCH: usize = 1_000;
+/// How long a sweeper holds the snitches it claimed; a dead one's come back after it.
+pub const SWEEP_LEASE: chrono::Duration = chrono::Duration::seconds(30);
 /// How many times create draws a new token when one is taken.
 const TOKEN_ATTEMPTS: usize = 8;
 
@@ -470,13 +472,17 @@ impl SnitchService {
 
     /// The deadline sweep: brings every snitch whose deadline or timed pause is due by
     /// `now` up to date, emitting `snitch.missing` events. Costs O(log n) per due snitch.
+    /// Snitches are claimed under a lease, so sweeps on several servers share the work.
     pub async fn tick(&self, now: Timestamp) -> Result<SweepReport, ServiceError> {
         let now = to_millis(now);
         let mut report = SweepReport::default();
         // Each case and its hooks are read once per sweep.
         let mut owners: HashMap<CaseId, (Case, Option<Vec<Webhook>>)> = HashMap::new();
         loop {
-            let due = self.storage.due(now, SWEEP_BATCH).await?;
+            let due = self
+                .storage
+                .claim_due(now, now + SWEEP_LEASE, SWEEP_BATCH)
+                .await?;
             if due.is_empty() {
                 return Ok(report);
             }

@@ -115,6 +115,17 @@ pub trait Storage: Send + Sync {
     /// first. Must cost about O(log n) per snitch returned, never a scan of all snitches.
     async fn due(&self, now: Timestamp, limit: usize) -> Result<Vec<Snitch>, StorageError>;
 
+    /// Leases up to `limit` due snitches (as [`Storage::due`]) that no sweeper holds:
+    /// until `lease_until`, or until the snitch is saved, no other call returns them, so
+    /// sweepers on several servers share the work; a dead sweeper's snitches come back
+    /// when its lease ends. Earliest first.
+    async fn claim_due(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Snitch>, StorageError>;
+
     /// The earliest [`Snitch::wake_at`] of all snitches, so a scheduler knows how long it
     /// may sleep.
     async fn next_wake_at(&self) -> Result<Option<Timestamp>, StorageError>;

@@ -30,6 +30,8 @@ struct Inner {
     by_case: HashMap<CaseId, BTreeMap<(Timestamp, u64), Token>>,
     /// Every snitch with a wake-up time, ordered by it: the sweep's index.
     wake_index: BTreeSet<(Timestamp, Token)>,
+    /// Sweep leases by snitch, dropped when the snitch is saved or deleted.
+    sweep_leases: HashMap<Token, Timestamp>,
     inserted: u64,
     /// Hooks in registration order.
     webhooks: Vec<Webhook>,
@@ -227,6 +229,7 @@ impl Storage for MemoryStorage {
         }
         // Identity and creation never change; keep the stored ones so the case index
         // stays right whatever the change carries.
+        inner.sweep_leases.remove(&new.token);
         let (case_id, created_at) = (entry.snitch.case_id.clone(), entry.snitch.created_at);
         entry.snitch = new.clone();
         entry.snitch.case_id = case_id;
@@ -252,6 +255,7 @@ impl Storage for MemoryStorage {
         if let Some(w) = snitch.wake_at() {
             inner.wake_index.remove(&(w, token.clone()));
         }
+        inner.sweep_leases.remove(token);
         for event in &entry.events {
             inner.forget_finished_deliveries(&event.id);
         }
@@ -268,6 +272,34 @@ impl Storage for MemoryStorage {
             .filter_map(|(_, token)| inner.snitches.get(token))
             .map(|e| e.snitch.clone())
             .collect())
+    }
+
+    async fn claim_due(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Snitch>, StorageError> {
+        let mut guard = self.write();
+        let inner = &mut *guard;
+        let mut claimed = Vec::new();
+        for (_, token) in inner.wake_index.iter().take_while(|(wake, _)| *wake <= now) {
+            if claimed.len() == limit {
+                break;
+            }
+            if inner
+                .sweep_leases
+                .get(token)
+                .is_some_and(|held| *held > now)
+            {
+                continue;
+            }
+            if let Some(entry) = inner.snitches.get(token) {
+                inner.sweep_leases.insert(token.clone(), lease_until);
+                claimed.push(entry.snitch.clone());
+            }
+        }
+        Ok(claimed)
     }
 
     async fn next_wake_at(&self) -> Result<Option<Timestamp>, StorageError> {

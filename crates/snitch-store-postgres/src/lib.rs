@@ -147,7 +147,9 @@ static UPDATE_SNITCH: LazyLock<String> = LazyLock::new(|| {
         .map(|(i, field)| format!("{field} = ${}", i + 3))
         .collect();
     format!(
-        "UPDATE snitch.snitches SET {} WHERE token = $1 AND version = $2",
+        // A save ends any sweep lease: the snitch is up to date again.
+        "UPDATE snitch.snitches SET {}, sweep_lease_until = NULL \
+         WHERE token = $1 AND version = $2",
         sets.join(", ")
     )
 });
@@ -455,6 +457,33 @@ impl Storage for PgStorage {
         .into_iter()
         .map(SnitchRow::into_snitch)
         .collect()
+    }
+
+    async fn claim_due(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit_to: usize,
+    ) -> Result<Vec<Snitch>, StorageError> {
+        let mut claimed = sqlx::query_as::<_, SnitchRow>(&format!(
+            "UPDATE snitch.snitches SET sweep_lease_until = $2 WHERE token IN ( \
+                 SELECT token FROM snitch.snitches \
+                 WHERE wake_at <= $1 AND (sweep_lease_until IS NULL OR sweep_lease_until <= $1) \
+                 ORDER BY wake_at, token LIMIT $3 FOR UPDATE SKIP LOCKED) \
+             RETURNING {SNITCH_COLUMNS}"
+        ))
+        .bind(now)
+        .bind(lease_until)
+        .bind(limit(limit_to))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(SnitchRow::into_snitch)
+        .collect::<Result<Vec<Snitch>, StorageError>>()?;
+        // RETURNING has no order.
+        claimed.sort_by(|a, b| (a.wake_at(), &a.token).cmp(&(b.wake_at(), &b.token)));
+        Ok(claimed)
     }
 
     async fn next_wake_at(&self) -> Result<Option<Timestamp>, StorageError> {
