@@ -21,8 +21,9 @@
 //! - The plan limit: an insert locks its case's row, then counts and inserts, so concurrent
 //!   inserts into one case take turns.
 //! - The deadline sweep reads a partial index on `wake_at`, which every write keeps equal
-//!   to [`Snitch::wake_at`]; dispatchers claim deliveries with `FOR UPDATE SKIP LOCKED`
-//!   under a lease, so several servers share the outbox without sending anything twice.
+//!   to [`Snitch::wake_at`]; sweepers claim due snitches and dispatchers claim deliveries
+//!   with `FOR UPDATE SKIP LOCKED` under a lease, so several servers share the work, and a
+//!   save ends a snitch's sweep lease.
 //! - History is bounded: each snitch keeps its newest [`CHECK_INS_KEPT`] check-ins and
 //!   [`EVENTS_KEPT`] events; finished deliveries go with their event, pending ones stay
 //!   until they finish.
