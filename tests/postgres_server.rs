@@ -1046,7 +1046,7 @@ async fn launch_in_process(
 ///   single too. The receiver must have had every event of the deadline at least once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_servers_share_one_database_and_a_killed_one_loses_no_missing() {
-    const SNITCHES: usize = 200;
+    const SNITCHES: usize = 400;
     /// A dies when its sweep has saved this many snitch.missing.
     const KILL_AFTER: i64 = 10;
     /// The longest wait for a sweep of every snitch and its deliveries.
@@ -1094,7 +1094,7 @@ async fn two_servers_share_one_database_and_a_killed_one_loses_no_missing() {
     })
     .await;
 
-    // 200 snitches, made and checked in through A and B in turn.
+    // The snitches, made and checked in through A and B in turn.
     let mut jobs = JoinSet::new();
     for n in 0..SNITCHES {
         let server = if n % 2 == 0 { a.clone() } else { b.clone() };
@@ -1149,7 +1149,7 @@ async fn two_servers_share_one_database_and_a_killed_one_loses_no_missing() {
 
     // A alone passes the deadline, and dies once its sweep has saved a few snitches (so
     // that its dispatcher has deliveries of them in flight too). The database is looked
-    // at every 2 ms: a sweep of 200 snitches takes far longer.
+    // at every 2 ms: a sweep of them all takes many group commits.
     clock_a.set(deadline + chrono::Duration::milliseconds(500));
     let jumped = Instant::now();
     let kill_at = Instant::now() + WAIT;

@@ -9,6 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use chrono::DateTime;
+use futures::StreamExt;
 
 use crate::calendar::{Interval, Timestamp};
 use crate::clock::{to_millis, Clock};
@@ -29,6 +30,8 @@ use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
 const MAX_ATTEMPTS: usize = 32;
 /// How many due snitches the sweep loads at a time.
 pub const SWEEP_BATCH: usize = 1_000;
+/// How many snitches of a batch the sweep saves at once.
+const SWEEP_CONCURRENCY: usize = 64;
 /// How long a sweeper holds the snitches it claimed; a dead one's come back after it.
 pub const SWEEP_LEASE: chrono::Duration = chrono::Duration::seconds(30);
 /// How many times create draws a new token when one is taken.
@@ -477,7 +480,7 @@ impl SnitchService {
         let now = to_millis(now);
         let mut report = SweepReport::default();
         // Each case and its hooks are read once per sweep.
-        let mut owners: HashMap<CaseId, (Case, Option<Vec<Webhook>>)> = HashMap::new();
+        let mut owners: HashMap<CaseId, (Case, Vec<Webhook>)> = HashMap::new();
         loop {
             let due = self
                 .storage
@@ -486,21 +489,31 @@ impl SnitchService {
             if due.is_empty() {
                 return Ok(report);
             }
-            for snitch in due {
+            for snitch in &due {
                 if !owners.contains_key(&snitch.case_id) {
                     let case = self
                         .storage
                         .case(&snitch.case_id)
                         .await?
                         .unwrap_or_else(|| Case::new(snitch.case_id.clone()));
-                    owners.insert(snitch.case_id.clone(), (case, None));
+                    let hooks = self.storage.webhooks(&case.id).await?;
+                    owners.insert(snitch.case_id.clone(), (case, hooks));
                 }
-                let Some((case, hooks)) = owners.get_mut(&snitch.case_id) else {
-                    continue;
-                };
-                let events = self.sweep_one(snitch, now, case, hooks).await?;
+            }
+            // Saved concurrently, so a store that groups commits (Postgres) writes a
+            // batch in a few transactions instead of one round trip per snitch.
+            let owners = &owners;
+            let mut saves = futures::stream::iter(due)
+                .map(|snitch| async move {
+                    match owners.get(&snitch.case_id) {
+                        Some((case, hooks)) => self.sweep_one(snitch, now, case, hooks).await,
+                        None => Ok(0),
+                    }
+                })
+                .buffer_unordered(SWEEP_CONCURRENCY);
+            while let Some(events) = saves.next().await {
                 report.snitches += 1;
-                report.events += events;
+                report.events += events?;
             }
         }
     }
@@ -511,8 +524,9 @@ impl SnitchService {
         mut snitch: Snitch,
         now: Timestamp,
         case: &Case,
-        hooks: &mut Option<Vec<Webhook>>,
+        hooks: &[Webhook],
     ) -> Result<usize, ServiceError> {
+        let mut hooks = Some(hooks.to_vec());
         for _ in 0..MAX_ATTEMPTS {
             let step = machine::advance(&snitch, now);
             if !step.changes(&snitch) {
@@ -520,7 +534,10 @@ impl SnitchService {
             }
             let events = step.events.len();
             let change = Change::new(&snitch, step.snitch, None, step.events);
-            match self.save_with_outbox(case, hooks, &snitch, change).await {
+            match self
+                .save_with_outbox(case, &mut hooks, &snitch, change)
+                .await
+            {
                 Ok(()) => return Ok(events),
                 Err(StorageError::Conflict) => match self.storage.snitch(&snitch.token).await? {
                     Some(fresh) => snitch = fresh,
