@@ -1,0 +1,1435 @@
+//! The benchmarks of the issue "how fast is Snitch": one function per row, each printing
+//! its figure, its target and whether it was met. A miss is a finding, not a failure, and
+//! a row that cannot run (say, Postgres is down) says why in its figure: the command exits
+//! 0 unless it cannot write its report.
+//!
+//! ```sh
+//! cargo run --release --example bench                 # every row, writes BENCHMARKS.md
+//! cargo run --release --example bench -- --quick      # small sizes, prints only
+//! cargo run --release --example bench -- --only sweep-memory,api-list
+//! ```
+//!
+//! Everything runs in this one process on 127.0.0.1: the servers under test, the load
+//! generator, the webhook receiver. The Postgres rows use a fresh database
+//! `snitch_test_bench_<random>` on `--database-url` (default `$DATABASE_URL`, else the local
+//! server of `scripts/ensure-postgres.sh`) and drop it afterwards.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::Router;
+use clap::{Parser, ValueEnum};
+use http_body_util::{BodyExt, Empty};
+use hyper::header::HOST;
+use hyper::{Request, Uri};
+use hyper_util::rt::TokioIo;
+use snitch::machine;
+use snitch::server::{launch_with_clock, CaseConfig, Config, Running};
+use snitch::store::memory::MemoryStorage;
+use snitch::store::postgres::{PgStorage, MIGRATOR};
+use snitch::{
+    Case, CaseId, CheckIn, Clock, EmailAddress, Interval, ManualClock, Notes, Outcome,
+    RandomTokens, Snitch, SnitchFields, SnitchName, SnitchService, Storage, SystemClock, Tags,
+    Timestamp, Token, TokenSource,
+};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Connection, Executor, PgConnection};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinSet;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+const DEFAULT_OUTPUT: &str = "BENCHMARKS.md";
+/// Where the hand-written part of BENCHMARKS.md starts; it is kept when the file is
+/// generated again.
+const FINDINGS_HEADING: &str = "## Findings";
+/// Concurrent `insert_snitch` calls when filling the Postgres store.
+const PG_INSERT_WORKERS: usize = 32;
+/// How far ahead of the alert boundary the shifted clock is set once all is ready.
+const ALERT_LEAD: chrono::Duration = chrono::Duration::seconds(2);
+/// The API key of the API row's case.
+const API_KEY: &str = "bench-key-00000000000000000000000000001";
+/// The rate limit of the API row: far above anything the row sends.
+const NO_RATE_LIMIT: u32 = 1_000_000;
+
+/// Measures Snitch against the targets of its benchmark issue.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Small sizes and short runs, to check every row end to end (writes no file unless
+    /// --output is given).
+    #[arg(long)]
+    quick: bool,
+    /// Runs only these rows (comma-separated; writes no file unless --output is given).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<RowId>,
+    /// The PostgreSQL server for the Postgres rows [default: $DATABASE_URL, else
+    /// postgres://postgres@127.0.0.1:5432/postgres].
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Where to write the table [default: BENCHMARKS.md for a full run of every row].
+    #[arg(long)]
+    output: Option<PathBuf>,
+}
+
+/// The rows, in the order of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum RowId {
+    CheckInMemory,
+    CheckInPostgres,
+    SweepMemory,
+    SweepPostgres,
+    Memory,
+    AlertDelay,
+    ApiList,
+}
+
+impl RowId {
+    const ALL: [RowId; 7] = [
+        RowId::CheckInMemory,
+        RowId::CheckInPostgres,
+        RowId::SweepMemory,
+        RowId::SweepPostgres,
+        RowId::Memory,
+        RowId::AlertDelay,
+        RowId::ApiList,
+    ];
+
+    /// The order rows run in: the memory row first, while the heap holds nothing freed
+    /// that the snitches could reuse (which would hide their cost).
+    const RUN_ORDER: [RowId; 7] = [
+        RowId::Memory,
+        RowId::CheckInMemory,
+        RowId::CheckInPostgres,
+        RowId::SweepMemory,
+        RowId::SweepPostgres,
+        RowId::AlertDelay,
+        RowId::ApiList,
+    ];
+
+    fn number(self) -> &'static str {
+        match self {
+            RowId::CheckInMemory => "1",
+            RowId::CheckInPostgres => "2",
+            RowId::SweepMemory => "3a",
+            RowId::SweepPostgres => "3b",
+            RowId::Memory => "4",
+            RowId::AlertDelay => "5",
+            RowId::ApiList => "6",
+        }
+    }
+
+    fn title(self, sizes: &Sizes) -> String {
+        match self {
+            RowId::CheckInMemory => format!(
+                "Check-in throughput, memory store ({} snitches, {} connections)",
+                thousands(sizes.check_in_snitches),
+                sizes.connections
+            ),
+            RowId::CheckInPostgres => format!(
+                "Check-in throughput, Postgres store ({} snitches, {} connections)",
+                thousands(sizes.check_in_snitches),
+                sizes.connections
+            ),
+            RowId::SweepMemory => format!(
+                "Sweep, memory store ({} snitches, {} due at one boundary)",
+                thousands(sizes.sweep_memory.total),
+                thousands(sizes.sweep_memory.due)
+            ),
+            RowId::SweepPostgres => format!(
+                "Sweep, Postgres store ({} snitches, {} due at one boundary)",
+                thousands(sizes.sweep_postgres.total),
+                thousands(sizes.sweep_postgres.due)
+            ),
+            RowId::Memory => format!(
+                "Resident memory per snitch ({} in the memory store)",
+                thousands(sizes.memory_snitches)
+            ),
+            RowId::AlertDelay => format!(
+                "Alert delay, boundary to webhook arrival ({} snitches, one hook)",
+                thousands(sizes.alert_snitches)
+            ),
+            RowId::ApiList => format!(
+                "API `GET /v1/snitches` latency ({} snitches in the case)",
+                thousands(sizes.api_snitches)
+            ),
+        }
+    }
+
+    fn target(self) -> &'static str {
+        match self {
+            RowId::CheckInMemory => "≥ 0.8 of baseline",
+            RowId::CheckInPostgres => "≥ 0.5 of baseline",
+            RowId::SweepMemory => "< 1 s",
+            RowId::SweepPostgres => "< 2 s",
+            RowId::Memory => "< 1 KiB",
+            RowId::AlertDelay => "p99 < 1 s",
+            RowId::ApiList => "p99 < 500 ms (ours: the issue sets none)",
+        }
+    }
+}
+
+/// How big each row is: the issue's sizes, or small ones with `--quick`.
+#[derive(Debug, Clone)]
+struct Sizes {
+    /// The command that runs with these sizes, for the report.
+    command: &'static str,
+    check_in_snitches: usize,
+    connections: usize,
+    warm_up: Duration,
+    measure: Duration,
+    /// Alternating rounds (baseline, Snitch) of each throughput row; medians are reported.
+    rounds: usize,
+    sweep_memory: Population,
+    sweep_postgres: Population,
+    memory_snitches: usize,
+    alert_snitches: usize,
+    api_snitches: usize,
+    api_requests: usize,
+}
+
+/// How many snitches a store holds and how many of them are due at the boundary.
+#[derive(Debug, Clone, Copy)]
+struct Population {
+    total: usize,
+    due: usize,
+    cases: usize,
+}
+
+impl Sizes {
+    fn full() -> Sizes {
+        Sizes {
+            command: "cargo run --release --example bench",
+            check_in_snitches: 10_000,
+            connections: 64,
+            warm_up: Duration::from_secs(1),
+            measure: Duration::from_secs(5),
+            rounds: 3,
+            sweep_memory: Population {
+                total: 1_000_000,
+                due: 100_000,
+                cases: 100,
+            },
+            sweep_postgres: Population {
+                total: 100_000,
+                due: 10_000,
+                cases: 100,
+            },
+            memory_snitches: 1_000_000,
+            alert_snitches: 1_000,
+            api_snitches: 10_000,
+            api_requests: 200,
+        }
+    }
+
+    fn quick() -> Sizes {
+        Sizes {
+            command: "cargo run --release --example bench -- --quick",
+            check_in_snitches: 1_000,
+            connections: 64,
+            warm_up: Duration::from_millis(300),
+            measure: Duration::from_secs(1),
+            rounds: 2,
+            sweep_memory: Population {
+                total: 20_000,
+                due: 2_000,
+                cases: 10,
+            },
+            sweep_postgres: Population {
+                total: 2_000,
+                due: 200,
+                cases: 10,
+            },
+            memory_snitches: 50_000,
+            alert_snitches: 100,
+            api_snitches: 1_000,
+            api_requests: 20,
+        }
+    }
+}
+
+/// What a row measured: its figure as text and whether it met the target.
+#[derive(Debug)]
+struct Measured {
+    figure: String,
+    met: bool,
+}
+
+/// A row of the table; `met` is `None` when the row could not be measured.
+#[derive(Debug)]
+struct Row {
+    id: RowId,
+    title: String,
+    figure: String,
+    met: Option<bool>,
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    let started = Instant::now();
+    let load_at_start = load_average();
+    let sizes = if args.quick {
+        Sizes::quick()
+    } else {
+        Sizes::full()
+    };
+    let database_url = args
+        .database_url
+        .clone()
+        .or_else(|| std::env::var("DATABASE_URL").ok())
+        .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned());
+    let selected: Vec<RowId> = RowId::RUN_ORDER
+        .into_iter()
+        .filter(|id| args.only.is_empty() || args.only.contains(id))
+        .collect();
+
+    let mut rows = Vec::new();
+    for id in selected {
+        eprintln!("== {} {}", id.number(), id.title(&sizes));
+        let row_started = Instant::now();
+        let result = run_row(id, &sizes, &database_url).await;
+        let (figure, met) = match result {
+            Ok(m) => (m.figure, Some(m.met)),
+            Err(e) => (format!("not measured: {e}"), None),
+        };
+        eprintln!(
+            "   {figure} (target {}) [{:.1} s]",
+            id.target(),
+            row_started.elapsed().as_secs_f64()
+        );
+        rows.push(Row {
+            id,
+            title: id.title(&sizes),
+            figure,
+            met,
+        });
+    }
+    rows.sort_by_key(|r| RowId::ALL.iter().position(|id| *id == r.id));
+
+    let table = table(&rows);
+    println!("{table}");
+    let elapsed = started.elapsed();
+    eprintln!("done in {}", human_duration(elapsed));
+
+    let output = args
+        .output
+        .clone()
+        .or_else(|| (!args.quick && args.only.is_empty()).then(|| PathBuf::from(DEFAULT_OUTPUT)));
+    match output {
+        Some(path) => match write_report(&path, &sizes, &table, elapsed, &load_at_start) {
+            Ok(()) => eprintln!("wrote {}", path.display()),
+            Err(e) => {
+                eprintln!("cannot write {}: {e}", path.display());
+                std::process::exit(1);
+            }
+        },
+        None => eprintln!("--quick or --only: no file written (use --output to write one)"),
+    }
+}
+
+async fn run_row(id: RowId, sizes: &Sizes, database_url: &str) -> Result<Measured, BoxError> {
+    match id {
+        RowId::CheckInMemory => check_in_memory(sizes).await,
+        RowId::CheckInPostgres => check_in_postgres(sizes, database_url).await,
+        RowId::SweepMemory => sweep_memory(sizes.sweep_memory).await,
+        RowId::SweepPostgres => sweep_postgres(sizes.sweep_postgres, database_url).await,
+        RowId::Memory => memory_per_snitch(sizes.memory_snitches).await,
+        RowId::AlertDelay => alert_delay(sizes.alert_snitches).await,
+        RowId::ApiList => api_list(sizes).await,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Rows 1 and 2: check-in throughput against a bare axum baseline.
+
+/// Row 1: check-ins through the whole in-memory server.
+async fn check_in_memory(sizes: &Sizes) -> Result<Measured, BoxError> {
+    let comparison = check_in_throughput(sizes, None).await?;
+    Ok(comparison.measured(0.8))
+}
+
+/// Row 2: the same on the Postgres store, in a fresh database.
+async fn check_in_postgres(sizes: &Sizes, database_url: &str) -> Result<Measured, BoxError> {
+    let db = FreshDatabase::create(database_url).await?;
+    let result = check_in_throughput(sizes, Some(db.url.clone())).await;
+    db.drop_it().await;
+    Ok(result?.measured(0.5))
+}
+
+/// Starts the server (Postgres when `database_url` is given), makes the snitches, checks
+/// each in once (so the measured check-ins are the steady state, healthy to healthy), then
+/// loads it and the baseline in alternating rounds.
+async fn check_in_throughput(
+    sizes: &Sizes,
+    database_url: Option<String>,
+) -> Result<Comparison, BoxError> {
+    // Several cases: the Postgres store makes inserts into one case take turns.
+    let cases: Vec<String> = (0..10).map(|i| format!("bench-{i}")).collect();
+    let per_case = sizes.check_in_snitches.div_ceil(cases.len());
+    let config = Config {
+        database_url,
+        cases: cases
+            .iter()
+            .map(|name| case_config(name, per_case, &[], &[]))
+            .collect(),
+        ..Config::default()
+    };
+    let server = BenchServer::start(config, Arc::new(SystemClock)).await?;
+    let service = server.running.service.clone();
+    let tokens = create_snitches(&service, &cases, per_case, "daily").await?;
+    check_in_all(&service, &tokens).await?;
+    let paths: Arc<[Uri]> = tokens
+        .iter()
+        .map(|t| Uri::from_str(&format!("/{t}")))
+        .collect::<Result<_, _>>()?;
+    let result = compare_with_baseline(server.running.check_in_addr, paths, sizes).await;
+    server.stop().await?;
+    result
+}
+
+/// Throughput and latency of one load run.
+#[derive(Debug, Clone, Copy)]
+struct LoadResult {
+    per_second: f64,
+    latency: Latency,
+}
+
+/// The medians of the baseline's and Snitch's rounds.
+#[derive(Debug)]
+struct Comparison {
+    baseline: LoadResult,
+    snitch: LoadResult,
+}
+
+impl Comparison {
+    fn ratio(&self) -> f64 {
+        self.snitch.per_second / self.baseline.per_second
+    }
+
+    fn measured(&self, target: f64) -> Measured {
+        let (s, b) = (&self.snitch, &self.baseline);
+        Measured {
+            figure: format!(
+                "{:.2} of baseline: {} vs {} req/s; p50/p99 {} / {} (baseline {} / {})",
+                self.ratio(),
+                thousands(s.per_second.round() as usize),
+                thousands(b.per_second.round() as usize),
+                ms(s.latency.p50),
+                ms(s.latency.p99),
+                ms(b.latency.p50),
+                ms(b.latency.p99),
+            ),
+            met: self.ratio() >= target,
+        }
+    }
+}
+
+/// Loads the baseline and `target` alternately (B, S, B, S, …) so that noise of the
+/// machine touches both alike; reports the medians of each.
+async fn compare_with_baseline(
+    target: SocketAddr,
+    paths: Arc<[Uri]>,
+    sizes: &Sizes,
+) -> Result<Comparison, BoxError> {
+    let (baseline_addr, stop_baseline) = start_baseline().await?;
+    let mut baseline = Vec::new();
+    let mut snitch = Vec::new();
+    for round in 1..=sizes.rounds {
+        for (name, addr, results) in [
+            ("baseline", baseline_addr, &mut baseline),
+            ("snitch", target, &mut snitch),
+        ] {
+            let result = load(addr, paths.clone(), sizes).await?;
+            eprintln!(
+                "   round {round}/{} {name:8}: {} req/s, p50 {}, p99 {}",
+                sizes.rounds,
+                thousands(result.per_second.round() as usize),
+                ms(result.latency.p50),
+                ms(result.latency.p99)
+            );
+            results.push(result);
+        }
+        if let (Some(b), Some(s)) = (baseline.last(), snitch.last()) {
+            eprintln!("   round {round} ratio: {:.2}", s.per_second / b.per_second);
+        }
+    }
+    let _ = stop_baseline.send(());
+    Ok(Comparison {
+        baseline: median_load(&baseline),
+        snitch: median_load(&snitch),
+    })
+}
+
+/// The baseline: axum on 127.0.0.1:0 answering 202 to the same paths, doing nothing.
+async fn start_baseline() -> Result<(SocketAddr, oneshot::Sender<()>), BoxError> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let app = Router::new().route("/{token}", get(|| async { StatusCode::ACCEPTED }));
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    Ok((addr, stop))
+}
+
+/// `sizes.connections` tasks, each with its own keep-alive HTTP/1 connection, send `GET`s
+/// to `paths` (connection `c` takes paths `c`, `c + connections`, …, so no two requests
+/// race on one snitch) for the warm-up and then the measured time.
+async fn load(addr: SocketAddr, paths: Arc<[Uri]>, sizes: &Sizes) -> Result<LoadResult, BoxError> {
+    let measure_from = Instant::now() + sizes.warm_up;
+    let until = measure_from + sizes.measure;
+    let mut tasks = JoinSet::new();
+    for c in 0..sizes.connections {
+        let paths = paths.clone();
+        let stride = sizes.connections;
+        tasks.spawn(connection(addr, paths, c, stride, measure_from, until));
+    }
+    let mut micros = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        micros.extend(joined??);
+    }
+    Ok(LoadResult {
+        per_second: micros.len() as f64 / sizes.measure.as_secs_f64(),
+        latency: Latency::of(micros).ok_or("no request completed in the measured time")?,
+    })
+}
+
+/// One connection's loop; returns the latencies (µs) of the requests sent and answered
+/// within the measured time.
+async fn connection(
+    addr: SocketAddr,
+    paths: Arc<[Uri]>,
+    first: usize,
+    stride: usize,
+    measure_from: Instant,
+    until: Instant,
+) -> Result<Vec<u32>, BoxError> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    let driver = tokio::spawn(conn);
+    let mut micros = Vec::new();
+    let mut next = first;
+    loop {
+        let sent = Instant::now();
+        if sent >= until {
+            break;
+        }
+        let request = Request::get(paths[next % paths.len()].clone())
+            .header(HOST, "127.0.0.1")
+            .body(Empty::<Bytes>::new())?;
+        next += stride;
+        sender.ready().await?;
+        let response = sender.send_request(request).await?;
+        let status = response.status();
+        response.into_body().collect().await?;
+        if status != StatusCode::ACCEPTED {
+            return Err(format!("a check-in was answered {status}").into());
+        }
+        let done = Instant::now();
+        if sent >= measure_from && done <= until {
+            micros.push(as_micros(done - sent));
+        }
+    }
+    drop(sender);
+    let _ = driver.await;
+    Ok(micros)
+}
+
+// ---------------------------------------------------------------------------------------
+// Rows 3a, 3b and 4: a large population of snitches written straight into a store.
+
+/// Row 3a: the sweep of the memory store.
+async fn sweep_memory(population: Population) -> Result<Measured, BoxError> {
+    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    let snitches = Snitches::new(population)?;
+    snitches.store_cases(storage.as_ref()).await?;
+    let inserted = snitches.insert(storage.clone(), 1).await?;
+    eprintln!(
+        "   inserted {} snitches in {:.2} s",
+        thousands(population.total),
+        inserted.as_secs_f64()
+    );
+    let took = snitches.sweep(storage).await?;
+    Ok(Measured {
+        figure: format!(
+            "{:.3} s to detect and store {} events",
+            took.as_secs_f64(),
+            thousands(population.due)
+        ),
+        met: took < Duration::from_secs(1),
+    })
+}
+
+/// Row 3b: the sweep of the Postgres store, in a fresh database.
+async fn sweep_postgres(population: Population, database_url: &str) -> Result<Measured, BoxError> {
+    let db = FreshDatabase::create(database_url).await?;
+    let result = sweep_postgres_in(population, &db).await;
+    db.drop_it().await;
+    result
+}
+
+async fn sweep_postgres_in(
+    population: Population,
+    db: &FreshDatabase,
+) -> Result<Measured, BoxError> {
+    let pool = PgPoolOptions::new()
+        .max_connections(PG_INSERT_WORKERS as u32)
+        .connect_with(db.options.clone())
+        .await?;
+    MIGRATOR.run(&pool).await?;
+    let storage: Arc<dyn Storage> = Arc::new(PgStorage::new(pool.clone()));
+    let snitches = Snitches::new(population)?;
+    snitches.store_cases(storage.as_ref()).await?;
+    let inserted = snitches.insert(storage.clone(), PG_INSERT_WORKERS).await?;
+    eprintln!(
+        "   inserted {} snitches in {:.1} s ({PG_INSERT_WORKERS} at a time)",
+        thousands(population.total),
+        inserted.as_secs_f64()
+    );
+    let took = snitches.sweep(storage).await?;
+    pool.close().await;
+    Ok(Measured {
+        figure: format!(
+            "{:.3} s to detect and store {} events (insert of {}: {:.1} s, \
+             {PG_INSERT_WORKERS} concurrent `insert_snitch`)",
+            took.as_secs_f64(),
+            thousands(population.due),
+            thousands(population.total),
+            inserted.as_secs_f64()
+        ),
+        met: took < Duration::from_secs(2),
+    })
+}
+
+/// Row 4: the growth of resident memory while the memory store takes the snitches.
+async fn memory_per_snitch(count: usize) -> Result<Measured, BoxError> {
+    let snitches = Snitches::new(Population {
+        total: count,
+        due: count / 10,
+        cases: 100,
+    })?;
+    let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
+    snitches.store_cases(storage.as_ref()).await?;
+    let before = resident_bytes()?;
+    snitches.insert(storage.clone(), 1).await?;
+    let after = resident_bytes()?;
+    drop(storage);
+    let per_snitch = after.saturating_sub(before) as f64 / count as f64;
+    Ok(Measured {
+        figure: format!(
+            "{per_snitch:.0} bytes per snitch (RSS {} → {} MiB)",
+            before / (1 << 20),
+            after / (1 << 20)
+        ),
+        met: per_snitch < 1024.0,
+    })
+}
+
+/// A population of snitches made from two templates: checked in once an hour apart, so
+/// the first `due` are due at `boundary` and the others an hour later. The templates'
+/// states come from the state machine itself (`machine::check_in`).
+#[derive(Debug, Clone)]
+struct Snitches {
+    population: Population,
+    cases: Vec<Case>,
+    due_template: Snitch,
+    later_template: Snitch,
+    boundary: Timestamp,
+}
+
+impl Snitches {
+    fn new(population: Population) -> Result<Snitches, BoxError> {
+        let member = EmailAddress::parse("ops@bench.test").map_err(|v| v.message)?;
+        let cases = (0..population.cases)
+            .map(|i| {
+                let mut case =
+                    Case::new(CaseId::parse(&format!("bench-{i}")).map_err(|v| v.message)?);
+                // One team member: each event also queues its e-mail, as in real use.
+                case.members = vec![member.clone()];
+                case.plan.max_snitches = u32::MAX;
+                Ok(case)
+            })
+            .collect::<Result<Vec<_>, BoxError>>()?;
+        let start = chrono::DateTime::parse_from_rfc3339("2026-11-22T03:10:00Z")?.to_utc();
+        let blank = Snitch {
+            token: bench_token(0)?,
+            case_id: cases[0].id.clone(),
+            name: SnitchName::parse("nightly backup").map_err(|v| v.message)?,
+            tags: Tags::parse(&["prod", "db"]).map_err(|v| v.message)?,
+            notes: Notes::default(),
+            interval: Interval::Hourly,
+            alert_type: Default::default(),
+            alert_email: Default::default(),
+            created_at: start,
+            state: machine::initial_state(),
+            version: 1,
+        };
+        let checked_in_at = |at: Timestamp| {
+            let check_in = CheckIn {
+                at,
+                outcome: Outcome::Success,
+                message: None,
+            };
+            machine::check_in(&blank, &check_in, &cases[0].plan).snitch
+        };
+        let due_template = checked_in_at(start);
+        let later_template = checked_in_at(start + chrono::Duration::hours(1));
+        let boundary = due_template
+            .wake_at()
+            .ok_or("a checked-in snitch has a deadline")?;
+        Ok(Snitches {
+            population,
+            cases,
+            due_template,
+            later_template,
+            boundary,
+        })
+    }
+
+    async fn store_cases(&self, storage: &dyn Storage) -> Result<(), BoxError> {
+        for case in &self.cases {
+            storage.upsert_case(case).await?;
+        }
+        Ok(())
+    }
+
+    /// The `n`-th snitch: due at the boundary when `n < due`.
+    fn snitch(&self, n: usize) -> Result<Snitch, BoxError> {
+        let template = if n < self.population.due {
+            &self.due_template
+        } else {
+            &self.later_template
+        };
+        let mut snitch = template.clone();
+        snitch.token = bench_token(n)?;
+        snitch.case_id = self.cases[n % self.cases.len()].id.clone();
+        Ok(snitch)
+    }
+
+    /// Inserts them all with `workers` concurrent `insert_snitch` calls; the time it took.
+    async fn insert(
+        &self,
+        storage: Arc<dyn Storage>,
+        workers: usize,
+    ) -> Result<Duration, BoxError> {
+        let started = Instant::now();
+        let progress = Progress::start("inserted", self.population.total);
+        let mut tasks = JoinSet::new();
+        // Each worker gets its own copy of the templates (they are small).
+        for worker in 0..workers {
+            let snitches = self.clone();
+            let storage = storage.clone();
+            let done = progress.counter();
+            tasks.spawn(async move {
+                for n in (worker..snitches.population.total).step_by(workers) {
+                    storage
+                        .insert_snitch(&snitches.snitch(n)?, u32::MAX)
+                        .await?;
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok::<(), BoxError>(())
+            });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            joined??;
+        }
+        progress.finish();
+        Ok(started.elapsed())
+    }
+
+    /// Times `service.tick(boundary)` on a manual clock and checks that it found exactly
+    /// the due snitches.
+    async fn sweep(&self, storage: Arc<dyn Storage>) -> Result<Duration, BoxError> {
+        let clock = Arc::new(ManualClock::new(self.boundary));
+        let service = SnitchService::new(storage, clock);
+        let started = Instant::now();
+        let report = service.tick(self.boundary).await?;
+        let took = started.elapsed();
+        let due = self.population.due;
+        if report.snitches != due || report.events != due {
+            return Err(format!(
+                "the sweep changed {} snitches with {} events, not {due}",
+                report.snitches, report.events
+            )
+            .into());
+        }
+        Ok(took)
+    }
+}
+
+/// `bench000000000000042`: 20 characters, like a random token.
+fn bench_token(n: usize) -> Result<Token, BoxError> {
+    Token::parse(&format!("bench{n:015}")).map_err(|e| e.to_string().into())
+}
+
+/// The resident set of this process, from `/proc/self/statm` (pages) and the page size
+/// the kernel reports for this process's mappings.
+fn resident_bytes() -> Result<u64, BoxError> {
+    let statm = std::fs::read_to_string("/proc/self/statm")?;
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .ok_or("/proc/self/statm has no resident field")?
+        .parse()?;
+    let page_kib: u64 = std::fs::read_to_string("/proc/self/smaps")?
+        .lines()
+        .find_map(|l| l.strip_prefix("KernelPageSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(4);
+    Ok(pages * page_kib * 1024)
+}
+
+// ---------------------------------------------------------------------------------------
+// Row 5: alert delay through the whole server (scheduler, dispatcher, webhook client).
+
+/// The real time shifted by an offset that the benchmark sets, so a period boundary can be
+/// brought to a couple of seconds from now while everything else runs in real time.
+#[derive(Debug, Default)]
+struct ShiftedClock {
+    offset: Mutex<chrono::Duration>,
+}
+
+impl ShiftedClock {
+    /// Shifts the clock so that it reads `at` now.
+    fn show(&self, at: Timestamp) {
+        *self.offset.lock().unwrap_or_else(|e| e.into_inner()) = at - SystemClock.now();
+    }
+}
+
+impl Clock for ShiftedClock {
+    fn now(&self) -> Timestamp {
+        SystemClock.now() + *self.offset.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A webhook receiver that notes when each hook arrives, by the shifted clock.
+#[derive(Debug)]
+struct Receiver {
+    clock: Arc<ShiftedClock>,
+    arrivals: Mutex<Arrivals>,
+}
+
+#[derive(Debug, Default)]
+struct Arrivals {
+    reporting: usize,
+    missing: Vec<Timestamp>,
+}
+
+impl Receiver {
+    async fn start(clock: Arc<ShiftedClock>) -> Result<(Arc<Receiver>, SocketAddr), BoxError> {
+        let receiver = Arc::new(Receiver {
+            clock,
+            arrivals: Mutex::new(Arrivals::default()),
+        });
+        let app = Router::new()
+            .route("/hook", post(receive))
+            .with_state(receiver.clone());
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok((receiver, addr))
+    }
+
+    fn arrivals<T>(&self, read: impl FnOnce(&Arrivals) -> T) -> T {
+        read(&self.arrivals.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Waits until `done` holds, or for at most `timeout`; whether it holds.
+    async fn wait_for(&self, timeout: Duration, done: impl Fn(&Arrivals) -> bool) -> bool {
+        let give_up = Instant::now() + timeout;
+        while !self.arrivals(&done) {
+            if Instant::now() >= give_up {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        true
+    }
+}
+
+async fn receive(State(receiver): State<Arc<Receiver>>, body: Bytes) -> StatusCode {
+    let at = receiver.clock.now();
+    let kind = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v["type"].as_str().map(str::to_owned));
+    let mut arrivals = receiver.arrivals.lock().unwrap_or_else(|e| e.into_inner());
+    match kind.as_deref() {
+        Some("snitch.missing") => arrivals.missing.push(at),
+        Some("snitch.reporting") => arrivals.reporting += 1,
+        _ => {}
+    }
+    StatusCode::NO_CONTENT
+}
+
+/// Row 5: `count` one-minute snitches checked in during one minute are due at the end of
+/// the next; the clock is then set to just before that boundary and each `snitch.missing`
+/// hook's arrival is timed from it.
+async fn alert_delay(count: usize) -> Result<Measured, BoxError> {
+    let clock = Arc::new(ShiftedClock::default());
+    let (receiver, receiver_addr) = Receiver::start(clock.clone()).await?;
+    let config = Config {
+        allow_private_webhooks: true,
+        cases: vec![case_config(
+            "alerts",
+            count,
+            &[],
+            &[format!("http://{receiver_addr}/hook")],
+        )],
+        ..Config::default()
+    };
+    let server = BenchServer::start(config, clock.clone()).await?;
+    let service = server.running.service.clone();
+    let tokens = create_snitches(&service, &["alerts".to_owned()], count, "1_minute").await?;
+
+    // Check in 5 s into a minute: each snitch is due at the end of the next minute.
+    let minute = Interval::Minute1.period_of(SystemClock.now()).next();
+    clock.show(minute.start() + chrono::Duration::seconds(5));
+    check_in_all(&service, &tokens).await?;
+    let boundary = minute.next().end();
+    let next_wake = service.storage().next_wake_at().await?;
+    if next_wake != Some(boundary) {
+        server.stop().await?;
+        return Err(
+            format!("expected the deadline {boundary}, the store has {next_wake:?}").into(),
+        );
+    }
+    // The check-ins' `snitch.reporting` hooks go out first; the boundary comes after.
+    if !receiver
+        .wait_for(Duration::from_secs(60), |a| a.reporting >= count)
+        .await
+    {
+        eprintln!("   warning: not every snitch.reporting hook arrived before the boundary");
+    }
+    clock.show(boundary - ALERT_LEAD);
+    eprintln!(
+        "   {count} snitches due in {} s; waiting for their hooks",
+        ALERT_LEAD.num_seconds()
+    );
+    let arrived = receiver
+        .wait_for(ALERT_LEAD.to_std()? + Duration::from_secs(60), |a| {
+            a.missing.len() >= count
+        })
+        .await;
+    server.stop().await?;
+    let delays: Vec<u32> = receiver.arrivals(|a| {
+        a.missing
+            .iter()
+            .map(|t| (*t - boundary).num_microseconds().unwrap_or(0).max(0) as u32)
+            .collect()
+    });
+    let latency = Latency::of(delays.clone()).ok_or("no snitch.missing hook arrived")?;
+    let mut figure = format!(
+        "p50 {}, p99 {}, max {}",
+        ms(latency.p50),
+        ms(latency.p99),
+        ms(latency.max)
+    );
+    if !arrived {
+        figure += &format!(
+            " — only {} of {count} hooks arrived within 60 s",
+            delays.len()
+        );
+    }
+    Ok(Measured {
+        figure,
+        met: arrived && latency.p99 < 1_000_000,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Row 6: the list API.
+
+/// Row 6: sequential `GET /v1/snitches` with HTTP Basic on a case of `api_snitches`.
+async fn api_list(sizes: &Sizes) -> Result<Measured, BoxError> {
+    let config = Config {
+        rate_limit_per_second: NO_RATE_LIMIT,
+        rate_limit_burst: NO_RATE_LIMIT,
+        cases: vec![case_config(
+            "api",
+            sizes.api_snitches,
+            &[API_KEY.to_owned()],
+            &[],
+        )],
+        ..Config::default()
+    };
+    let server = BenchServer::start(config, Arc::new(SystemClock)).await?;
+    let service = server.running.service.clone();
+    create_snitches(&service, &["api".to_owned()], sizes.api_snitches, "daily").await?;
+    let result = time_list(server.running.api_addr, sizes).await;
+    server.stop().await?;
+    let (latency, body_bytes) = result?;
+    Ok(Measured {
+        figure: format!(
+            "p50 {}, p99 {} ({} requests, {:.1} MB each)",
+            ms(latency.p50),
+            ms(latency.p99),
+            sizes.api_requests,
+            body_bytes as f64 / 1e6
+        ),
+        met: latency.p99 < 500_000,
+    })
+}
+
+/// The latency of the list requests, after a check of the first answer and a warm-up;
+/// and the size of an answer.
+async fn time_list(api: SocketAddr, sizes: &Sizes) -> Result<(Latency, usize), BoxError> {
+    let client = reqwest::Client::new();
+    let url = format!("http://{api}/v1/snitches");
+    let list = || client.get(&url).basic_auth(API_KEY, None::<&str>).send();
+    let first: Vec<serde_json::Value> = list().await?.error_for_status()?.json().await?;
+    if first.len() != sizes.api_snitches {
+        return Err(format!(
+            "listed {} snitches, not {}",
+            first.len(),
+            sizes.api_snitches
+        )
+        .into());
+    }
+    let mut body_bytes = 0;
+    for _ in 0..5 {
+        body_bytes = list().await?.error_for_status()?.bytes().await?.len();
+    }
+    let mut micros = Vec::with_capacity(sizes.api_requests);
+    for _ in 0..sizes.api_requests {
+        let sent = Instant::now();
+        let body = list().await?.error_for_status()?.bytes().await?;
+        micros.push(as_micros(sent.elapsed()));
+        body_bytes = body.len();
+    }
+    Ok((Latency::of(micros).ok_or("no request")?, body_bytes))
+}
+
+// ---------------------------------------------------------------------------------------
+// Shared helpers: the server, snitches through the service, Postgres, statistics, report.
+
+/// The real server (`snitch::server::launch_with_clock`) on two listeners on 127.0.0.1:0.
+#[derive(Debug)]
+struct BenchServer {
+    running: Running,
+    stop: oneshot::Sender<()>,
+}
+
+impl BenchServer {
+    async fn start(config: Config, clock: Arc<dyn Clock>) -> Result<BenchServer, BoxError> {
+        let api = TcpListener::bind("127.0.0.1:0").await?;
+        let check_in = TcpListener::bind("127.0.0.1:0").await?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        let running = launch_with_clock(config, api, check_in, clock, shutdown).await?;
+        Ok(BenchServer { running, stop })
+    }
+
+    async fn stop(self) -> Result<(), BoxError> {
+        let _ = self.stop.send(());
+        self.running.wait().await?;
+        Ok(())
+    }
+}
+
+/// A case of the configuration that holds up to `max_snitches`.
+fn case_config(name: &str, max_snitches: usize, keys: &[String], hooks: &[String]) -> CaseConfig {
+    CaseConfig {
+        name: name.to_owned(),
+        members: Vec::new(),
+        max_snitches: u32::try_from(max_snitches).unwrap_or(u32::MAX),
+        error_notices: true,
+        on_hold: false,
+        api_keys: keys.to_vec(),
+        webhooks: hooks.to_vec(),
+    }
+}
+
+/// Creates `per_case` snitches in each case through the service (one task per case, as
+/// the Postgres store makes inserts into one case take turns); their tokens.
+async fn create_snitches(
+    service: &SnitchService,
+    cases: &[String],
+    per_case: usize,
+    interval: &str,
+) -> Result<Vec<String>, BoxError> {
+    let progress = Progress::start("created", per_case * cases.len());
+    let mut tasks = JoinSet::new();
+    for name in cases {
+        let case = service
+            .storage()
+            .case(&CaseId::parse(name).map_err(|v| v.message)?)
+            .await?
+            .ok_or("a configured case is not stored")?;
+        let (service, done, interval) = (service.clone(), progress.counter(), interval.to_owned());
+        tasks.spawn(async move {
+            let mut tokens = Vec::with_capacity(per_case);
+            for n in 0..per_case {
+                let fields = SnitchFields {
+                    name: Some(format!("job {n} of {}", case.id)),
+                    interval: Some(interval.clone()),
+                    tags: Some(vec!["bench".into(), "prod".into()]),
+                    notes: Some("made by examples/bench.rs".into()),
+                    ..Default::default()
+                };
+                tokens.push(service.create(&case, &fields).await?.token.to_string());
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, BoxError>(tokens)
+        });
+    }
+    let mut tokens = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        tokens.extend(joined??);
+    }
+    progress.finish();
+    Ok(tokens)
+}
+
+/// Checks every snitch in once through the service (16 at a time).
+async fn check_in_all(service: &SnitchService, tokens: &[String]) -> Result<(), BoxError> {
+    const WORKERS: usize = 16;
+    let progress = Progress::start("checked in", tokens.len());
+    let tokens: Arc<[String]> = tokens.into();
+    let mut tasks = JoinSet::new();
+    for worker in 0..WORKERS {
+        let (service, tokens, done) = (service.clone(), tokens.clone(), progress.counter());
+        tasks.spawn(async move {
+            for token in tokens.iter().skip(worker).step_by(WORKERS) {
+                service.check_in(token, Outcome::Success, None).await?;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<(), BoxError>(())
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined??;
+    }
+    progress.finish();
+    Ok(())
+}
+
+/// A database of its own on the Postgres server, dropped by [`FreshDatabase::drop_it`].
+/// Its name matches `snitch_test_%`, so `scripts/ensure-postgres.sh` also drops it if this
+/// program dies first.
+#[derive(Debug)]
+struct FreshDatabase {
+    server: PgConnectOptions,
+    name: String,
+    options: PgConnectOptions,
+    url: String,
+}
+
+impl FreshDatabase {
+    async fn create(server_url: &str) -> Result<FreshDatabase, BoxError> {
+        let server = PgConnectOptions::from_str(server_url)?;
+        let mut admin = PgConnection::connect_with(&server)
+            .await
+            .map_err(|e| format!("cannot reach Postgres (bash scripts/ensure-postgres.sh): {e}"))?;
+        let name = format!("snitch_test_bench_{}", RandomTokens.new_token());
+        admin
+            .execute(format!("CREATE DATABASE {name}").as_str())
+            .await?;
+        admin.close().await?;
+        eprintln!("   database {name}");
+        Ok(FreshDatabase {
+            options: server.clone().database(&name),
+            url: with_database(server_url, &name),
+            server,
+            name,
+        })
+    }
+
+    async fn drop_it(self) {
+        let dropped = async {
+            let mut admin = PgConnection::connect_with(&self.server).await?;
+            let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+            admin.execute(sql.as_str()).await?;
+            admin.close().await
+        };
+        if let Err(e) = dropped.await {
+            eprintln!("   warning: cannot drop the database {}: {e}", self.name);
+        }
+    }
+}
+
+/// `url` with its database path replaced by `name`.
+fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, format!("?{query}")),
+        None => (url, String::new()),
+    };
+    let host_start = base.find("://").map_or(0, |i| i + 3);
+    let server = match base[host_start..].find('/') {
+        Some(slash) => &base[..host_start + slash],
+        None => base,
+    };
+    format!("{server}/{name}{query}")
+}
+
+/// Percentiles of a set of durations in microseconds (nearest rank).
+#[derive(Debug, Clone, Copy)]
+struct Latency {
+    p50: u32,
+    p99: u32,
+    max: u32,
+}
+
+impl Latency {
+    fn of(mut micros: Vec<u32>) -> Option<Latency> {
+        if micros.is_empty() {
+            return None;
+        }
+        micros.sort_unstable();
+        let rank = |p: f64| {
+            let r = (p / 100.0 * micros.len() as f64).ceil() as usize;
+            micros[r.clamp(1, micros.len()) - 1]
+        };
+        Some(Latency {
+            p50: rank(50.0),
+            p99: rank(99.0),
+            max: micros[micros.len() - 1],
+        })
+    }
+}
+
+/// The median of the rounds, figure by figure.
+fn median_load(rounds: &[LoadResult]) -> LoadResult {
+    let median_of = |value: fn(&LoadResult) -> f64| {
+        let mut values: Vec<f64> = rounds.iter().map(value).collect();
+        values.sort_by(f64::total_cmp);
+        let mid = values.len() / 2;
+        if values.len().is_multiple_of(2) {
+            (values[mid - 1] + values[mid]) / 2.0
+        } else {
+            values[mid]
+        }
+    };
+    LoadResult {
+        per_second: median_of(|r| r.per_second),
+        latency: Latency {
+            p50: median_of(|r| f64::from(r.latency.p50)) as u32,
+            p99: median_of(|r| f64::from(r.latency.p99)) as u32,
+            max: median_of(|r| f64::from(r.latency.max)) as u32,
+        },
+    }
+}
+
+fn as_micros(d: Duration) -> u32 {
+    u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
+}
+
+/// Microseconds as milliseconds for the table: `0.42 ms`, `12.3 ms`, `140 ms`.
+fn ms(micros: u32) -> String {
+    let ms = f64::from(micros) / 1000.0;
+    if ms < 10.0 {
+        format!("{ms:.2} ms")
+    } else if ms < 100.0 {
+        format!("{ms:.1} ms")
+    } else {
+        format!("{ms:.0} ms")
+    }
+}
+
+/// `1234567` as `1,234,567`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn human_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs >= 60 {
+        format!("{} min {} s", secs / 60, secs % 60)
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+/// A line on stderr every second while a long step runs.
+#[derive(Debug)]
+struct Progress {
+    done: Arc<AtomicUsize>,
+    ticker: tokio::task::JoinHandle<()>,
+}
+
+impl Progress {
+    fn start(what: &'static str, total: usize) -> Progress {
+        let done = Arc::new(AtomicUsize::new(0));
+        let seen = done.clone();
+        let ticker = tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_secs(1));
+            every.tick().await;
+            loop {
+                every.tick().await;
+                let n = seen.load(Ordering::Relaxed);
+                eprintln!("   … {what} {} of {}", thousands(n), thousands(total));
+            }
+        });
+        Progress { done, ticker }
+    }
+
+    fn counter(&self) -> Arc<AtomicUsize> {
+        self.done.clone()
+    }
+
+    fn finish(self) {
+        self.ticker.abort();
+    }
+}
+
+/// The markdown table of the rows.
+fn table(rows: &[Row]) -> String {
+    let mut out = String::from("| # | Row | Figure | Target | Met? |\n|---|---|---|---|---|\n");
+    for row in rows {
+        let met = match row.met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "—",
+        };
+        out += &format!(
+            "| {} | {} | {} | {} | {met} |\n",
+            row.id.number(),
+            row.title,
+            row.figure.replace('|', "\\|"),
+            row.id.target()
+        );
+    }
+    out
+}
+
+/// Writes the header, the table and the findings already in the file (if any).
+fn write_report(
+    path: &std::path::Path,
+    sizes: &Sizes,
+    table: &str,
+    elapsed: Duration,
+    load_at_start: &str,
+) -> std::io::Result<()> {
+    let findings = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|old| old.find(FINDINGS_HEADING).map(|i| old[i..].to_owned()))
+        .unwrap_or_else(|| {
+            format!("{FINDINGS_HEADING}\n\n(None written yet; this section is kept when the file is generated again.)\n")
+        });
+    let text = format!(
+        "# Benchmarks\n\n{}\n{table}\n{findings}",
+        header(sizes, elapsed, load_at_start)
+    );
+    std::fs::write(path, text)
+}
+
+fn header(sizes: &Sizes, elapsed: Duration, load_at_start: &str) -> String {
+    let date = SystemClock.now().format("%Y-%m-%d %H:%M UTC");
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    format!(
+        "Generated by `{}` on {date}; the run took {}.\n\n\
+         Machine: {cores} cores (nproc), {}, {}. Load average (1 min) just before the run: \
+         {} (other work running meanwhile competes with the benchmark for the cores). \
+         Code: {}.\n\n\
+         How to read it:\n\
+         - Everything runs in one process on 127.0.0.1, so the load generator shares the \
+         {cores} cores with the server under test: absolute request rates understate what a \
+         server alone would do. Rows 1 and 2 are therefore given as a ratio to a bare axum \
+         server in the same binary that answers 202 doing no work, loaded the same way: \
+         {} keep-alive HTTP/1 connections (one task each), {} s warm-up then {} s measured, \
+         baseline and Snitch alternately ({} rounds each), medians reported.\n\
+         - Rows 1, 2, 5 and 6 run the whole server (`snitch::server::launch_with_clock`); \
+         rows 3 and 4 write snitches straight into the store with `Storage::insert_snitch` \
+         (states made by `machine::check_in`) and time `SnitchService::tick`. Each case has \
+         one team member, so every event also queues an e-mail delivery.\n\
+         - Postgres rows use a fresh database on the local server with its default \
+         settings (durable commits); row 2 uses the server's default pool of 16 connections.\n\
+         - Row 6 raises `rate_limit_per_second` and `rate_limit_burst` to {} so the limiter \
+         does not interfere; its target is ours, as the issue gives none.\n\
+         - Latencies are nearest-rank percentiles of every request in the measured time.\n",
+        sizes.command,
+        human_duration(elapsed),
+        cpu_model(),
+        memory_total(),
+        load_at_start,
+        code_version(),
+        sizes.connections,
+        sizes.warm_up.as_secs_f64(),
+        sizes.measure.as_secs_f64(),
+        sizes.rounds,
+        thousands(NO_RATE_LIMIT as usize),
+    )
+}
+
+/// The commit measured, and whether tracked files differ from it.
+fn code_version() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    match git(&["rev-parse", "--short", "HEAD"]) {
+        Some(commit) => match git(&["status", "--porcelain", "--untracked-files=no"]) {
+            Some(changes) if !changes.is_empty() => {
+                format!("commit {commit} with uncommitted changes")
+            }
+            _ => format!("commit {commit}"),
+        },
+        None => "unknown commit".into(),
+    }
+}
+
+/// The 1-minute load average of the machine.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|rest| rest.trim_start_matches([' ', '\t', ':']).trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+fn memory_total() -> String {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|info| {
+            let kib: f64 = info
+                .lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))?
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .ok()?;
+            Some(format!("{:.0} GiB RAM", kib / f64::from(1 << 20)))
+        })
+        .unwrap_or_else(|| "unknown RAM".into())
+}
