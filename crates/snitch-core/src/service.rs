@@ -184,14 +184,14 @@ impl SnitchService {
     }
 
     /// Adds the deliveries of the change's events (one per hook of the case, and the
-    /// e-mail) and saves it all in one step.
+    /// e-mail) and saves it all in one step; gives back the snitch as saved.
     async fn save_with_outbox(
         &self,
         case: &Case,
         hooks: &mut Option<Vec<Webhook>>,
         before: &Snitch,
         mut change: Change,
-    ) -> Result<(), StorageError> {
+    ) -> Result<Snitch, StorageError> {
         if !change.events.is_empty() {
             if hooks.is_none() {
                 *hooks = Some(self.storage.webhooks(&case.id).await?);
@@ -214,7 +214,7 @@ impl SnitchService {
                 hook();
             }
         }
-        Ok(())
+        Ok(change.snitch)
     }
 
     pub fn storage(&self) -> &Arc<dyn Storage> {
@@ -461,10 +461,10 @@ impl SnitchService {
                 .then(|s| machine::check_in(s, &check_in, &case.plan));
             let change = Change::new(&snitch, step.snitch, Some(check_in.clone()), step.events);
             let saved = self
-                .save_with_outbox(case, &mut hooks, &snitch, change.clone())
+                .save_with_outbox(case, &mut hooks, &snitch, change)
                 .await;
             match saved {
-                Ok(()) => return Ok(change.snitch),
+                Ok(saved) => return Ok(saved),
                 Err(StorageError::Conflict) => continue,
                 Err(StorageError::NotFound) => return Err(ServiceError::NotFound),
                 Err(other) => return Err(other.into()),
@@ -538,7 +538,7 @@ impl SnitchService {
                 .save_with_outbox(case, &mut hooks, &snitch, change)
                 .await
             {
-                Ok(()) => return Ok(events),
+                Ok(_) => return Ok(events),
                 Err(StorageError::Conflict) => match self.storage.snitch(&snitch.token).await? {
                     Some(fresh) => snitch = fresh,
                     None => return Ok(0),
@@ -672,10 +672,10 @@ impl SnitchService {
             }
             let change = Change::new(&snitch, result.snitch, None, result.events);
             match self
-                .save_with_outbox(case, &mut hooks, &snitch, change.clone())
+                .save_with_outbox(case, &mut hooks, &snitch, change)
                 .await
             {
-                Ok(()) => return Ok(change.snitch),
+                Ok(saved) => return Ok(saved),
                 Err(StorageError::Conflict) => continue,
                 Err(StorageError::NotFound) => return Err(ServiceError::NotFound),
                 Err(other) => return Err(other.into()),
