@@ -281,6 +281,10 @@ struct Model {
     pause: Option<MPause>,
     /// When the last `snitch.errored` was emitted.
     last_errored_alert: Option<i64>,
+    /// Whether the error it is in was announced (behaviour.md 8, alert economy).
+    error_announced: bool,
+    /// When the last `snitch.reporting` after an error was emitted.
+    last_recovery_alert: Option<i64>,
     /// How many events it emitted in all.
     events: u64,
     /// The events of the current step, oldest first.
@@ -299,6 +303,8 @@ impl Model {
             offsets: VecDeque::new(),
             pause: None,
             last_errored_alert: None,
+            error_announced: false,
+            last_recovery_alert: None,
             events: 0,
             step_events: Vec::new(),
         }
@@ -416,7 +422,22 @@ impl Model {
         let previous = self.status;
         if counts_as_success {
             self.status = St::Healthy;
-            if previous != St::Healthy {
+            // behaviour.md 8: a recovery from an error is announced only if the error was,
+            // and at most once per period; recoveries from anything else always are.
+            let announce = match previous {
+                St::Healthy => false,
+                St::Errored => {
+                    self.error_announced
+                        && !self
+                            .last_recovery_alert
+                            .is_some_and(|r| self.iv.period(r) == period)
+                }
+                _ => true,
+            };
+            if announce {
+                if previous == St::Errored {
+                    self.last_recovery_alert = Some(now);
+                }
                 self.emit(Kind::Reporting, now, previous, Some((now, success)));
             }
         } else {
@@ -429,7 +450,10 @@ impl Model {
                 .is_some_and(|e| self.iv.period(e) == period);
             if !alerted {
                 self.last_errored_alert = Some(now);
+                self.error_announced = true;
                 self.emit(Kind::Errored, now, previous, Some((now, success)));
+            } else if previous != St::Errored {
+                self.error_announced = false;
             }
         }
         self.deadline = Some(self.due_after(now));

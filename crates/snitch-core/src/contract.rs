@@ -172,7 +172,7 @@ pub fn failure(at: Timestamp, exit_status: &str, message: &str) -> CheckIn {
 pub fn checked_in_with(snitch: &Snitch, check_in: CheckIn) -> Change {
     let step = machine::advance(snitch, check_in.at)
         .then(|s| machine::check_in(s, &check_in, &Plan::default()));
-    Change::new(snitch, step.snitch, Some(check_in), step.events)
+    Change::new(snitch, step.snitch, vec![check_in], step.events)
 }
 
 /// The change a successful check-in at `at` makes to `snitch`.
@@ -184,14 +184,14 @@ pub fn checked_in(snitch: &Snitch, at: Timestamp) -> Change {
 /// pauses).
 pub fn advanced(snitch: &Snitch, now: Timestamp) -> Change {
     let step = machine::advance(snitch, now);
-    Change::new(snitch, step.snitch, None, step.events)
+    Change::new(snitch, step.snitch, Vec::new(), step.events)
 }
 
 /// The change pausing `snitch` at `now` makes.
 pub fn paused(snitch: &Snitch, until: PauseUntil, now: Timestamp) -> Change {
     let step = machine::advance(snitch, now)
         .then(|s| machine::pause(s, until, now).expect("the fixture snitch can be paused"));
-    Change::new(snitch, step.snitch, None, step.events)
+    Change::new(snitch, step.snitch, Vec::new(), step.events)
 }
 
 /// A snitch with every field set and a state the machine reached through check-ins, an
@@ -591,12 +591,16 @@ pub async fn save_replaces_every_field(store: Arc<dyn Storage>) {
 
     let rich = apply(
         &store,
-        Change::new(&plain, rich_snitch(&acme, 1), None, vec![]),
+        Change::new(&plain, rich_snitch(&acme, 1), Vec::new(), vec![]),
     )
     .await;
     assert_eq!(stored(&store, &plain.token).await.as_ref(), Some(&rich));
 
-    let cleared = apply(&store, Change::new(&rich, plain.clone(), None, vec![])).await;
+    let cleared = apply(
+        &store,
+        Change::new(&rich, plain.clone(), Vec::new(), vec![]),
+    )
+    .await;
     assert_eq!(cleared.version, 3);
     assert_eq!(stored(&store, &plain.token).await, Some(cleared));
 }
@@ -610,7 +614,7 @@ pub async fn save_of_stale_version_conflicts_and_changes_nothing(store: Arc<dyn 
 
     let mut renamed = fresh.clone();
     renamed.name = SnitchName::parse("renamed").expect("valid name");
-    let winner = apply(&store, Change::new(&fresh, renamed, None, vec![])).await;
+    let winner = apply(&store, Change::new(&fresh, renamed, Vec::new(), vec![])).await;
 
     let stale = checked_in(&fresh, at(10));
     assert!(!stale.events.is_empty(), "fixture: the stale change emits");
@@ -682,7 +686,7 @@ pub async fn concurrent_saves_from_one_read_let_exactly_one_win(store: Arc<dyn S
         Some(&winner.snitch)
     );
     let check_ins = store.check_ins(&fresh.token, 100).await.expect("read");
-    assert_eq!(check_ins, Vec::from_iter(winner.check_in.clone()));
+    assert_eq!(check_ins, winner.check_ins.clone());
     let events = store.events(&fresh.token, 100).await.expect("read");
     assert_eq!(events, newest_first(&winner.events));
 }

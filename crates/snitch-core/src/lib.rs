@@ -6,6 +6,7 @@
 //! `now` argument) and knows nothing of HTTP, SQL or JSON.
 
 pub mod calendar;
+mod check_in_queue;
 pub mod clock;
 #[cfg(feature = "test-support")]
 pub mod contract;

@@ -168,6 +168,7 @@ pub fn check_in(snitch: &Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
             .is_some_and(|t| period.contains(t));
         if !alerted_this_period {
             s.state.last_errored_alert_at = Some(now);
+            s.state.error_announced = true;
             events.push(emit(
                 &mut s,
                 EventKind::Errored,
@@ -175,10 +176,31 @@ pub fn check_in(snitch: &Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
                 previous,
                 Some(check_in),
             ));
+        } else if previous != Status::Errored {
+            // A new error in a period that already had its errored alert: followed in
+            // the status, never announced, so its recovery is not announced either.
+            s.state.error_announced = false;
         }
     } else {
         s.state.status = Status::Healthy;
-        if previous != Status::Healthy {
+        // Alert economy (behaviour.md section 8): a recovery from an error is announced
+        // only if the error was, and at most once per period; any other recovery (from
+        // pending, failed or a pause) always is.
+        let announce = match previous {
+            Status::Healthy => false,
+            Status::Errored => {
+                let recovered_this_period = s
+                    .state
+                    .last_recovery_alert_at
+                    .is_some_and(|t| period.contains(t));
+                s.state.error_announced && !recovered_this_period
+            }
+            Status::Pending | Status::Failed | Status::Paused => true,
+        };
+        if previous == Status::Errored && announce {
+            s.state.last_recovery_alert_at = Some(now);
+        }
+        if announce {
             events.push(emit(
                 &mut s,
                 EventKind::Reporting,
@@ -491,6 +513,82 @@ mod tests {
         assert_eq!(
             kinds(&recovered),
             [(EventKind::Reporting, Status::Errored, Status::Healthy)]
+        );
+    }
+
+    #[test]
+    fn a_flapping_snitch_follows_every_check_in_but_alerts_one_pair_per_period() {
+        let mut s = arrive(
+            &new_snitch(Interval::Hourly, AlertType::Basic),
+            &ok("2026-11-22T03:00:00Z"),
+            &NOTICES,
+        )
+        .snitch;
+        let start = at("2026-11-22T04:00:00Z");
+        let mut events = Vec::new();
+        // 1,000 error/success flaps inside one hour, 1.8 s apart.
+        for i in 0..2_000 {
+            let c = CheckIn {
+                at: start + Duration::milliseconds(i * 1_800),
+                outcome: if i % 2 == 0 {
+                    Outcome::Error {
+                        exit_status: "1".into(),
+                    }
+                } else {
+                    Outcome::Success
+                },
+                message: None,
+            };
+            let step = arrive(&s, &c, &NOTICES);
+            let expected = if i % 2 == 0 {
+                Status::Errored
+            } else {
+                Status::Healthy
+            };
+            assert_eq!(step.snitch.status(), expected, "follows check-in {i}");
+            events.extend(kinds(&step));
+            s = step.snitch;
+        }
+        assert_eq!(
+            events,
+            [
+                (EventKind::Errored, Status::Healthy, Status::Errored),
+                (EventKind::Reporting, Status::Errored, Status::Healthy),
+            ]
+        );
+
+        // The next period gets its own pair.
+        let next = arrive(&s, &err("2026-11-22T05:00:00Z"), &NOTICES);
+        let back = arrive(&next.snitch, &ok("2026-11-22T05:00:01Z"), &NOTICES);
+        let flap = arrive(&back.snitch, &err("2026-11-22T05:00:02Z"), &NOTICES);
+        let quiet = arrive(&flap.snitch, &ok("2026-11-22T05:00:03Z"), &NOTICES);
+        assert_eq!(
+            [&next, &back, &flap, &quiet].map(|step| step.events.len()),
+            [1, 1, 0, 0]
+        );
+    }
+
+    #[test]
+    fn an_unannounced_error_that_goes_missing_still_announces_its_recovery() {
+        let s = arrive(
+            &new_snitch(Interval::Hourly, AlertType::Basic),
+            &ok("2026-11-22T03:00:00Z"),
+            &NOTICES,
+        )
+        .snitch;
+        let errored = arrive(&s, &err("2026-11-22T04:10:00Z"), &NOTICES).snitch;
+        let healthy = arrive(&errored, &ok("2026-11-22T04:11:00Z"), &NOTICES).snitch;
+        // A second error in the hour is not announced...
+        let quiet = arrive(&healthy, &err("2026-11-22T04:12:00Z"), &NOTICES);
+        assert!(quiet.events.is_empty());
+        // ...but the job then falls silent: missing at 06:00, and its return is news.
+        let back = arrive(&quiet.snitch, &ok("2026-11-22T06:30:00Z"), &NOTICES);
+        assert_eq!(
+            kinds(&back),
+            [
+                (EventKind::Missing, Status::Errored, Status::Failed),
+                (EventKind::Reporting, Status::Failed, Status::Healthy),
+            ]
         );
     }
 

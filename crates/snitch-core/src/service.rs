@@ -9,9 +9,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use chrono::DateTime;
+use futures::channel::oneshot;
 use futures::StreamExt;
 
 use crate::calendar::{Interval, Timestamp};
+use crate::check_in_queue::{answer, CheckInQueues, Entry, Leadership, SharedError, Turn};
 use crate::clock::{to_millis, Clock};
 use crate::error::ServiceError;
 use crate::machine::{self, Step};
@@ -139,6 +141,8 @@ pub struct SnitchService {
     tokens: Arc<dyn TokenSource>,
     on_events: Option<EventsHook>,
     on_earlier_wake: Option<WakeHook>,
+    /// Check-ins waiting for the save in flight of their snitch; shared by clones.
+    check_in_queues: Arc<CheckInQueues>,
 }
 
 impl fmt::Debug for SnitchService {
@@ -164,6 +168,7 @@ impl SnitchService {
             tokens,
             on_events: None,
             on_earlier_wake: None,
+            check_in_queues: Arc::default(),
         }
     }
 
@@ -428,6 +433,11 @@ impl SnitchService {
 
     /// Records a check-in at the snitch's secret URL. No case is involved: the token is
     /// the secret, and check-ins count even for a case on hold.
+    ///
+    /// Concurrent check-ins of one snitch are saved together (see `check_in_queue`), so
+    /// each is recorded however many workers share the URL. Drive the future to the end
+    /// (an HTTP server should spawn it): a caller dropped while it leads a batch passes the
+    /// others on, but its own check-in may or may not be saved.
     pub async fn check_in(
         &self,
         token: &str,
@@ -435,18 +445,57 @@ impl SnitchService {
         message: Option<CheckInMessage>,
     ) -> Result<Snitch, ServiceError> {
         let token = Token::parse(token).map_err(|_| ServiceError::NotFound)?;
-        let now = self.now();
         let check_in = CheckIn {
-            at: now,
+            at: self.now(),
             outcome,
             message,
         };
+        let queues = &*self.check_in_queues;
+        let (own, others) = match queues.enter(&token, &check_in) {
+            Entry::Lead => (check_in, Vec::new()),
+            Entry::Queued(turn) => match turn.await {
+                Ok(Turn::Done(outcome)) => return outcome.map_err(SharedError::into_service_error),
+                Ok(Turn::Lead(own, others)) => (own, others),
+                // Only a leader that vanished without passing on drops the channel; save
+                // this check-in on its own then.
+                Err(oneshot::Canceled) => {
+                    return self.save_check_ins(&token, vec![check_in]).await;
+                }
+            },
+        };
+        let mut leadership = Leadership {
+            queues,
+            token: token.clone(),
+            others: Some(others),
+        };
+        let batch: Vec<CheckIn> = std::iter::once(own)
+            .chain(
+                leadership
+                    .others
+                    .iter()
+                    .flatten()
+                    .map(|w| w.check_in.clone()),
+            )
+            .collect();
+        let outcome = self.save_check_ins(&token, batch).await;
+        answer(leadership.others.take().unwrap_or_default(), &outcome);
+        queues.pass_on(&token, Vec::new());
+        outcome
+    }
+
+    /// Saves check-ins of one snitch, in order, as one change; retried from a fresh read
+    /// when the snitch changed meanwhile (a sweep, an update, another server).
+    async fn save_check_ins(
+        &self,
+        token: &Token,
+        batch: Vec<CheckIn>,
+    ) -> Result<Snitch, ServiceError> {
         let mut case: Option<Case> = None;
         let mut hooks = None;
         for _ in 0..MAX_ATTEMPTS {
             let snitch = self
                 .storage
-                .snitch(&token)
+                .snitch(token)
                 .await?
                 .ok_or(ServiceError::NotFound)?;
             let case = match case.take() {
@@ -457,13 +506,31 @@ impl SnitchService {
                     case.insert(loaded.unwrap_or_else(|| Case::new(snitch.case_id.clone())))
                 }
             };
-            let step = machine::advance(&snitch, now)
-                .then(|s| machine::check_in(s, &check_in, &case.plan));
-            let change = Change::new(&snitch, step.snitch, Some(check_in.clone()), step.events);
-            let saved = self
+            // Times never go backwards for a snitch: a check-in read the clock before a
+            // newer one (on this server or another) was saved counts as at that one's time.
+            let mut floor = snitch.state.last_check_in_at.max(snitch.state.anchor_at);
+            let mut stamped = Vec::with_capacity(batch.len());
+            let mut step = Step {
+                snitch: snitch.clone(),
+                events: Vec::new(),
+            };
+            for check_in in &batch {
+                let at = floor.map_or(check_in.at, |f| f.max(check_in.at));
+                floor = Some(at);
+                let check_in = CheckIn {
+                    at,
+                    ..check_in.clone()
+                };
+                step = step
+                    .then(|s| machine::advance(s, at))
+                    .then(|s| machine::check_in(s, &check_in, &case.plan));
+                stamped.push(check_in);
+            }
+            let change = Change::new(&snitch, step.snitch, stamped, step.events);
+            match self
                 .save_with_outbox(case, &mut hooks, &snitch, change)
-                .await;
-            match saved {
+                .await
+            {
                 Ok(saved) => return Ok(saved),
                 Err(StorageError::Conflict) => continue,
                 Err(StorageError::NotFound) => return Err(ServiceError::NotFound),
@@ -533,7 +600,7 @@ impl SnitchService {
                 return Ok(0);
             }
             let events = step.events.len();
-            let change = Change::new(&snitch, step.snitch, None, step.events);
+            let change = Change::new(&snitch, step.snitch, Vec::new(), step.events);
             match self
                 .save_with_outbox(case, &mut hooks, &snitch, change)
                 .await
@@ -614,6 +681,11 @@ impl SnitchService {
     /// Removes one of the case's webhooks; another case's hook is not found.
     pub async fn delete_webhook(&self, case: &Case, id: &str) -> Result<(), ServiceError> {
         ensure_active(case)?;
+        // Hook ids are tokens: anything else (a NUL, a stray byte) names no hook, and is
+        // not handed to a store that might choke on it.
+        if Token::parse(id).is_err() {
+            return Err(ServiceError::NotFound);
+        }
         if self.storage.delete_webhook(&case.id, id).await? {
             Ok(())
         } else {
@@ -670,7 +742,7 @@ impl SnitchService {
             if !result.changes(&snitch) {
                 return Ok(snitch);
             }
-            let change = Change::new(&snitch, result.snitch, None, result.events);
+            let change = Change::new(&snitch, result.snitch, Vec::new(), result.events);
             match self
                 .save_with_outbox(case, &mut hooks, &snitch, change)
                 .await

@@ -48,6 +48,11 @@ pub struct SnitchState {
     /// When the last `snitch.errored` was emitted: at most one errored alert per period
     /// (the period of the current interval, so an interval change cannot double it).
     pub last_errored_alert_at: Option<Timestamp>,
+    /// Whether the error the snitch is in (while `errored`) was announced: a recovery is
+    /// announced only if its error was (behaviour.md section 8, "Alert economy").
+    pub error_announced: bool,
+    /// When the last `snitch.reporting` after an error was emitted: at most one per period.
+    pub last_recovery_alert_at: Option<Timestamp>,
     /// How many events this snitch has emitted; event ids are built from it.
     pub event_seq: u64,
 }

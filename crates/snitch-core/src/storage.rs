@@ -46,13 +46,16 @@ pub enum StorageError {
     Corrupt(String),
 }
 
-/// One atomic change to a snitch: its new state, the check-in that caused it (if any), the
-/// events it emitted and their deliveries (the outbox). A store keeps all of it or none.
+/// One atomic change to a snitch: its new state, the check-ins that caused it (oldest
+/// first; several when concurrent check-ins of one snitch are saved together), the events
+/// it emitted and their deliveries (the outbox). A store keeps all of it or none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
     /// The snitch as it is after the change; its `version` is one more than the stored one.
     pub snitch: Snitch,
-    pub check_in: Option<CheckIn>,
+    /// Oldest first; a store keeps the newest [`crate::snitch::CHECK_INS_KEPT`] of the
+    /// snitch's history, this change's included.
+    pub check_ins: Vec<CheckIn>,
     pub events: Vec<Event>,
     /// The deliveries of `events`, to be sent by a dispatcher.
     pub deliveries: Vec<Delivery>,
@@ -63,13 +66,13 @@ impl Change {
     pub fn new(
         before: &Snitch,
         mut after: Snitch,
-        check_in: Option<CheckIn>,
+        check_ins: Vec<CheckIn>,
         events: Vec<Event>,
     ) -> Self {
         after.version = before.version + 1;
         Change {
             snitch: after,
-            check_in,
+            check_ins,
             events,
             deliveries: Vec::new(),
         }
@@ -102,8 +105,8 @@ pub trait Storage: Send + Sync {
     /// oldest first (by `created_at`, then by order of insertion).
     async fn snitches(&self, case: &CaseId, tags: &[Tag]) -> Result<Vec<Snitch>, StorageError>;
 
-    /// Applies a change atomically: the new snitch state, its check-in (kept among the
-    /// last [`crate::snitch::CHECK_INS_KEPT`]) and its events. Refused with
+    /// Applies a change atomically: the new snitch state, its check-ins (appended in
+    /// order; the newest [`crate::snitch::CHECK_INS_KEPT`] are kept) and its events. Refused with
     /// [`StorageError::Conflict`] when the stored version is not
     /// [`Change::expected_version`], or [`StorageError::NotFound`] when it is gone.
     async fn save(&self, change: &Change) -> Result<(), StorageError>;

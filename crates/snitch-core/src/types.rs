@@ -20,6 +20,24 @@ pub const TOKEN_MIN_CHARS: usize = 16;
 pub const TOKEN_CHARS: usize = 20;
 
 pub const BLANK: &str = "can't be blank";
+/// Text fields of the API refuse U+0000: no store has to hold it, and stores that cannot
+/// (PostgreSQL) behave as the others do (behaviour.md section 8).
+pub const CONTAINS_NUL: &str = "can't contain a NUL character";
+
+/// Refuses text with a NUL character, naming `attribute`.
+pub(crate) fn refuse_nul(attribute: &str, raw: &str) -> Result<(), Validation> {
+    if raw.contains('\0') {
+        Err(Validation::new(attribute, CONTAINS_NUL))
+    } else {
+        Ok(())
+    }
+}
+
+/// Text a job sent that is kept, never refused: NUL becomes U+FFFD, since not every store
+/// can hold it.
+fn replace_nul(raw: &str) -> String {
+    raw.replace('\0', "\u{FFFD}")
+}
 
 fn too_long(max: usize) -> String {
     format!("is too long (maximum is {max} characters)")
@@ -31,6 +49,7 @@ pub struct SnitchName(String);
 
 impl SnitchName {
     pub fn parse(raw: &str) -> Result<Self, Validation> {
+        refuse_nul("name", raw)?;
         let name = raw.trim();
         if name.is_empty() {
             return Err(Validation::new("name", BLANK));
@@ -53,6 +72,7 @@ pub struct Tag(String);
 
 impl Tag {
     pub fn parse(raw: &str) -> Result<Self, Validation> {
+        refuse_nul("tags", raw)?;
         let tag = raw.trim();
         if tag.is_empty() {
             return Err(Validation::new("tags", BLANK));
@@ -154,6 +174,7 @@ pub struct Notes(String);
 
 impl Notes {
     pub fn parse(raw: &str) -> Result<Self, Validation> {
+        refuse_nul("notes", raw)?;
         if raw.chars().count() > NOTES_MAX_CHARS {
             return Err(Validation::new("notes", too_long(NOTES_MAX_CHARS)));
         }
@@ -171,6 +192,7 @@ pub struct EmailAddress(String);
 
 impl EmailAddress {
     pub fn parse(raw: &str) -> Result<Self, Validation> {
+        refuse_nul("alert_email", raw)?;
         let address = raw.trim();
         if email_address::EmailAddress::is_valid(address) {
             Ok(EmailAddress(address.to_owned()))
@@ -460,14 +482,14 @@ impl Case {
 pub struct CheckInMessage(String);
 
 impl CheckInMessage {
-    /// `None` for an absent or empty message.
+    /// `None` for an absent or empty message. Never refused: cut to 256 characters, NUL
+    /// replaced by U+FFFD.
     pub fn truncating(raw: &str) -> Option<Self> {
         if raw.is_empty() {
             return None;
         }
-        Some(CheckInMessage(
-            raw.chars().take(CHECK_IN_MESSAGE_MAX_CHARS).collect(),
-        ))
+        let cut: String = raw.chars().take(CHECK_IN_MESSAGE_MAX_CHARS).collect();
+        Some(CheckInMessage(replace_nul(&cut)))
     }
 
     pub fn as_str(&self) -> &str {
@@ -489,9 +511,12 @@ impl Outcome {
     pub fn from_exit_status(s: Option<&str>) -> Outcome {
         match s.map(str::trim) {
             None | Some("") | Some("0") => Outcome::Success,
-            Some(other) => Outcome::Error {
-                exit_status: other.chars().take(64).collect(),
-            },
+            Some(other) => {
+                let cut: String = other.chars().take(64).collect();
+                Outcome::Error {
+                    exit_status: replace_nul(&cut),
+                }
+            }
         }
     }
 
@@ -609,5 +634,28 @@ mod tests {
         let long = "ß".repeat(300);
         let m = CheckInMessage::truncating(&long).expect("non-empty");
         assert_eq!(m.as_str().chars().count(), 256);
+    }
+
+    #[test]
+    fn text_fields_refuse_nul_naming_the_attribute() {
+        fn nul<T>(attribute: &str) -> Result<T, Validation> {
+            Err(Validation::new(attribute, CONTAINS_NUL))
+        }
+        assert_eq!(SnitchName::parse("a\0b"), nul("name"));
+        assert_eq!(Tag::parse("\0"), nul("tags"));
+        assert_eq!(Notes::parse("x\0"), nul("notes"));
+        assert_eq!(AlertEmails::parse(&["a\0@example.com"]), nul("alert_email"));
+    }
+
+    #[test]
+    fn check_in_text_keeps_nul_as_a_replacement_character() {
+        let m = CheckInMessage::truncating("a\0b").expect("non-empty");
+        assert_eq!(m.as_str(), "a\u{FFFD}b");
+        assert_eq!(
+            Outcome::from_exit_status(Some("\0")),
+            Outcome::Error {
+                exit_status: "\u{FFFD}".to_owned()
+            }
+        );
     }
 }

@@ -17,6 +17,7 @@ pub struct WebhookUrl(String);
 impl WebhookUrl {
     pub fn parse(raw: &str) -> Result<Self, Validation> {
         let invalid = || Validation::new("url", "must be an http or https URL with a host");
+        crate::types::refuse_nul("url", raw)?;
         let raw = raw.trim();
         if raw.is_empty() {
             return Err(Validation::new("url", crate::types::BLANK));
@@ -52,6 +53,7 @@ pub struct WebhookSecret(String);
 
 impl WebhookSecret {
     pub fn parse(raw: &str) -> Result<Self, Validation> {
+        crate::types::refuse_nul("secret", raw)?;
         if raw.is_empty() {
             return Err(Validation::new("secret", crate::types::BLANK));
         }

@@ -22,7 +22,9 @@ use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
 use serde::Deserialize;
 use serde_json::Value;
-use snitch_core::{Case, CheckInMessage, Outcome, ServiceError, SnitchService, Validations};
+use snitch_core::{
+    Case, CheckInMessage, Outcome, ServiceError, SnitchService, StorageError, Validations,
+};
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub mod error;
@@ -442,7 +444,12 @@ async fn check_in(
     let params = check_in_params(query.as_deref(), &headers, &body);
     let outcome = Outcome::from_exit_status(params.get("s").map(String::as_str));
     let message = params.get("m").and_then(|m| CheckInMessage::truncating(m));
-    match service.check_in(&token, outcome, message).await {
+    // Spawned, so a client that hangs up cannot cancel a check-in halfway: once it
+    // arrived it is recorded, and check-ins queued behind it are never held up.
+    let saved = tokio::spawn(async move { service.check_in(&token, outcome, message).await })
+        .await
+        .unwrap_or_else(|e| Err(StorageError::Backend(e.into()).into()));
+    match saved {
         Ok(_) => (
             StatusCode::ACCEPTED,
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],

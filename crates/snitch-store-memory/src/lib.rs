@@ -223,7 +223,8 @@ impl Storage for MemoryStorage {
                 inner.wake_index.insert((w, new.token.clone()));
             }
         }
-        if let Some(check_in) = &change.check_in {
+        let newest = change.check_ins.len().saturating_sub(CHECK_INS_KEPT);
+        for check_in in &change.check_ins[newest..] {
             push_bounded(&mut entry.check_ins, check_in.clone(), CHECK_INS_KEPT);
         }
         let mut evicted = Vec::new();

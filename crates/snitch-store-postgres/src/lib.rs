@@ -229,6 +229,38 @@ async fn insert_deliveries(
     Ok(())
 }
 
+/// Appends check-ins in order, one statement, then trims the history to the newest
+/// [`CHECK_INS_KEPT`]. Older ones of a long change would be trimmed at once, so they are
+/// not written at all.
+async fn insert_check_ins(
+    conn: &mut PgConnection,
+    token: &str,
+    check_ins: &[CheckIn],
+) -> Result<(), StorageError> {
+    let newest = &check_ins[check_ins.len().saturating_sub(CHECK_INS_KEPT)..];
+    let mut q = QueryBuilder::<Postgres>::new(
+        "INSERT INTO snitch.check_ins (token, at, exit_status, message) ",
+    );
+    q.push_values(newest.iter().map(CheckInRecord::of), |mut row, c| {
+        row.push_bind(token)
+            .push_bind(c.at)
+            .push_bind(c.exit_status)
+            .push_bind(c.message);
+    });
+    q.build().execute(&mut *conn).await.map_err(backend)?;
+    sqlx::query(
+        "DELETE FROM snitch.check_ins WHERE token = $1 AND seq <= \
+         (SELECT seq FROM snitch.check_ins WHERE token = $1 \
+          ORDER BY seq DESC OFFSET $2 LIMIT 1)",
+    )
+    .bind(token)
+    .bind(limit(CHECK_INS_KEPT))
+    .execute(&mut *conn)
+    .await
+    .map_err(backend)?;
+    Ok(())
+}
+
 /// Applies one change in the caller's transaction: the new state, then its check-in,
 /// events and deliveries. Nothing is written when the version is stale
 /// ([`StorageError::Conflict`]) or the snitch is gone ([`StorageError::NotFound`]); after
@@ -259,29 +291,8 @@ async fn save_change(conn: &mut PgConnection, change: &Change) -> Result<(), Sto
         });
     }
 
-    if let Some(check_in) = &change.check_in {
-        let c = CheckInRecord::of(check_in);
-        sqlx::query(
-            "INSERT INTO snitch.check_ins (token, at, exit_status, message) \
-             VALUES ($1, $2, $3, $4)",
-        )
-        .bind(token)
-        .bind(c.at)
-        .bind(c.exit_status)
-        .bind(c.message)
-        .execute(&mut *conn)
-        .await
-        .map_err(backend)?;
-        sqlx::query(
-            "DELETE FROM snitch.check_ins WHERE token = $1 AND seq <= \
-             (SELECT seq FROM snitch.check_ins WHERE token = $1 \
-              ORDER BY seq DESC OFFSET $2 LIMIT 1)",
-        )
-        .bind(token)
-        .bind(limit(CHECK_INS_KEPT))
-        .execute(&mut *conn)
-        .await
-        .map_err(backend)?;
+    if !change.check_ins.is_empty() {
+        insert_check_ins(conn, token, &change.check_ins).await?;
     }
 
     if !change.events.is_empty() {

@@ -98,7 +98,7 @@ pub(crate) fn members(case: &Case) -> Vec<String> {
 // ---------------------------------------------------------------------------------------
 
 /// The columns a save may change, in the order [`SnitchFields::bind`] binds them.
-pub(crate) const SNITCH_FIELDS: [&str; 20] = [
+pub(crate) const SNITCH_FIELDS: [&str; 22] = [
     "name",
     "tags",
     "notes",
@@ -116,6 +116,8 @@ pub(crate) const SNITCH_FIELDS: [&str; 20] = [
     "pause_checked_in",
     "smart_offsets_ms",
     "last_errored_alert_at",
+    "error_announced",
+    "last_recovery_alert_at",
     "event_seq",
     "version",
     "wake_at",
@@ -125,7 +127,8 @@ pub(crate) const SNITCH_FIELDS: [&str; 20] = [
 pub(crate) const SNITCH_COLUMNS: &str = "token, case_id, created_at, name, tags, notes, \
     interval, alert_type, alert_email, status, checked_in_at, last_check_in_at, anchor_at, \
     deadline_at, pause_until_kind, pause_until_at, pause_resume_status, pause_checked_in, \
-    smart_offsets_ms, last_errored_alert_at, event_seq, version";
+    smart_offsets_ms, last_errored_alert_at, error_announced, last_recovery_alert_at, \
+    event_seq, version";
 
 const UNTIL_HEALTHY: &str = "healthy";
 const UNTIL_UNPAUSED: &str = "unpaused";
@@ -151,6 +154,8 @@ pub(crate) struct SnitchFields {
     pause_checked_in: Option<bool>,
     smart_offsets_ms: Vec<i64>,
     last_errored_alert_at: Option<DateTime<Utc>>,
+    error_announced: bool,
+    last_recovery_alert_at: Option<DateTime<Utc>>,
     event_seq: i64,
     version: i64,
     wake_at: Option<DateTime<Utc>>,
@@ -185,6 +190,8 @@ impl SnitchFields {
             pause_checked_in: state.pause.as_ref().map(|p| p.checked_in_while_paused),
             smart_offsets_ms: state.smart_offsets_ms.clone(),
             last_errored_alert_at: state.last_errored_alert_at,
+            error_announced: state.error_announced,
+            last_recovery_alert_at: state.last_recovery_alert_at,
             event_seq: to_bigint("event_seq", state.event_seq)?,
             version: to_bigint("version", s.version)?,
             wake_at: s.wake_at(),
@@ -210,6 +217,8 @@ impl SnitchFields {
             .bind(self.pause_checked_in)
             .bind(self.smart_offsets_ms)
             .bind(self.last_errored_alert_at)
+            .bind(self.error_announced)
+            .bind(self.last_recovery_alert_at)
             .bind(self.event_seq)
             .bind(self.version)
             .bind(self.wake_at)
@@ -238,6 +247,8 @@ pub(crate) struct SnitchRow {
     pause_checked_in: Option<bool>,
     smart_offsets_ms: Vec<i64>,
     last_errored_alert_at: Option<DateTime<Utc>>,
+    error_announced: bool,
+    last_recovery_alert_at: Option<DateTime<Utc>>,
     event_seq: i64,
     version: i64,
 }
@@ -288,6 +299,8 @@ impl SnitchRow {
                 pause,
                 smart_offsets_ms: self.smart_offsets_ms,
                 last_errored_alert_at: self.last_errored_alert_at,
+                error_announced: self.error_announced,
+                last_recovery_alert_at: self.last_recovery_alert_at,
                 event_seq: from_bigint("event_seq", self.event_seq)?,
             },
             version: from_bigint("version", self.version)?,

@@ -102,7 +102,7 @@ async fn concurrent_saves_share_few_transactions() {
             .check_ins(&change.snitch.token, 10)
             .await
             .expect("read");
-        assert_eq!(check_ins, Vec::from_iter(change.check_in.clone()));
+        assert_eq!(check_ins, change.check_ins.clone());
     }
 }
 
@@ -142,7 +142,7 @@ async fn conflicts_in_a_batch_leave_the_others_committed() {
     let check_ins = store.check_ins(&read[0].token, 10).await.expect("read");
     let expected: Vec<_> = [&batch[4], &batch[0]]
         .iter()
-        .filter_map(|c| c.check_in.clone())
+        .flat_map(|c| c.check_ins.clone())
         .collect();
     assert_eq!(check_ins, expected, "the first and the one made from it");
     assert_eq!(stored(&store, &read[1]).await, Some(moved_on.snitch));

@@ -1,0 +1,169 @@
+//! Concurrent check-ins of one snitch, saved together.
+//!
+//! Many workers may share one check-in URL. Saved one by one, their changes would all be
+//! computed from the same version and all but one refused as stale, again and again
+//! (behaviour.md section 8: every concurrent check-in is answered and recorded). Instead,
+//! the first check-in of a token *leads*: it saves its own check-in, and the check-ins that
+//! arrive meanwhile queue behind it. When its save is done, the leader hands the whole
+//! queue to one of the queued callers, who saves them as one change (the state machine
+//! steps through them in order) and answers them all. So one snitch costs one save per
+//! round, however many callers share it, and nobody waits for more than the save in flight
+//! and its own.
+//!
+//! No I/O and no runtime: a mutex around a map of queues and one-shot channels. A leader
+//! whose future is dropped mid-round passes its batch on from `Drop`, so no queued caller
+//! is left waiting.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use futures::channel::oneshot;
+
+use crate::error::ServiceError;
+use crate::snitch::{CheckIn, Snitch};
+use crate::storage::StorageError;
+use crate::types::Token;
+
+/// A queued check-in and where its caller waits.
+pub(crate) struct Waiter {
+    pub(crate) check_in: CheckIn,
+    reply: oneshot::Sender<Turn>,
+}
+
+/// What a queued caller is told.
+pub(crate) enum Turn {
+    /// Its check-in was saved (or not) with the batch of another caller.
+    Done(Result<Snitch, SharedError>),
+    /// It leads now: its own check-in and these others are the next batch.
+    Lead(CheckIn, Vec<Waiter>),
+}
+
+impl Turn {
+    /// The queued callers a turn that could not be handed over carried.
+    fn into_waiters(self) -> Vec<Waiter> {
+        match self {
+            Turn::Done(_) => Vec::new(),
+            Turn::Lead(_, others) => others,
+        }
+    }
+}
+
+/// An outcome shared by every caller of a batch.
+#[derive(Debug, Clone)]
+pub(crate) enum SharedError {
+    NotFound,
+    Storage(String),
+}
+
+impl SharedError {
+    pub(crate) fn of(error: &ServiceError) -> Self {
+        match error {
+            ServiceError::NotFound => SharedError::NotFound,
+            other => SharedError::Storage(other.to_string()),
+        }
+    }
+
+    pub(crate) fn into_service_error(self) -> ServiceError {
+        match self {
+            SharedError::NotFound => ServiceError::NotFound,
+            SharedError::Storage(detail) => {
+                ServiceError::Storage(StorageError::Backend(detail.into()))
+            }
+        }
+    }
+}
+
+/// How a check-in gets its turn.
+pub(crate) enum Entry {
+    /// No save of this token is in flight: the caller leads a batch of its own.
+    Lead,
+    /// It was queued behind the save in flight.
+    Queued(oneshot::Receiver<Turn>),
+}
+
+/// The queues of the tokens that have a save in flight. A token is in the map exactly
+/// while some caller leads a batch of it.
+#[derive(Default)]
+pub(crate) struct CheckInQueues {
+    queues: Mutex<HashMap<Token, Vec<Waiter>>>,
+}
+
+impl CheckInQueues {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Token, Vec<Waiter>>> {
+        // The map stays consistent across a panic: every change to it is one call.
+        self.queues.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Leads a new batch, or queues behind the one in flight.
+    pub(crate) fn enter(&self, token: &Token, check_in: &CheckIn) -> Entry {
+        let mut queues = self.lock();
+        match queues.get_mut(token) {
+            Some(queue) => {
+                let (reply, turn) = oneshot::channel();
+                queue.push(Waiter {
+                    check_in: check_in.clone(),
+                    reply,
+                });
+                Entry::Queued(turn)
+            }
+            None => {
+                queues.insert(token.clone(), Vec::new());
+                Entry::Lead
+            }
+        }
+    }
+
+    /// Ends a leader's round: the check-ins queued meanwhile go, as one batch, to the
+    /// first queued caller still waiting; with none, the token leaves the map.
+    pub(crate) fn pass_on(&self, token: &Token, mut batch: Vec<Waiter>) {
+        let mut queues = self.lock();
+        if let Some(queue) = queues.get_mut(token) {
+            batch.append(queue);
+        }
+        while !batch.is_empty() {
+            let Waiter { check_in, reply } = batch.remove(0);
+            match reply.send(Turn::Lead(check_in, batch)) {
+                Ok(()) => return,
+                // That caller is gone (its request was dropped): try the next one.
+                Err(turn) => batch = turn.into_waiters(),
+            }
+        }
+        queues.remove(token);
+    }
+}
+
+impl std::fmt::Debug for CheckInQueues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckInQueues")
+            .field("tokens", &self.lock().len())
+            .finish()
+    }
+}
+
+/// Answers every caller of a batch with its shared outcome.
+pub(crate) fn answer(batch: Vec<Waiter>, outcome: &Result<Snitch, ServiceError>) {
+    for waiter in batch {
+        let shared = match outcome {
+            Ok(snitch) => Ok(snitch.clone()),
+            Err(e) => Err(SharedError::of(e)),
+        };
+        // A caller that is gone needs no answer.
+        let _ = waiter.reply.send(Turn::Done(shared));
+    }
+}
+
+/// A leader's hold on its token: dropped before the round was passed on (the leading
+/// future was cancelled), it passes the batch on, so the queued callers still get saved.
+pub(crate) struct Leadership<'a> {
+    pub(crate) queues: &'a CheckInQueues,
+    pub(crate) token: Token,
+    pub(crate) others: Option<Vec<Waiter>>,
+}
+
+impl Drop for Leadership<'_> {
+    fn drop(&mut self) {
+        if let Some(others) = self.others.take() {
+            self.queues.pass_on(&self.token, others);
+        }
+    }
+}
