@@ -24,14 +24,18 @@ use chrono::{Duration, TimeZone, Utc};
 use futures::future::join_all;
 
 use crate::calendar::{Interval, Timestamp};
+use crate::clock::ManualClock;
+use crate::error::ServiceError;
 use crate::machine;
 use crate::outbox::{deliveries_for, Attempt, AttemptResult, Channel, Delivery, DeliveryState};
+use crate::service::{SnitchFields, SnitchService};
 use crate::snitch::{CheckIn, PauseUntil, Snitch, CHECK_INS_KEPT};
 use crate::storage::{Change, Storage, StorageError};
 use crate::types::{
     AlertEmails, AlertType, Case, CaseId, CheckInMessage, EmailAddress, Notes, Outcome, Plan,
-    SnitchName, Status, Tag, Tags, Token,
+    SnitchName, Status, Tag, Tags, Token, CONTAINS_NUL,
 };
+use crate::validation::Validation;
 use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
 
 /// Expands to one test per rule of the storage contract, each run on a store made by
@@ -64,6 +68,11 @@ macro_rules! storage_contract_tests {
             // History.
             check_ins_are_newest_first_and_limited,
             check_ins_keep_the_most_recent_ones,
+            a_change_with_several_check_ins_keeps_them_in_order,
+            // Trust under fire (behaviour.md section 8), through the service.
+            concurrent_check_ins_of_one_snitch_are_all_recorded,
+            nul_in_api_text_is_refused_on_every_store,
+            nul_in_check_ins_is_kept_as_a_replacement_character,
             events_are_newest_first_and_limited,
             history_of_unknown_snitch_is_empty,
             // Deleting.
@@ -741,6 +750,194 @@ pub async fn check_ins_keep_the_most_recent_ones(store: Arc<dyn Storage>) {
     let kept = store.check_ins(&s.token, 1_000).await.expect("read");
     assert_eq!(kept.len(), CHECK_INS_KEPT);
     assert_eq!(kept, newest_first(&sent[5..]));
+}
+
+/// A change may carry several check-ins (concurrent ones, saved together): all are kept,
+/// in order, and the history still holds only the newest [`CHECK_INS_KEPT`].
+pub async fn a_change_with_several_check_ins_keeps_them_in_order(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let s = insert_checked_in(&store, &acme, 1, at(0)).await;
+    let three = vec![
+        success(at(1)),
+        failure(at(1), "2", "disk full"),
+        success(at(2)),
+    ];
+    let s = apply(&store, several_check_ins(&s, &three)).await;
+    let kept = store.check_ins(&s.token, 10).await.expect("read");
+    assert_eq!(kept[..3], newest_first(&three)[..]);
+    assert_eq!(kept.len(), 4, "with the first check-in");
+
+    let many: Vec<CheckIn> = (0..CHECK_INS_KEPT as i64 + 50)
+        .map(|i| success(at(3) + Duration::milliseconds(i)))
+        .collect();
+    let s = apply(&store, several_check_ins(&s, &many)).await;
+    let kept = store.check_ins(&s.token, 1_000).await.expect("read");
+    assert_eq!(kept, newest_first(&many[50..]));
+}
+
+/// The change the service makes for check-ins saved together.
+fn several_check_ins(snitch: &Snitch, check_ins: &[CheckIn]) -> Change {
+    let mut step = machine::advance(snitch, check_ins[0].at);
+    for c in check_ins {
+        step = step
+            .then(|s| machine::advance(s, c.at))
+            .then(|s| machine::check_in(s, c, &Plan::default()));
+    }
+    Change::new(snitch, step.snitch, check_ins.to_vec(), step.events)
+}
+
+/// A service over the store, its clock standing at `at(30)`.
+async fn service_with_case(store: &Arc<dyn Storage>) -> (SnitchService, Case) {
+    let acme = with_case(store, "acme").await;
+    let service = SnitchService::new(Arc::clone(store), Arc::new(ManualClock::new(at(30))));
+    (service, acme)
+}
+
+async fn created(service: &SnitchService, case: &Case) -> Snitch {
+    let fields = SnitchFields {
+        name: Some("shared job".into()),
+        interval: Some("hourly".into()),
+        ..SnitchFields::default()
+    };
+    service.create(case, &fields).await.expect("create")
+}
+
+/// behaviour.md 8: many workers checking in to one snitch at once are all answered and
+/// all recorded; the first one reports, the rest are silent.
+pub async fn concurrent_check_ins_of_one_snitch_are_all_recorded(store: Arc<dyn Storage>) {
+    const WORKERS: usize = 64;
+    let (service, acme) = service_with_case(&store).await;
+    let s = created(&service, &acme).await;
+    let token = s.token.as_str();
+    let results = join_all((0..WORKERS).map(|i| {
+        let service = &service;
+        async move {
+            let message = CheckInMessage::truncating(&format!("worker {i}"));
+            service.check_in(token, Outcome::Success, message).await
+        }
+    }))
+    .await;
+    for (i, result) in results.iter().enumerate() {
+        assert!(result.is_ok(), "check-in {i} failed: {result:?}");
+    }
+
+    let kept = store.check_ins(&s.token, 1_000).await.expect("read");
+    let mut messages: Vec<String> = kept
+        .iter()
+        .filter_map(|c| c.message.as_ref().map(|m| m.as_str().to_owned()))
+        .collect();
+    messages.sort();
+    let mut sent: Vec<String> = (0..WORKERS).map(|i| format!("worker {i}")).collect();
+    sent.sort();
+    assert_eq!(messages, sent, "every check-in recorded once");
+    let events = store.events(&s.token, 100).await.expect("read");
+    assert_eq!(events.len(), 1, "one snitch.reporting: {events:?}");
+    let stored = stored(&store, &s.token).await.expect("stored");
+    assert_eq!(stored.status(), Status::Healthy);
+}
+
+/// behaviour.md 8: U+0000 in a text field of the API is a validation problem, decided
+/// before any store sees it, so every store answers alike.
+pub async fn nul_in_api_text_is_refused_on_every_store(store: Arc<dyn Storage>) {
+    let (service, acme) = service_with_case(&store).await;
+    let nul = |attribute: &str| Validation::new(attribute, CONTAINS_NUL);
+    let fields = SnitchFields {
+        name: Some("a\0b".into()),
+        interval: Some("hourly".into()),
+        notes: Some("\0".into()),
+        tags: Some(vec!["ok".into(), "x\0".into()]),
+        alert_email: Some(vec!["a\0@example.com".into()]),
+        ..SnitchFields::default()
+    };
+    match service.create(&acme, &fields).await {
+        Err(ServiceError::Invalid(v)) => {
+            for attribute in ["name", "notes", "tags", "alert_email"] {
+                assert!(v.iter().any(|p| *p == nul(attribute)), "{attribute}: {v:?}");
+            }
+        }
+        other => panic!("expected 422, got {other:?}"),
+    }
+    assert!(listed(&store, &acme, &[]).await.is_empty());
+
+    let s = created(&service, &acme).await;
+    let update = SnitchFields {
+        name: Some("\0".into()),
+        ..SnitchFields::default()
+    };
+    assert!(matches!(
+        service.update(&acme, s.token.as_str(), &update).await,
+        Err(ServiceError::Invalid(_))
+    ));
+    assert!(matches!(
+        service
+            .add_tags(&acme, s.token.as_str(), &["\0".into()])
+            .await,
+        Err(ServiceError::Invalid(_))
+    ));
+    // A tag that cannot exist is not on the snitch: removing it is a no-op.
+    let tags = service.remove_tag(&acme, s.token.as_str(), "\0").await;
+    assert_eq!(tags.expect("no-op"), Tags::default());
+    assert!(matches!(
+        SnitchService::parse_tag_filter("a,\0"),
+        Err(ServiceError::Invalid(_))
+    ));
+    for bad in ["\0", "tok\0", "%00"] {
+        assert!(matches!(
+            service.get(&acme, bad).await,
+            Err(ServiceError::NotFound)
+        ));
+        assert!(matches!(
+            service.delete_webhook(&acme, bad).await,
+            Err(ServiceError::NotFound)
+        ));
+    }
+    for (url, secret, attribute) in [
+        ("https://example.com/\0", None, "url"),
+        ("https://example.com/", Some("s\0"), "secret"),
+    ] {
+        match service.create_webhook(&acme, url, secret).await {
+            Err(ServiceError::Invalid(v)) => {
+                assert!(v.iter().any(|p| *p == nul(attribute)), "{v:?}")
+            }
+            other => panic!("expected 422 for {attribute}, got {other:?}"),
+        }
+    }
+    assert!(store.webhooks(&acme.id).await.expect("read").is_empty());
+}
+
+/// behaviour.md 8: a check-in is never refused for its text; NUL in the message or the
+/// exit status is stored as U+FFFD and read back alike on every store.
+pub async fn nul_in_check_ins_is_kept_as_a_replacement_character(store: Arc<dyn Storage>) {
+    let (service, acme) = service_with_case(&store).await;
+    let s = created(&service, &acme).await;
+    let message = CheckInMessage::truncating("a\0b");
+    service
+        .check_in(
+            s.token.as_str(),
+            Outcome::from_exit_status(Some("\0")),
+            message,
+        )
+        .await
+        .expect("recorded");
+    assert!(matches!(
+        service.check_in("tok\0", Outcome::Success, None).await,
+        Err(ServiceError::NotFound)
+    ));
+    let kept = store.check_ins(&s.token, 10).await.expect("read");
+    assert_eq!(kept.len(), 1);
+    assert_eq!(
+        kept[0].message.as_ref().map(CheckInMessage::as_str),
+        Some("a\u{FFFD}b")
+    );
+    assert_eq!(
+        kept[0].outcome,
+        Outcome::Error {
+            exit_status: "\u{FFFD}".into()
+        }
+    );
+    let events = store.events(&s.token, 10).await.expect("read");
+    assert_eq!(events.len(), 1, "the errored alert");
+    assert_eq!(events[0].check_in.as_ref(), Some(&kept[0]));
 }
 
 /// Events read back whole, newest first (in the order emitted within a change), at most
