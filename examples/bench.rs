@@ -86,6 +86,7 @@ struct Args {
 enum RowId {
     CheckInMemory,
     CheckInPostgres,
+    CheckInPostgresOneToken,
     SweepMemory,
     SweepPostgres,
     Memory,
@@ -94,9 +95,10 @@ enum RowId {
 }
 
 impl RowId {
-    const ALL: [RowId; 7] = [
+    const ALL: [RowId; 8] = [
         RowId::CheckInMemory,
         RowId::CheckInPostgres,
+        RowId::CheckInPostgresOneToken,
         RowId::SweepMemory,
         RowId::SweepPostgres,
         RowId::Memory,
@@ -106,10 +108,11 @@ impl RowId {
 
     /// The order rows run in: the memory row first, while the heap holds nothing freed
     /// that the snitches could reuse (which would hide their cost).
-    const RUN_ORDER: [RowId; 7] = [
+    const RUN_ORDER: [RowId; 8] = [
         RowId::Memory,
         RowId::CheckInMemory,
         RowId::CheckInPostgres,
+        RowId::CheckInPostgresOneToken,
         RowId::SweepMemory,
         RowId::SweepPostgres,
         RowId::AlertDelay,
@@ -120,6 +123,7 @@ impl RowId {
         match self {
             RowId::CheckInMemory => "1",
             RowId::CheckInPostgres => "2",
+            RowId::CheckInPostgresOneToken => "2b",
             RowId::SweepMemory => "3a",
             RowId::SweepPostgres => "3b",
             RowId::Memory => "4",
@@ -138,6 +142,10 @@ impl RowId {
             RowId::CheckInPostgres => format!(
                 "Check-in throughput, Postgres store ({} snitches, {} connections)",
                 thousands(sizes.check_in_snitches),
+                sizes.connections
+            ),
+            RowId::CheckInPostgresOneToken => format!(
+                "Check-ins on one token, Postgres store ({} connections), vs many tokens",
                 sizes.connections
             ),
             RowId::SweepMemory => format!(
@@ -169,6 +177,7 @@ impl RowId {
         match self {
             RowId::CheckInMemory => "≥ 0.8 of baseline",
             RowId::CheckInPostgres => "≥ 0.5 of baseline",
+            RowId::CheckInPostgresOneToken => "≥ 0.8 of many tokens",
             RowId::SweepMemory => "< 1 s",
             RowId::SweepPostgres => "< 2 s",
             RowId::Memory => "< 1 KiB",
@@ -341,6 +350,7 @@ async fn run_row(id: RowId, sizes: &Sizes, database_url: &str) -> Result<Measure
     match id {
         RowId::CheckInMemory => check_in_memory(sizes).await,
         RowId::CheckInPostgres => check_in_postgres(sizes, database_url).await,
+        RowId::CheckInPostgresOneToken => check_in_postgres_one_token(sizes, database_url).await,
         RowId::SweepMemory => sweep_memory(sizes.sweep_memory).await,
         RowId::SweepPostgres => sweep_postgres(sizes.sweep_postgres, database_url).await,
         RowId::Memory => memory_per_snitch(sizes.memory_snitches).await,
@@ -373,6 +383,18 @@ async fn check_in_throughput(
     sizes: &Sizes,
     database_url: Option<String>,
 ) -> Result<Comparison, BoxError> {
+    let (server, paths) = check_in_server(sizes, database_url).await?;
+    let result = compare_with_baseline(server.running.check_in_addr, paths, sizes).await;
+    server.stop().await?;
+    result
+}
+
+/// A server whose `sizes.check_in_snitches` snitches have each checked in once, and the
+/// check-in paths of those snitches.
+async fn check_in_server(
+    sizes: &Sizes,
+    database_url: Option<String>,
+) -> Result<(BenchServer, Arc<[Uri]>), BoxError> {
     // Several cases: the Postgres store makes inserts into one case take turns.
     let cases: Vec<String> = (0..10).map(|i| format!("bench-{i}")).collect();
     let per_case = sizes.check_in_snitches.div_ceil(cases.len());
@@ -392,9 +414,40 @@ async fn check_in_throughput(
         .iter()
         .map(|t| Uri::from_str(&format!("/{t}")))
         .collect::<Result<_, _>>()?;
-    let result = compare_with_baseline(server.running.check_in_addr, paths, sizes).await;
-    server.stop().await?;
-    result
+    Ok((server, paths))
+}
+
+/// Row 2b: every connection checks in to the same snitch (many workers sharing one
+/// check-in URL), against check-ins spread over many snitches, alternately on one server.
+async fn check_in_postgres_one_token(
+    sizes: &Sizes,
+    database_url: &str,
+) -> Result<Measured, BoxError> {
+    let db = FreshDatabase::create(database_url).await?;
+    let result = async {
+        let (server, many) = check_in_server(sizes, Some(db.url.clone())).await?;
+        let one: Arc<[Uri]> = many.iter().take(1).cloned().collect();
+        let addr = server.running.check_in_addr;
+        let loads = alternate_loads(("many", addr, many), ("one", addr, one), sizes).await;
+        server.stop().await?;
+        loads
+    }
+    .await;
+    db.drop_it().await;
+    let (many, one) = result?;
+    let ratio = one.per_second / many.per_second;
+    Ok(Measured {
+        figure: format!(
+            "{ratio:.2} of many tokens: {} vs {} req/s; p50/p99 {} / {} (many {} / {})",
+            thousands(one.per_second.round() as usize),
+            thousands(many.per_second.round() as usize),
+            ms(one.latency.p50),
+            ms(one.latency.p99),
+            ms(many.latency.p50),
+            ms(many.latency.p99),
+        ),
+        met: ratio >= 0.8,
+    })
 }
 
 /// Throughput and latency of one load run.
@@ -442,14 +495,30 @@ async fn compare_with_baseline(
     sizes: &Sizes,
 ) -> Result<Comparison, BoxError> {
     let (baseline_addr, stop_baseline) = start_baseline().await?;
-    let mut baseline = Vec::new();
-    let mut snitch = Vec::new();
+    let result = alternate_loads(
+        ("baseline", baseline_addr, paths.clone()),
+        ("snitch", target, paths),
+        sizes,
+    )
+    .await;
+    let _ = stop_baseline.send(());
+    let (baseline, snitch) = result?;
+    Ok(Comparison { baseline, snitch })
+}
+
+/// One side of an alternating comparison: a name, a server and the paths loaded.
+type LoadTarget = (&'static str, SocketAddr, Arc<[Uri]>);
+
+/// Loads `first` and `second` alternately, `sizes.rounds` times each; the medians.
+async fn alternate_loads(
+    first: LoadTarget,
+    second: LoadTarget,
+    sizes: &Sizes,
+) -> Result<(LoadResult, LoadResult), BoxError> {
+    let mut results: [Vec<LoadResult>; 2] = [Vec::new(), Vec::new()];
     for round in 1..=sizes.rounds {
-        for (name, addr, results) in [
-            ("baseline", baseline_addr, &mut baseline),
-            ("snitch", target, &mut snitch),
-        ] {
-            let result = load(addr, paths.clone(), sizes).await?;
+        for (i, (name, addr, paths)) in [&first, &second].into_iter().enumerate() {
+            let result = load(*addr, paths.clone(), sizes).await?;
             eprintln!(
                 "   round {round}/{} {name:8}: {} req/s, p50 {}, p99 {}",
                 sizes.rounds,
@@ -457,17 +526,13 @@ async fn compare_with_baseline(
                 ms(result.latency.p50),
                 ms(result.latency.p99)
             );
-            results.push(result);
+            results[i].push(result);
         }
-        if let (Some(b), Some(s)) = (baseline.last(), snitch.last()) {
-            eprintln!("   round {round} ratio: {:.2}", s.per_second / b.per_second);
+        if let (Some(a), Some(b)) = (results[0].last(), results[1].last()) {
+            eprintln!("   round {round} ratio: {:.2}", b.per_second / a.per_second);
         }
     }
-    let _ = stop_baseline.send(());
-    Ok(Comparison {
-        baseline: median_load(&baseline),
-        snitch: median_load(&snitch),
-    })
+    Ok((median_load(&results[0]), median_load(&results[1])))
 }
 
 /// The baseline: axum on 127.0.0.1:0 answering 202 to the same paths, doing nothing.
