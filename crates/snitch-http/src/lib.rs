@@ -13,6 +13,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
@@ -134,7 +135,18 @@ pub fn api_router(state: ApiState) -> Router {
         .route("/v1/snitches/{token}/events", get(list_events))
         .route("/v1/webhooks", get(list_webhooks).post(create_webhook))
         .route("/v1/webhooks/{id}", delete(delete_webhook))
+        // After the routes: it applies to those registered before it.
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .fallback(|| async { ApiError::not_found() })
+        .layer(axum::middleware::from_fn(
+            |req: Request, next: Next| async {
+                match refusal(&req) {
+                    Some(Refusal::NotFound) => ApiError::not_found().into_response(),
+                    Some(Refusal::TooLarge) => ApiError::payload_too_large().into_response(),
+                    None => next.run(req).await,
+                }
+            },
+        ))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::new())
         .with_state(state)
@@ -145,9 +157,53 @@ pub fn check_in_router(service: SnitchService) -> Router {
     Router::new()
         .route("/{token}", get(check_in).post(check_in))
         .fallback(|| async { not_found_text() })
+        .layer(axum::middleware::from_fn(
+            |req: Request, next: Next| async {
+                match refusal(&req) {
+                    Some(Refusal::NotFound) => not_found_text(),
+                    Some(Refusal::TooLarge) => too_large_text(),
+                    None => next.run(req).await,
+                }
+            },
+        ))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::new())
         .with_state(service)
+}
+
+/// Why a request is refused before routing to a handler, on both routers.
+enum Refusal {
+    /// A path segment is not valid UTF-8 once percent-decoded: no resource has that name.
+    NotFound,
+    /// The declared `Content-Length` is over [`MAX_BODY_BYTES`]: refused at once, without
+    /// reading (or waiting for) the body. A body without a declared length is cut off by
+    /// `DefaultBodyLimit` as it is read.
+    TooLarge,
+}
+
+fn refusal(req: &Request) -> Option<Refusal> {
+    let path = percent_encoding::percent_decode_str(req.uri().path());
+    if path.decode_utf8().is_err() {
+        return Some(Refusal::NotFound);
+    }
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
+        return Some(Refusal::TooLarge);
+    }
+    None
+}
+
+fn too_large_text() -> Response {
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "The request body is too large.\n",
+    )
+        .into_response()
 }
 
 /// The case of a request with a valid API key, after the maintenance and rate checks.
@@ -209,9 +265,13 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = Response;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(IntoResponse::into_response)?;
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::payload_too_large().into_response()
+            } else {
+                rejection.into_response()
+            }
+        })?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(JsonBody(None));
         }
@@ -677,12 +737,159 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_body_over_64_kib_is_413() {
+    async fn a_body_over_64_kib_is_413_json() {
         let f = fixture().await;
         let big = format!("{{\"notes\":\"{}\"}}", "x".repeat(MAX_BODY_BYTES));
-        let (status, _, _) = answer(&f.api, authed(Method::POST, "/v1/snitches", big)).await;
+        let (status, ctype, body) =
+            answer(&f.api, authed(Method::POST, "/v1/snitches", big.clone())).await;
         assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(ctype.starts_with("application/json"), "{ctype}");
+        assert_eq!(json(&body)["type"], "payload_too_large");
+        // Sent without a declared length (chunked): cut off while reading, same answer.
+        let chunks = futures::stream::iter(
+            big.into_bytes()
+                .chunks(4096)
+                .map(|c| Ok::<_, std::io::Error>(Bytes::copy_from_slice(c)))
+                .collect::<Vec<_>>(),
+        );
+        let req = authed(Method::POST, "/v1/snitches", Body::from_stream(chunks));
+        let (status, _, body) = answer(&f.api, req).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(json(&body)["type"], "payload_too_large");
         assert!(f.service.list(&f.case, &[]).await.expect("list").is_empty());
+    }
+
+    /// A request declaring `len` bytes of body that never come.
+    fn declaring(method: Method, uri: &str, auth: Option<&str>, len: u64) -> Request<Body> {
+        let never = futures::stream::pending::<Result<Bytes, std::io::Error>>();
+        let mut req = request(method, uri, auth, Body::from_stream(never));
+        req.headers_mut().insert(
+            header::CONTENT_LENGTH,
+            len.to_string().parse().expect("header"),
+        );
+        req
+    }
+
+    #[tokio::test]
+    async fn a_declared_length_over_64_kib_is_413_at_once_without_reading() {
+        let f = fixture().await;
+        let token = f.snitch(&[]).await;
+        let key = basic(&format!("{KEY}:"));
+        let within = std::time::Duration::from_secs(5);
+        for auth in [Some(key.as_str()), None] {
+            for (method, uri) in [
+                (Method::POST, "/v1/snitches".to_owned()),
+                (Method::PATCH, format!("/v1/snitches/{token}")),
+                (Method::GET, "/v1/snitches".to_owned()),
+            ] {
+                let req = declaring(method.clone(), &uri, auth, 10_000_000_000);
+                let (status, ctype, body) = tokio::time::timeout(within, answer(&f.api, req))
+                    .await
+                    .expect("answered at once");
+                assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{method} {uri}");
+                assert!(ctype.starts_with("application/json"), "{ctype}");
+                assert_eq!(json(&body)["type"], "payload_too_large");
+            }
+        }
+        let over = u64::try_from(MAX_BODY_BYTES).expect("small") + 1;
+        for method in [Method::POST, Method::GET] {
+            let req = declaring(method, &format!("/{token}"), None, over);
+            let (status, ctype, _) = tokio::time::timeout(within, answer(&f.check_ins, req))
+                .await
+                .expect("answered at once");
+            assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+            assert!(ctype.starts_with("text/plain"), "{ctype}");
+        }
+        let stored = f
+            .service
+            .check_ins(&f.case, &token, 10)
+            .await
+            .expect("history");
+        assert!(stored.is_empty(), "refused check-ins are not recorded");
+    }
+
+    #[tokio::test]
+    async fn a_check_in_form_body_over_64_kib_is_413_text() {
+        let f = fixture().await;
+        let token = f.snitch(&[]).await;
+        let body = format!("m={}", "x".repeat(MAX_BODY_BYTES));
+        let mut req = request(Method::POST, &format!("/{token}"), None, body);
+        req.headers_mut().insert(
+            header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded".parse().expect("header"),
+        );
+        let (status, ctype, _) = answer(&f.check_ins, req).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(ctype.starts_with("text/plain"), "{ctype}");
+    }
+
+    #[tokio::test]
+    async fn path_segments_that_are_not_utf8_are_404() {
+        let f = fixture().await;
+        let token = f.snitch(&["a"]).await;
+        for (method, uri) in [
+            (Method::GET, "/v1/snitches/%FF".to_owned()),
+            (Method::DELETE, "/v1/snitches/%C3%28".to_owned()),
+            (Method::GET, "/v1/snitches/%FF/events".to_owned()),
+            (Method::DELETE, format!("/v1/snitches/{token}/tags/%FF")),
+            (Method::DELETE, "/v1/webhooks/%80".to_owned()),
+            (Method::GET, "/v1/%FF".to_owned()),
+        ] {
+            let (status, ctype, body) =
+                answer(&f.api, authed(method.clone(), &uri, Body::empty())).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{method} {uri}");
+            assert!(ctype.starts_with("application/json"), "{uri}: {ctype}");
+            assert_eq!(json(&body)["type"], "resource_not_found", "{uri}");
+        }
+        for uri in ["/%FF", "/abc%FFdef?m=x"] {
+            let (status, ctype, body) =
+                answer(&f.check_ins, request(Method::GET, uri, None, Body::empty())).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{uri}");
+            assert!(ctype.starts_with("text/plain"), "{uri}: {ctype}");
+            assert!(!body.is_empty());
+        }
+        // Valid escapes still reach the handlers.
+        let uri = format!("/v1/snitches/{token}/tags/%61");
+        let (status, _, body) = answer(&f.api, authed(Method::DELETE, &uri, Body::empty())).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(json(&body), serde_json::json!([]));
+    }
+
+    #[tokio::test]
+    async fn a_wrong_method_is_405_json_with_allow() {
+        let f = fixture().await;
+        let token = f.snitch(&[]).await;
+        for (method, uri, allow) in [
+            (Method::PUT, "/v1/snitches".to_owned(), "GET,HEAD,POST"),
+            (
+                Method::POST,
+                format!("/v1/snitches/{token}"),
+                "GET,HEAD,PATCH,DELETE",
+            ),
+            (Method::GET, format!("/v1/snitches/{token}/pause"), "POST"),
+            (Method::GET, "/v1/webhooks/x".to_owned(), "DELETE"),
+        ] {
+            let response = f
+                .api
+                .clone()
+                .oneshot(authed(method.clone(), &uri, Body::empty()))
+                .await
+                .expect("infallible");
+            assert_eq!(
+                response.status(),
+                StatusCode::METHOD_NOT_ALLOWED,
+                "{method} {uri}"
+            );
+            let allowed = response.headers().get(header::ALLOW).expect("Allow");
+            assert_eq!(allowed, allow, "{method} {uri}");
+            let (status, ctype, body) =
+                answer(&f.api, authed(method.clone(), &uri, Body::empty())).await;
+            assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+            assert!(ctype.starts_with("application/json"), "{ctype}");
+            let body = json(&body);
+            assert_eq!(body["type"], "method_not_allowed");
+            assert!(body["error"].is_string());
+        }
     }
 
     #[tokio::test]
