@@ -19,7 +19,10 @@ use snitch_core::{
 use snitch_http::outbound::dispatcher::{Dispatcher, DispatcherOptions};
 use snitch_http::outbound::email::{LogEmailNotifier, SmtpEmailNotifier};
 use snitch_http::outbound::webhook::{WebhookNotifier, WebhookOptions};
-use snitch_http::{api_router, check_in_router, ApiConfig, ApiError, ApiKeys, ApiState, RateLimit};
+use snitch_http::{
+    api_router, check_in_router, ApiConfig, ApiError, ApiKeys, ApiState, AuthFailureLimit,
+    RateLimit,
+};
 use snitch_store_memory::MemoryStorage;
 use snitch_store_postgres::{PgStorage, MIGRATOR};
 use tokio::net::TcpListener;
@@ -62,6 +65,12 @@ pub struct Config {
     pub rate_limit_per_second: u32,
     #[serde(default = "default_burst")]
     pub rate_limit_burst: u32,
+    /// Failed authentications allowed per client address: a burst, then this many a
+    /// minute; beyond that the address gets 429 for a while, correct keys included.
+    #[serde(default = "default_auth_failures_per_minute")]
+    pub auth_failures_per_minute: u32,
+    #[serde(default = "default_auth_failures_burst")]
+    pub auth_failures_burst: u32,
     #[serde(default)]
     pub maintenance: bool,
     /// Connections each listener serves at once; more wait in the kernel's backlog.
@@ -123,6 +132,12 @@ fn default_rate() -> u32 {
 fn default_burst() -> u32 {
     60
 }
+fn default_auth_failures_per_minute() -> u32 {
+    AuthFailureLimit::default().per_minute.get()
+}
+fn default_auth_failures_burst() -> u32 {
+    AuthFailureLimit::default().burst.get()
+}
 fn default_max_connections() -> usize {
     crate::serve::DEFAULT_MAX_CONNECTIONS
 }
@@ -161,7 +176,7 @@ impl Default for Config {
 }
 
 /// The top-level keys that an environment variable `SNITCH_<KEY>` can set.
-const ENV_KEYS: [&str; 18] = [
+const ENV_KEYS: [&str; 20] = [
     "listen",
     "check_in_listen",
     "base_url",
@@ -173,6 +188,8 @@ const ENV_KEYS: [&str; 18] = [
     "allow_private_webhooks",
     "rate_limit_per_second",
     "rate_limit_burst",
+    "auth_failures_per_minute",
+    "auth_failures_burst",
     "maintenance",
     "max_connections",
     "header_timeout_ms",
@@ -219,6 +236,8 @@ impl Config {
                     .map_err(|_| format!("{var} must be true or false")),
                 "rate_limit_per_second"
                 | "rate_limit_burst"
+                | "auth_failures_per_minute"
+                | "auth_failures_burst"
                 | "database_max_connections"
                 | "max_connections"
                 | "header_timeout_ms"
@@ -245,6 +264,11 @@ impl Config {
         let bad = |m: String| Err(ServerError::Config(m));
         if self.rate_limit_per_second == 0 || self.rate_limit_burst == 0 {
             return bad("rate_limit_per_second and rate_limit_burst must be at least 1".into());
+        }
+        if self.auth_failures_per_minute == 0 || self.auth_failures_burst == 0 {
+            return bad(
+                "auth_failures_per_minute and auth_failures_burst must be at least 1".into(),
+            );
         }
         if self.max_connections == 0 {
             return bad("max_connections must be at least 1".into());
@@ -384,6 +408,11 @@ pub async fn launch_with_clock(
         ApiConfig {
             check_in_base: config.check_in_base(),
             rate_limit,
+            auth_failures: AuthFailureLimit {
+                per_minute: NonZeroU32::new(config.auth_failures_per_minute)
+                    .unwrap_or(NonZeroU32::MIN),
+                burst: NonZeroU32::new(config.auth_failures_burst).unwrap_or(NonZeroU32::MIN),
+            },
             maintenance: config.maintenance,
         },
     );
@@ -609,6 +638,10 @@ mod tests {
         assert_eq!((c.rate_limit_per_second, c.rate_limit_burst), (10, 60));
         assert!(c.cases.is_empty() && !c.maintenance && c.database_url.is_none());
         assert_eq!(c.max_connections, 10_000);
+        assert_eq!(
+            (c.auth_failures_per_minute, c.auth_failures_burst),
+            (10, 20)
+        );
         assert_eq!(c.serve_options().header_timeout, Duration::from_secs(10));
         assert_eq!(c.request_timeout(), Duration::from_secs(30));
     }

@@ -237,3 +237,45 @@ async fn malformed_paths_and_wrong_methods_get_clear_errors_over_http() {
     let response = server.post_json("/v1/snitches", &big).await;
     assert_error(response, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large").await;
 }
+
+#[tokio::test]
+async fn failed_authentication_is_rate_limited_per_client_address() {
+    let server = server("auth_failures_per_minute = 1\nauth_failures_burst = 2\n").await;
+    let token = server.create_snitch("n", "daily").await;
+    let wrong = "wrong-key-000000000000000000000000000";
+    for _ in 0..2 {
+        let response = send(server.request_as(wrong, Method::GET, "/v1/snitches")).await;
+        assert_error(response, StatusCode::UNAUTHORIZED, "api_key_invalid").await;
+    }
+    let response = send(server.request_as(wrong, Method::GET, "/v1/snitches")).await;
+    let retry_after: u64 = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .expect("Retry-After")
+        .to_str()
+        .expect("ascii")
+        .parse()
+        .expect("whole seconds");
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    assert_error(response, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    // While blocked, the address's correct key is refused too; check-ins are not limited.
+    let response = server.get("/v1/snitches").await;
+    assert_error(response, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    server.check_in(&token, "").await;
+
+    // Another address (127.0.0.2 is loopback too on Linux) has its own bucket.
+    #[cfg(target_os = "linux")]
+    {
+        let other = reqwest::Client::builder()
+            .local_address("127.0.0.2".parse::<std::net::IpAddr>().expect("address"))
+            .build()
+            .expect("client");
+        let response = send(
+            other
+                .get(server.url("/v1/snitches"))
+                .basic_auth(ACME_KEY, Some("")),
+        )
+        .await;
+        json_ok(response).await;
+    }
+}

@@ -70,6 +70,18 @@ impl ApiError {
         }
     }
 
+    /// Too many failed authentications from the client's address.
+    pub fn too_many_failures(retry_after_secs: u64) -> Self {
+        ApiError::Typed {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            kind: ErrorType::RateLimited.as_str(),
+            message: "Too many failed authentication attempts from this address; retry later"
+                .into(),
+            validations: None,
+            retry_after_secs: Some(retry_after_secs),
+        }
+    }
+
     pub fn service_unavailable() -> Self {
         Self::typed(
             StatusCode::SERVICE_UNAVAILABLE,

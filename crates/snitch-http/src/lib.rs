@@ -26,11 +26,14 @@ use serde_json::Value;
 use snitch_core::{Case, CheckInMessage, Outcome, ServiceError, SnitchService, Validations};
 use tower_http::catch_panic::CatchPanicLayer;
 
+pub mod auth_limit;
 pub mod error;
 pub mod keys;
 pub mod outbound;
 pub mod wire;
 
+pub use auth_limit::AuthFailureLimit;
+use auth_limit::FailureLimiter;
 pub use error::ApiError;
 pub use keys::{ApiKeys, KeyDigest};
 use wire::SnitchJson;
@@ -63,6 +66,8 @@ pub struct ApiConfig {
     /// Where check-in URLs point, e.g. `https://nosnch.example.com`.
     pub check_in_base: String,
     pub rate_limit: RateLimit,
+    /// Failed authentications per client address ([`auth_limit`]).
+    pub auth_failures: AuthFailureLimit,
     /// Start in maintenance mode (503 for the API; check-ins keep working).
     pub maintenance: bool,
 }
@@ -79,6 +84,7 @@ struct ApiInner {
     service: SnitchService,
     keys: Arc<ApiKeys>,
     limiter: KeyedLimiter,
+    failures: FailureLimiter,
     maintenance: AtomicBool,
     check_in_base: String,
 }
@@ -101,6 +107,7 @@ impl ApiState {
                 service,
                 keys,
                 limiter: RateLimiter::keyed(quota),
+                failures: FailureLimiter::new(config.auth_failures),
                 maintenance: AtomicBool::new(config.maintenance),
                 check_in_base: config.check_in_base,
             }),
@@ -216,17 +223,32 @@ impl FromRequestParts<ApiState> for Authed {
         if state.maintenance() {
             return Err(ApiError::service_unavailable());
         }
-        let key = basic_username(&parts.headers).ok_or_else(ApiError::api_key_invalid)?;
-        let (digest, case_id) = state
-            .inner
-            .keys
-            .case_of(&key)
-            .ok_or_else(ApiError::api_key_invalid)?;
+        let client = auth_limit::client_of(&parts.extensions);
+        let failures = &state.inner.failures;
+        // A blocked address is refused before its key is looked at, a correct one too:
+        // otherwise 200 versus 429 would go on telling right keys from wrong ones.
+        if let Some(wait) = failures.blocked_for(&client) {
+            return Err(ApiError::too_many_failures(whole_secs(wait)));
+        }
+        // A request without credentials gives a guesser nothing and is not counted
+        // (clients that wait for the 401 challenge before sending them stay welcome).
+        let presented = parts.headers.contains_key(header::AUTHORIZATION);
+        let failed = || match failures.record_failure(client) {
+            Some(wait) => ApiError::too_many_failures(whole_secs(wait)),
+            None => ApiError::api_key_invalid(),
+        };
+        let Some((digest, case_id)) =
+            basic_username(&parts.headers).and_then(|key| state.inner.keys.case_of(&key))
+        else {
+            return Err(if presented {
+                failed()
+            } else {
+                ApiError::api_key_invalid()
+            });
+        };
         if let Err(not_until) = state.inner.limiter.check_key(&digest) {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
-            // Whole seconds, rounded up: never tell a client to come back too early.
-            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-            return Err(ApiError::rate_limited(secs.max(1)));
+            return Err(ApiError::rate_limited(whole_secs(wait)));
         }
         let case = state
             .inner
@@ -234,11 +256,18 @@ impl FromRequestParts<ApiState> for Authed {
             .storage()
             .case(&case_id)
             .await
-            .map_err(|e| ApiError::from(ServiceError::from(e)))?
-            // A key whose case is gone is no longer valid.
-            .ok_or_else(ApiError::api_key_invalid)?;
+            .map_err(|e| ApiError::from(ServiceError::from(e)))?;
+        // A key whose case is gone is no longer valid.
+        let Some(case) = case else {
+            return Err(failed());
+        };
         Ok(Authed(case))
     }
+}
+
+/// Whole seconds, rounded up and at least 1: never tell a client to come back too early.
+fn whole_secs(wait: std::time::Duration) -> u64 {
+    (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
 }
 
 /// The username of HTTP Basic credentials: the API key. The password is ignored (compat).
@@ -538,6 +567,10 @@ mod tests {
     }
 
     async fn fixture() -> Fixture {
+        fixture_with(AuthFailureLimit::default()).await
+    }
+
+    async fn fixture_with(auth_failures: AuthFailureLimit) -> Fixture {
         let storage = Arc::new(MemoryStorage::new());
         let service = SnitchService::new(storage, Arc::new(SystemClock));
         let case = Case::new(CaseId::parse("acme").expect("valid"));
@@ -554,6 +587,7 @@ mod tests {
             ApiConfig {
                 check_in_base: "https://nosnch.test/".into(),
                 rate_limit: RateLimit::default(),
+                auth_failures,
                 maintenance: false,
             },
         );
@@ -711,6 +745,96 @@ mod tests {
         let (status, _, body) = answer(&f.api, req).await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(json(&body), serde_json::json!([]));
+    }
+
+    /// A request from `addr` (as the server's accept loop records it).
+    fn from(addr: &str, auth: Option<&str>) -> Request<Body> {
+        let mut req = request(Method::GET, "/v1/snitches", auth, Body::empty());
+        let addr: std::net::SocketAddr = addr.parse().expect("address");
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(addr));
+        req
+    }
+
+    #[tokio::test]
+    async fn failed_authentication_is_limited_per_client_address() {
+        let f = fixture_with(AuthFailureLimit {
+            per_minute: NonZeroU32::MIN,
+            burst: NonZeroU32::new(3).expect("non-zero"),
+        })
+        .await;
+        let good = basic(&format!("{KEY}:"));
+        let wrong = basic("wrong-key-0123456789abcdef0123456789:");
+        let status = |req| async { answer(&f.api, req).await.0 };
+        // Without credentials: not counted.
+        for _ in 0..5 {
+            assert_eq!(
+                status(from("10.0.0.1:1", None)).await,
+                StatusCode::UNAUTHORIZED
+            );
+        }
+        for _ in 0..3 {
+            let req = from("10.0.0.1:1", Some(&wrong));
+            assert_eq!(status(req).await, StatusCode::UNAUTHORIZED);
+        }
+        // The right key still works while the address is within its limit.
+        assert_eq!(
+            status(from("10.0.0.1:2", Some(&good))).await,
+            StatusCode::OK
+        );
+        let response = f
+            .api
+            .clone()
+            .oneshot(from("10.0.0.1:1", Some(&wrong)))
+            .await
+            .expect("infallible");
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        let retry: u64 = response.headers()[header::RETRY_AFTER]
+            .to_str()
+            .expect("ascii")
+            .parse()
+            .expect("seconds");
+        assert!((1..=60).contains(&retry), "{retry}");
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        let body: Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(body["type"], "rate_limited");
+        // Blocked: even the right key, from any port of that address.
+        for auth in [Some(good.as_str()), Some(wrong.as_str()), None] {
+            let (status, _, body) = answer(&f.api, from("10.0.0.1:9", auth)).await;
+            assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{auth:?}");
+            assert_eq!(json(&body)["type"], "rate_limited");
+        }
+        // Other addresses are unaffected; failures without connect info share one bucket.
+        assert_eq!(
+            status(from("10.0.0.2:1", Some(&good))).await,
+            StatusCode::OK
+        );
+        assert_eq!(
+            status(from("10.0.0.2:1", Some(&wrong))).await,
+            StatusCode::UNAUTHORIZED
+        );
+        let anonymous =
+            |auth: &str| request(Method::GET, "/v1/snitches", Some(auth), Body::empty());
+        for _ in 0..3 {
+            assert_eq!(status(anonymous(&wrong)).await, StatusCode::UNAUTHORIZED);
+        }
+        assert_eq!(
+            status(anonymous(&wrong)).await,
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        assert_eq!(
+            status(anonymous(&good)).await,
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        assert_eq!(
+            status(from("10.0.0.3:1", Some(&good))).await,
+            StatusCode::OK
+        );
     }
 
     #[tokio::test]
