@@ -8,7 +8,8 @@
 //!   and the [`Storage`], [`Clock`] and [`Notifier`] traits;
 //! - [`http`]: the v1 API and check-in routers for axum;
 //! - [`store::memory`], [`store::postgres`]: the in-memory and PostgreSQL stores;
-//! - [`server`]: a runnable server (configuration, scheduler, graceful shutdown).
+//! - [`server`]: a runnable server (configuration, scheduler, graceful shutdown);
+//! - [`serve`]: its accept loop with timeouts and a connection cap.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -35,6 +36,7 @@
 //! # }
 //! ```
 
+pub mod serve;
 pub mod server;
 
 pub use snitch_core as core;

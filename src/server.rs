@@ -3,12 +3,14 @@
 //! [`launch`] with listeners on port 0.
 
 use std::collections::BTreeMap;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use snitch_core::{
     AlertEmails, Case, CaseId, Clock, Notifier, Plan, RetryPolicy, SnitchService, Storage,
@@ -17,13 +19,20 @@ use snitch_core::{
 use snitch_http::outbound::dispatcher::{Dispatcher, DispatcherOptions};
 use snitch_http::outbound::email::{LogEmailNotifier, SmtpEmailNotifier};
 use snitch_http::outbound::webhook::{WebhookNotifier, WebhookOptions};
-use snitch_http::{api_router, check_in_router, ApiConfig, ApiKeys, ApiState, RateLimit};
+use snitch_http::{
+    api_router, check_in_router, ApiConfig, ApiError, ApiKeys, ApiState, AuthFailureLimit,
+    RateLimit,
+};
 use snitch_store_memory::MemoryStorage;
 use snitch_store_postgres::{PgStorage, MIGRATOR};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tower_http::trace::TraceLayer;
+
+use crate::serve::{
+    fitting_max_connections, raise_fd_limit, serve, with_request_timeout, ServeOptions,
+};
 
 /// The longest the scheduler sleeps between sweeps: a missed deadline is noticed within
 /// this time even if the store's earliest deadline moved meanwhile.
@@ -56,8 +65,25 @@ pub struct Config {
     pub rate_limit_per_second: u32,
     #[serde(default = "default_burst")]
     pub rate_limit_burst: u32,
+    /// Failed authentications allowed per client address: a burst, then this many a
+    /// minute; beyond that the address gets 429 for a while, correct keys included.
+    #[serde(default = "default_auth_failures_per_minute")]
+    pub auth_failures_per_minute: u32,
+    #[serde(default = "default_auth_failures_burst")]
+    pub auth_failures_burst: u32,
     #[serde(default)]
     pub maintenance: bool,
+    /// Connections each listener serves at once; more wait in the kernel's backlog.
+    /// Lowered (with a warning) to what the limit of open files allows.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// A connection that has not sent complete request headers within this time (after
+    /// it was accepted, or after its previous response) is closed.
+    #[serde(default = "default_header_timeout_ms")]
+    pub header_timeout_ms: u64,
+    /// A request not complete (body read and answered) within this time is answered 408.
+    #[serde(default = "default_request_timeout_ms")]
+    pub request_timeout_ms: u64,
     /// The first retry of a failed delivery comes about this long after it (doubling).
     #[serde(default = "default_retry_first_delay_ms")]
     pub retry_first_delay_ms: u64,
@@ -106,6 +132,24 @@ fn default_rate() -> u32 {
 fn default_burst() -> u32 {
     60
 }
+fn default_auth_failures_per_minute() -> u32 {
+    AuthFailureLimit::default().per_minute.get()
+}
+fn default_auth_failures_burst() -> u32 {
+    AuthFailureLimit::default().burst.get()
+}
+fn default_max_connections() -> usize {
+    crate::serve::DEFAULT_MAX_CONNECTIONS
+}
+fn default_header_timeout_ms() -> u64 {
+    millis(crate::serve::DEFAULT_HEADER_TIMEOUT)
+}
+fn default_request_timeout_ms() -> u64 {
+    millis(crate::serve::DEFAULT_REQUEST_TIMEOUT)
+}
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
 fn default_database_max_connections() -> u32 {
     16
 }
@@ -132,7 +176,7 @@ impl Default for Config {
 }
 
 /// The top-level keys that an environment variable `SNITCH_<KEY>` can set.
-const ENV_KEYS: [&str; 15] = [
+const ENV_KEYS: [&str; 20] = [
     "listen",
     "check_in_listen",
     "base_url",
@@ -144,7 +188,12 @@ const ENV_KEYS: [&str; 15] = [
     "allow_private_webhooks",
     "rate_limit_per_second",
     "rate_limit_burst",
+    "auth_failures_per_minute",
+    "auth_failures_burst",
     "maintenance",
+    "max_connections",
+    "header_timeout_ms",
+    "request_timeout_ms",
     "retry_first_delay_ms",
     "retry_max_delay_ms",
     "retry_give_up_after_secs",
@@ -187,7 +236,12 @@ impl Config {
                     .map_err(|_| format!("{var} must be true or false")),
                 "rate_limit_per_second"
                 | "rate_limit_burst"
+                | "auth_failures_per_minute"
+                | "auth_failures_burst"
                 | "database_max_connections"
+                | "max_connections"
+                | "header_timeout_ms"
+                | "request_timeout_ms"
                 | "retry_first_delay_ms"
                 | "retry_max_delay_ms"
                 | "retry_give_up_after_secs" => value
@@ -211,6 +265,17 @@ impl Config {
         if self.rate_limit_per_second == 0 || self.rate_limit_burst == 0 {
             return bad("rate_limit_per_second and rate_limit_burst must be at least 1".into());
         }
+        if self.auth_failures_per_minute == 0 || self.auth_failures_burst == 0 {
+            return bad(
+                "auth_failures_per_minute and auth_failures_burst must be at least 1".into(),
+            );
+        }
+        if self.max_connections == 0 {
+            return bad("max_connections must be at least 1".into());
+        }
+        if self.header_timeout_ms == 0 || self.request_timeout_ms == 0 {
+            return bad("header_timeout_ms and request_timeout_ms must be at least 1".into());
+        }
         if self.database_max_connections == 0 {
             return bad("database_max_connections must be at least 1".into());
         }
@@ -231,6 +296,18 @@ impl Config {
             max_delay: ms(self.retry_max_delay_ms),
             give_up_after: ms(self.retry_give_up_after_secs.saturating_mul(1000)),
         }
+    }
+
+    /// The limits of each listener.
+    pub fn serve_options(&self) -> ServeOptions {
+        ServeOptions {
+            header_timeout: Duration::from_millis(self.header_timeout_ms),
+            max_connections: self.max_connections,
+        }
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
     }
 
     pub fn base_url(&self) -> String {
@@ -331,11 +408,26 @@ pub async fn launch_with_clock(
         ApiConfig {
             check_in_base: config.check_in_base(),
             rate_limit,
+            auth_failures: AuthFailureLimit {
+                per_minute: NonZeroU32::new(config.auth_failures_per_minute)
+                    .unwrap_or(NonZeroU32::MIN),
+                burst: NonZeroU32::new(config.auth_failures_burst).unwrap_or(NonZeroU32::MIN),
+            },
             maintenance: config.maintenance,
         },
     );
-    let api_app = api_router(api_state.clone()).layer(TraceLayer::new_for_http());
-    let check_in_app = check_in_router(service.clone()).layer(TraceLayer::new_for_http());
+    let api_app = with_request_timeout(
+        api_router(api_state.clone()),
+        config.request_timeout(),
+        || ApiError::request_timeout().into_response(),
+    )
+    .layer(TraceLayer::new_for_http());
+    let check_in_app = with_request_timeout(
+        check_in_router(service.clone()),
+        config.request_timeout(),
+        request_timeout_text,
+    )
+    .layer(TraceLayer::new_for_http());
 
     let api_addr = api.local_addr()?;
     let check_in_addr = check_in.local_addr()?;
@@ -344,16 +436,24 @@ pub async fn launch_with_clock(
         let _ = rx.wait_for(|stop| *stop).await;
     };
 
-    let api_server = tokio::spawn(
-        axum::serve(api, api_app)
-            .with_graceful_shutdown(stopped(stop_rx.clone()))
-            .into_future(),
-    );
-    let check_in_server = tokio::spawn(
-        axum::serve(check_in, check_in_app)
-            .with_graceful_shutdown(stopped(stop_rx.clone()))
-            .into_future(),
-    );
+    let mut options = config.serve_options();
+    let fd_limit = raise_fd_limit();
+    options.max_connections = fitting_max_connections(options.max_connections, 2, fd_limit);
+    if options.max_connections < config.max_connections {
+        tracing::warn!(
+            configured = config.max_connections,
+            used = options.max_connections,
+            fd_limit,
+            "max_connections lowered to fit the limit of open files"
+        );
+    }
+    let api_server = tokio::spawn(serve(api, api_app, options, stopped(stop_rx.clone())));
+    let check_in_server = tokio::spawn(serve(
+        check_in,
+        check_in_app,
+        options,
+        stopped(stop_rx.clone()),
+    ));
     let scheduler = tokio::spawn(run_scheduler(
         service.clone(),
         scheduler_waker,
@@ -384,6 +484,16 @@ pub async fn launch_with_clock(
         api: api_state,
         task,
     })
+}
+
+/// The check-in listener's 408: text, like its other answers.
+fn request_timeout_text() -> Response {
+    (
+        StatusCode::REQUEST_TIMEOUT,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "The request was not complete in time.\n",
+    )
+        .into_response()
 }
 
 /// The in-memory store, or PostgreSQL (migrated) when `database_url` is set.
@@ -527,6 +637,13 @@ mod tests {
         assert_eq!(c.check_in_base(), "http://127.0.0.1:8081");
         assert_eq!((c.rate_limit_per_second, c.rate_limit_burst), (10, 60));
         assert!(c.cases.is_empty() && !c.maintenance && c.database_url.is_none());
+        assert_eq!(c.max_connections, 10_000);
+        assert_eq!(
+            (c.auth_failures_per_minute, c.auth_failures_burst),
+            (10, 20)
+        );
+        assert_eq!(c.serve_options().header_timeout, Duration::from_secs(10));
+        assert_eq!(c.request_timeout(), Duration::from_secs(30));
     }
 
     #[test]
@@ -572,12 +689,14 @@ webhooks = ["https://hooks.acme.test/snitch"]
             ("SNITCH_LISTEN", "127.0.0.1:7000"),
             ("SNITCH_MAINTENANCE", "true"),
             ("SNITCH_RATE_LIMIT_BURST", "5"),
+            ("SNITCH_MAX_CONNECTIONS", "300"),
             ("DATABASE_URL", "postgres://localhost/snitch"),
         ]);
         let c = Config::parse("listen = \"127.0.0.1:1\"", env).expect("valid");
         assert_eq!(c.listen, SocketAddr::from(([127, 0, 0, 1], 7000)));
         assert!(c.maintenance);
         assert_eq!(c.rate_limit_burst, 5);
+        assert_eq!(c.max_connections, 300);
         assert_eq!(
             c.database_url.as_deref(),
             Some("postgres://localhost/snitch")
@@ -590,6 +709,8 @@ webhooks = ["https://hooks.acme.test/snitch"]
     #[test]
     fn zero_rates_and_duplicate_cases_are_refused() {
         assert!(config_from_toml("rate_limit_burst = 0").is_err());
+        assert!(config_from_toml("max_connections = 0").is_err());
+        assert!(config_from_toml("header_timeout_ms = 0").is_err());
         assert!(config_from_toml("[[case]]\nname = \"a\"\n[[case]]\nname = \"a\"\n").is_err());
     }
 

@@ -844,6 +844,34 @@ async fn webhooks_can_be_listed_created_and_deleted() {
 }
 
 #[tokio::test]
+async fn query_values_of_webhook_urls_are_masked_wherever_shown() {
+    let server = Server::start().await;
+    let url = "https://ops:pw@hooks.acme.test/x?token=s3cret&channel=ops&flag";
+    let masked = "https://ops:***@hooks.acme.test/x?token=***&channel=***&flag";
+    let hook = json_ok(server.post_json("/v1/webhooks", &json!({"url": url})).await).await;
+    assert_eq!(hook["url"], masked);
+    assert_eq!(server.get_ok("/v1/webhooks").await[0]["url"], masked);
+
+    // The events endpoint's deliveries show the target without credentials or values.
+    let token = server.create_snitch("n", "daily").await;
+    server.check_in(&token, "").await;
+    let events = server.get_ok(&format!("/v1/snitches/{token}/events")).await;
+    let text = events.to_string();
+    assert!(!text.contains("s3cret") && !text.contains("pw@"), "{text}");
+    let targets: Vec<&str> = events[0]["deliveries"]
+        .as_array()
+        .expect("deliveries")
+        .iter()
+        .filter(|d| d["channel"] == "webhook")
+        .map(|d| d["target"].as_str().expect("target"))
+        .collect();
+    assert_eq!(
+        targets,
+        ["https://hooks.acme.test/x?token=***&channel=***&flag"]
+    );
+}
+
+#[tokio::test]
 async fn invalid_webhook_urls_are_422() {
     let server = Server::start().await;
     for url in [

@@ -8,10 +8,12 @@ use snitch_core::{ErrorType, ServiceError, Validations};
 /// An error the API answers with.
 #[derive(Debug)]
 pub enum ApiError {
-    /// A typed error of api-v1.md section 7.
+    /// A typed error of api-v1.md section 7 (`kind` is its stable `type`), or one of the
+    /// protocol errors the table does not list: `method_not_allowed` (405),
+    /// `payload_too_large` (413), `request_timeout` (408).
     Typed {
         status: StatusCode,
-        kind: ErrorType,
+        kind: &'static str,
         message: String,
         validations: Option<Validations>,
         retry_after_secs: Option<u64>,
@@ -39,13 +41,7 @@ struct ValidationBody<'a> {
 
 impl ApiError {
     fn typed(status: StatusCode, kind: ErrorType, message: impl Into<String>) -> Self {
-        ApiError::Typed {
-            status,
-            kind,
-            message: message.into(),
-            validations: None,
-            retry_after_secs: None,
-        }
+        Self::protocol(status, kind.as_str(), message)
     }
 
     pub fn api_key_invalid() -> Self {
@@ -67,8 +63,20 @@ impl ApiError {
     pub fn rate_limited(retry_after_secs: u64) -> Self {
         ApiError::Typed {
             status: StatusCode::TOO_MANY_REQUESTS,
-            kind: ErrorType::RateLimited,
+            kind: ErrorType::RateLimited.as_str(),
             message: "Too many requests with this API key; retry later".into(),
+            validations: None,
+            retry_after_secs: Some(retry_after_secs),
+        }
+    }
+
+    /// Too many failed authentications from the client's address.
+    pub fn too_many_failures(retry_after_secs: u64) -> Self {
+        ApiError::Typed {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            kind: ErrorType::RateLimited.as_str(),
+            message: "Too many failed authentication attempts from this address; retry later"
+                .into(),
             validations: None,
             retry_after_secs: Some(retry_after_secs),
         }
@@ -82,10 +90,50 @@ impl ApiError {
         )
     }
 
+    /// A route exists, but not for this method (the router adds the `Allow` header).
+    pub fn method_not_allowed() -> Self {
+        Self::protocol(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "The method is not allowed for this resource",
+        )
+    }
+
+    /// A body over [`crate::MAX_BODY_BYTES`], declared or sent.
+    pub fn payload_too_large() -> Self {
+        Self::protocol(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!(
+                "The request body is larger than {} bytes",
+                crate::MAX_BODY_BYTES
+            ),
+        )
+    }
+
+    /// The request was not complete within the server's request timeout.
+    pub fn request_timeout() -> Self {
+        Self::protocol(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            "The request was not complete in time",
+        )
+    }
+
+    fn protocol(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
+        ApiError::Typed {
+            status,
+            kind,
+            message: message.into(),
+            validations: None,
+            retry_after_secs: None,
+        }
+    }
+
     pub fn invalid(validations: Validations) -> Self {
         ApiError::Typed {
             status: StatusCode::UNPROCESSABLE_ENTITY,
-            kind: ErrorType::ResourceInvalid,
+            kind: ErrorType::ResourceInvalid.as_str(),
             message: format!("Invalid request: {validations}"),
             validations: Some(validations),
             retry_after_secs: None,
@@ -128,7 +176,7 @@ impl IntoResponse for ApiError {
                 retry_after_secs,
             } => {
                 let body = ErrorBody {
-                    kind: kind.as_str(),
+                    kind,
                     error: &message,
                     validations: validations.as_ref().map(|v| {
                         v.iter()

@@ -13,6 +13,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
@@ -27,11 +28,14 @@ use snitch_core::{
 };
 use tower_http::catch_panic::CatchPanicLayer;
 
+pub mod auth_limit;
 pub mod error;
 pub mod keys;
 pub mod outbound;
 pub mod wire;
 
+pub use auth_limit::AuthFailureLimit;
+use auth_limit::FailureLimiter;
 pub use error::ApiError;
 pub use keys::{ApiKeys, KeyDigest};
 use wire::SnitchJson;
@@ -64,6 +68,8 @@ pub struct ApiConfig {
     /// Where check-in URLs point, e.g. `https://nosnch.example.com`.
     pub check_in_base: String,
     pub rate_limit: RateLimit,
+    /// Failed authentications per client address ([`auth_limit`]).
+    pub auth_failures: AuthFailureLimit,
     /// Start in maintenance mode (503 for the API; check-ins keep working).
     pub maintenance: bool,
 }
@@ -80,6 +86,7 @@ struct ApiInner {
     service: SnitchService,
     keys: Arc<ApiKeys>,
     limiter: KeyedLimiter,
+    failures: FailureLimiter,
     maintenance: AtomicBool,
     check_in_base: String,
 }
@@ -102,6 +109,7 @@ impl ApiState {
                 service,
                 keys,
                 limiter: RateLimiter::keyed(quota),
+                failures: FailureLimiter::new(config.auth_failures),
                 maintenance: AtomicBool::new(config.maintenance),
                 check_in_base: config.check_in_base,
             }),
@@ -136,7 +144,18 @@ pub fn api_router(state: ApiState) -> Router {
         .route("/v1/snitches/{token}/events", get(list_events))
         .route("/v1/webhooks", get(list_webhooks).post(create_webhook))
         .route("/v1/webhooks/{id}", delete(delete_webhook))
+        // After the routes: it applies to those registered before it.
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .fallback(|| async { ApiError::not_found() })
+        .layer(axum::middleware::from_fn(
+            |req: Request, next: Next| async {
+                match refusal(&req) {
+                    Some(Refusal::NotFound) => ApiError::not_found().into_response(),
+                    Some(Refusal::TooLarge) => ApiError::payload_too_large().into_response(),
+                    None => next.run(req).await,
+                }
+            },
+        ))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::new())
         .with_state(state)
@@ -147,9 +166,53 @@ pub fn check_in_router(service: SnitchService) -> Router {
     Router::new()
         .route("/{token}", get(check_in).post(check_in))
         .fallback(|| async { not_found_text() })
+        .layer(axum::middleware::from_fn(
+            |req: Request, next: Next| async {
+                match refusal(&req) {
+                    Some(Refusal::NotFound) => not_found_text(),
+                    Some(Refusal::TooLarge) => too_large_text(),
+                    None => next.run(req).await,
+                }
+            },
+        ))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::new())
         .with_state(service)
+}
+
+/// Why a request is refused before routing to a handler, on both routers.
+enum Refusal {
+    /// A path segment is not valid UTF-8 once percent-decoded: no resource has that name.
+    NotFound,
+    /// The declared `Content-Length` is over [`MAX_BODY_BYTES`]: refused at once, without
+    /// reading (or waiting for) the body. A body without a declared length is cut off by
+    /// `DefaultBodyLimit` as it is read.
+    TooLarge,
+}
+
+fn refusal(req: &Request) -> Option<Refusal> {
+    let path = percent_encoding::percent_decode_str(req.uri().path());
+    if path.decode_utf8().is_err() {
+        return Some(Refusal::NotFound);
+    }
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
+        return Some(Refusal::TooLarge);
+    }
+    None
+}
+
+fn too_large_text() -> Response {
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "The request body is too large.\n",
+    )
+        .into_response()
 }
 
 /// The case of a request with a valid API key, after the maintenance and rate checks.
@@ -162,17 +225,32 @@ impl FromRequestParts<ApiState> for Authed {
         if state.maintenance() {
             return Err(ApiError::service_unavailable());
         }
-        let key = basic_username(&parts.headers).ok_or_else(ApiError::api_key_invalid)?;
-        let (digest, case_id) = state
-            .inner
-            .keys
-            .case_of(&key)
-            .ok_or_else(ApiError::api_key_invalid)?;
+        let client = auth_limit::client_of(&parts.extensions);
+        let failures = &state.inner.failures;
+        // A blocked address is refused before its key is looked at, a correct one too:
+        // otherwise 200 versus 429 would go on telling right keys from wrong ones.
+        if let Some(wait) = failures.blocked_for(&client) {
+            return Err(ApiError::too_many_failures(whole_secs(wait)));
+        }
+        // A request without credentials gives a guesser nothing and is not counted
+        // (clients that wait for the 401 challenge before sending them stay welcome).
+        let presented = parts.headers.contains_key(header::AUTHORIZATION);
+        let failed = || match failures.record_failure(client) {
+            Some(wait) => ApiError::too_many_failures(whole_secs(wait)),
+            None => ApiError::api_key_invalid(),
+        };
+        let Some((digest, case_id)) =
+            basic_username(&parts.headers).and_then(|key| state.inner.keys.case_of(&key))
+        else {
+            return Err(if presented {
+                failed()
+            } else {
+                ApiError::api_key_invalid()
+            });
+        };
         if let Err(not_until) = state.inner.limiter.check_key(&digest) {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
-            // Whole seconds, rounded up: never tell a client to come back too early.
-            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-            return Err(ApiError::rate_limited(secs.max(1)));
+            return Err(ApiError::rate_limited(whole_secs(wait)));
         }
         let case = state
             .inner
@@ -180,11 +258,18 @@ impl FromRequestParts<ApiState> for Authed {
             .storage()
             .case(&case_id)
             .await
-            .map_err(|e| ApiError::from(ServiceError::from(e)))?
-            // A key whose case is gone is no longer valid.
-            .ok_or_else(ApiError::api_key_invalid)?;
+            .map_err(|e| ApiError::from(ServiceError::from(e)))?;
+        // A key whose case is gone is no longer valid.
+        let Some(case) = case else {
+            return Err(failed());
+        };
         Ok(Authed(case))
     }
+}
+
+/// Whole seconds, rounded up and at least 1: never tell a client to come back too early.
+fn whole_secs(wait: std::time::Duration) -> u64 {
+    (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
 }
 
 /// The username of HTTP Basic credentials: the API key. The password is ignored (compat).
@@ -211,9 +296,13 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = Response;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(IntoResponse::into_response)?;
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::payload_too_large().into_response()
+            } else {
+                rejection.into_response()
+            }
+        })?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(JsonBody(None));
         }
@@ -485,6 +574,10 @@ mod tests {
     }
 
     async fn fixture() -> Fixture {
+        fixture_with(AuthFailureLimit::default()).await
+    }
+
+    async fn fixture_with(auth_failures: AuthFailureLimit) -> Fixture {
         let storage = Arc::new(MemoryStorage::new());
         let service = SnitchService::new(storage, Arc::new(SystemClock));
         let case = Case::new(CaseId::parse("acme").expect("valid"));
@@ -501,6 +594,7 @@ mod tests {
             ApiConfig {
                 check_in_base: "https://nosnch.test/".into(),
                 rate_limit: RateLimit::default(),
+                auth_failures,
                 maintenance: false,
             },
         );
@@ -660,6 +754,96 @@ mod tests {
         assert_eq!(json(&body), serde_json::json!([]));
     }
 
+    /// A request from `addr` (as the server's accept loop records it).
+    fn from(addr: &str, auth: Option<&str>) -> Request<Body> {
+        let mut req = request(Method::GET, "/v1/snitches", auth, Body::empty());
+        let addr: std::net::SocketAddr = addr.parse().expect("address");
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(addr));
+        req
+    }
+
+    #[tokio::test]
+    async fn failed_authentication_is_limited_per_client_address() {
+        let f = fixture_with(AuthFailureLimit {
+            per_minute: NonZeroU32::MIN,
+            burst: NonZeroU32::new(3).expect("non-zero"),
+        })
+        .await;
+        let good = basic(&format!("{KEY}:"));
+        let wrong = basic("wrong-key-0123456789abcdef0123456789:");
+        let status = |req| async { answer(&f.api, req).await.0 };
+        // Without credentials: not counted.
+        for _ in 0..5 {
+            assert_eq!(
+                status(from("10.0.0.1:1", None)).await,
+                StatusCode::UNAUTHORIZED
+            );
+        }
+        for _ in 0..3 {
+            let req = from("10.0.0.1:1", Some(&wrong));
+            assert_eq!(status(req).await, StatusCode::UNAUTHORIZED);
+        }
+        // The right key still works while the address is within its limit.
+        assert_eq!(
+            status(from("10.0.0.1:2", Some(&good))).await,
+            StatusCode::OK
+        );
+        let response = f
+            .api
+            .clone()
+            .oneshot(from("10.0.0.1:1", Some(&wrong)))
+            .await
+            .expect("infallible");
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        let retry: u64 = response.headers()[header::RETRY_AFTER]
+            .to_str()
+            .expect("ascii")
+            .parse()
+            .expect("seconds");
+        assert!((1..=60).contains(&retry), "{retry}");
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        let body: Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(body["type"], "rate_limited");
+        // Blocked: even the right key, from any port of that address.
+        for auth in [Some(good.as_str()), Some(wrong.as_str()), None] {
+            let (status, _, body) = answer(&f.api, from("10.0.0.1:9", auth)).await;
+            assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{auth:?}");
+            assert_eq!(json(&body)["type"], "rate_limited");
+        }
+        // Other addresses are unaffected; failures without connect info share one bucket.
+        assert_eq!(
+            status(from("10.0.0.2:1", Some(&good))).await,
+            StatusCode::OK
+        );
+        assert_eq!(
+            status(from("10.0.0.2:1", Some(&wrong))).await,
+            StatusCode::UNAUTHORIZED
+        );
+        let anonymous =
+            |auth: &str| request(Method::GET, "/v1/snitches", Some(auth), Body::empty());
+        for _ in 0..3 {
+            assert_eq!(status(anonymous(&wrong)).await, StatusCode::UNAUTHORIZED);
+        }
+        assert_eq!(
+            status(anonymous(&wrong)).await,
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        assert_eq!(
+            status(anonymous(&good)).await,
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        assert_eq!(
+            status(from("10.0.0.3:1", Some(&good))).await,
+            StatusCode::OK
+        );
+    }
+
     #[tokio::test]
     async fn malformed_json_is_400_with_an_empty_body() {
         let f = fixture().await;
@@ -684,12 +868,159 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_body_over_64_kib_is_413() {
+    async fn a_body_over_64_kib_is_413_json() {
         let f = fixture().await;
         let big = format!("{{\"notes\":\"{}\"}}", "x".repeat(MAX_BODY_BYTES));
-        let (status, _, _) = answer(&f.api, authed(Method::POST, "/v1/snitches", big)).await;
+        let (status, ctype, body) =
+            answer(&f.api, authed(Method::POST, "/v1/snitches", big.clone())).await;
         assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(ctype.starts_with("application/json"), "{ctype}");
+        assert_eq!(json(&body)["type"], "payload_too_large");
+        // Sent without a declared length (chunked): cut off while reading, same answer.
+        let chunks = futures::stream::iter(
+            big.into_bytes()
+                .chunks(4096)
+                .map(|c| Ok::<_, std::io::Error>(Bytes::copy_from_slice(c)))
+                .collect::<Vec<_>>(),
+        );
+        let req = authed(Method::POST, "/v1/snitches", Body::from_stream(chunks));
+        let (status, _, body) = answer(&f.api, req).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(json(&body)["type"], "payload_too_large");
         assert!(f.service.list(&f.case, &[]).await.expect("list").is_empty());
+    }
+
+    /// A request declaring `len` bytes of body that never come.
+    fn declaring(method: Method, uri: &str, auth: Option<&str>, len: u64) -> Request<Body> {
+        let never = futures::stream::pending::<Result<Bytes, std::io::Error>>();
+        let mut req = request(method, uri, auth, Body::from_stream(never));
+        req.headers_mut().insert(
+            header::CONTENT_LENGTH,
+            len.to_string().parse().expect("header"),
+        );
+        req
+    }
+
+    #[tokio::test]
+    async fn a_declared_length_over_64_kib_is_413_at_once_without_reading() {
+        let f = fixture().await;
+        let token = f.snitch(&[]).await;
+        let key = basic(&format!("{KEY}:"));
+        let within = std::time::Duration::from_secs(5);
+        for auth in [Some(key.as_str()), None] {
+            for (method, uri) in [
+                (Method::POST, "/v1/snitches".to_owned()),
+                (Method::PATCH, format!("/v1/snitches/{token}")),
+                (Method::GET, "/v1/snitches".to_owned()),
+            ] {
+                let req = declaring(method.clone(), &uri, auth, 10_000_000_000);
+                let (status, ctype, body) = tokio::time::timeout(within, answer(&f.api, req))
+                    .await
+                    .expect("answered at once");
+                assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{method} {uri}");
+                assert!(ctype.starts_with("application/json"), "{ctype}");
+                assert_eq!(json(&body)["type"], "payload_too_large");
+            }
+        }
+        let over = u64::try_from(MAX_BODY_BYTES).expect("small") + 1;
+        for method in [Method::POST, Method::GET] {
+            let req = declaring(method, &format!("/{token}"), None, over);
+            let (status, ctype, _) = tokio::time::timeout(within, answer(&f.check_ins, req))
+                .await
+                .expect("answered at once");
+            assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+            assert!(ctype.starts_with("text/plain"), "{ctype}");
+        }
+        let stored = f
+            .service
+            .check_ins(&f.case, &token, 10)
+            .await
+            .expect("history");
+        assert!(stored.is_empty(), "refused check-ins are not recorded");
+    }
+
+    #[tokio::test]
+    async fn a_check_in_form_body_over_64_kib_is_413_text() {
+        let f = fixture().await;
+        let token = f.snitch(&[]).await;
+        let body = format!("m={}", "x".repeat(MAX_BODY_BYTES));
+        let mut req = request(Method::POST, &format!("/{token}"), None, body);
+        req.headers_mut().insert(
+            header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded".parse().expect("header"),
+        );
+        let (status, ctype, _) = answer(&f.check_ins, req).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(ctype.starts_with("text/plain"), "{ctype}");
+    }
+
+    #[tokio::test]
+    async fn path_segments_that_are_not_utf8_are_404() {
+        let f = fixture().await;
+        let token = f.snitch(&["a"]).await;
+        for (method, uri) in [
+            (Method::GET, "/v1/snitches/%FF".to_owned()),
+            (Method::DELETE, "/v1/snitches/%C3%28".to_owned()),
+            (Method::GET, "/v1/snitches/%FF/events".to_owned()),
+            (Method::DELETE, format!("/v1/snitches/{token}/tags/%FF")),
+            (Method::DELETE, "/v1/webhooks/%80".to_owned()),
+            (Method::GET, "/v1/%FF".to_owned()),
+        ] {
+            let (status, ctype, body) =
+                answer(&f.api, authed(method.clone(), &uri, Body::empty())).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{method} {uri}");
+            assert!(ctype.starts_with("application/json"), "{uri}: {ctype}");
+            assert_eq!(json(&body)["type"], "resource_not_found", "{uri}");
+        }
+        for uri in ["/%FF", "/abc%FFdef?m=x"] {
+            let (status, ctype, body) =
+                answer(&f.check_ins, request(Method::GET, uri, None, Body::empty())).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{uri}");
+            assert!(ctype.starts_with("text/plain"), "{uri}: {ctype}");
+            assert!(!body.is_empty());
+        }
+        // Valid escapes still reach the handlers.
+        let uri = format!("/v1/snitches/{token}/tags/%61");
+        let (status, _, body) = answer(&f.api, authed(Method::DELETE, &uri, Body::empty())).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(json(&body), serde_json::json!([]));
+    }
+
+    #[tokio::test]
+    async fn a_wrong_method_is_405_json_with_allow() {
+        let f = fixture().await;
+        let token = f.snitch(&[]).await;
+        for (method, uri, allow) in [
+            (Method::PUT, "/v1/snitches".to_owned(), "GET,HEAD,POST"),
+            (
+                Method::POST,
+                format!("/v1/snitches/{token}"),
+                "GET,HEAD,PATCH,DELETE",
+            ),
+            (Method::GET, format!("/v1/snitches/{token}/pause"), "POST"),
+            (Method::GET, "/v1/webhooks/x".to_owned(), "DELETE"),
+        ] {
+            let response = f
+                .api
+                .clone()
+                .oneshot(authed(method.clone(), &uri, Body::empty()))
+                .await
+                .expect("infallible");
+            assert_eq!(
+                response.status(),
+                StatusCode::METHOD_NOT_ALLOWED,
+                "{method} {uri}"
+            );
+            let allowed = response.headers().get(header::ALLOW).expect("Allow");
+            assert_eq!(allowed, allow, "{method} {uri}");
+            let (status, ctype, body) =
+                answer(&f.api, authed(method.clone(), &uri, Body::empty())).await;
+            assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+            assert!(ctype.starts_with("application/json"), "{ctype}");
+            let body = json(&body);
+            assert_eq!(body["type"], "method_not_allowed");
+            assert!(body["error"].is_string());
+        }
     }
 
     #[tokio::test]

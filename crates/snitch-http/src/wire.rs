@@ -201,29 +201,52 @@ fn delivery_json(d: &Delivery) -> Value {
     })
 }
 
-/// A URL with any `user:password@` removed: credentials are never shown.
+/// What a hidden password or query value is shown as.
+const MASK: &str = "***";
+
+/// A URL with any `user:password@` removed and its query values masked: credentials are
+/// never shown, and neither are tokens passed as query parameters (`?token=…`).
 fn without_credentials(url: &str) -> String {
     match reqwest::Url::parse(url) {
         Ok(mut parsed) => {
             // Both only fail for URLs that cannot have credentials at all.
             let _ = parsed.set_username("");
             let _ = parsed.set_password(None);
+            mask_query_values(&mut parsed);
             parsed.to_string()
         }
         Err(_) => url.to_owned(),
     }
 }
 
-/// A URL with its password, if any, replaced by `***`: the user name still tells which
-/// credentials a hook uses, the password is never shown again.
+/// A URL with its password, if any, and every query value replaced by `***`: the user
+/// name and the query keys still tell which credentials a hook uses, the secrets are
+/// never shown again.
 fn password_masked(url: &str) -> String {
     match reqwest::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
+        Ok(mut parsed) => {
+            if parsed.password().is_some() {
+                let _ = parsed.set_password(Some(MASK));
+            }
+            mask_query_values(&mut parsed);
             parsed.to_string()
         }
-        _ => url.to_owned(),
+        Err(_) => url.to_owned(),
     }
+}
+
+/// Replaces the value of each `key=value` pair of the query by [`MASK`], keeping the keys
+/// as written; pairs without a value (`?flag`, `?key=`) hide nothing and stay.
+fn mask_query_values(url: &mut reqwest::Url) {
+    let Some(query) = url.query() else { return };
+    let masked: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, value)) if !value.is_empty() => format!("{key}={MASK}"),
+            _ => pair.to_owned(),
+        })
+        .collect();
+    url.set_query(Some(&masked.join("&")));
 }
 
 /// A hook as the API shows it; its secret is never shown.
@@ -257,14 +280,31 @@ mod tests {
     #[test]
     fn credentials_in_hook_urls_are_never_shown() {
         let url = "https://ops:s3cret@hooks.acme.test/x?y=1";
-        assert_eq!(without_credentials(url), "https://hooks.acme.test/x?y=1");
+        assert_eq!(without_credentials(url), "https://hooks.acme.test/x?y=***");
         assert_eq!(
             password_masked(url),
-            "https://ops:***@hooks.acme.test/x?y=1"
+            "https://ops:***@hooks.acme.test/x?y=***"
         );
         assert_eq!(
             password_masked("https://hooks.acme.test/x"),
             "https://hooks.acme.test/x"
+        );
+    }
+
+    #[test]
+    fn query_values_of_hook_urls_are_masked_and_keys_kept() {
+        let url = "https://hooks.acme.test/x?token=abc123&flag&empty=&a%20b=c%3Dd&k=v=w#frag";
+        let expected = "https://hooks.acme.test/x?token=***&flag&empty=&a%20b=***&k=***#frag";
+        assert_eq!(password_masked(url), expected);
+        assert_eq!(without_credentials(url), expected);
+        assert_eq!(
+            password_masked("https://u@hooks.acme.test/?token=abc"),
+            "https://u@hooks.acme.test/?token=***",
+            "a user name without a password stays"
+        );
+        assert_eq!(
+            password_masked("https://hooks.acme.test/x?"),
+            "https://hooks.acme.test/x?"
         );
     }
 

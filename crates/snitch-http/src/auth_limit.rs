@@ -1,0 +1,160 @@
+//! Failed authentications per client address: a token bucket (governor) of failures per
+//! address; an address that has used its bucket up is blocked until a failure would be
+//! allowed again, and while blocked its requests are refused before any key is checked
+//! (a correct key included), so guessing keys runs at the bucket's rate at most.
+//!
+//! The address comes from `ConnectInfo<SocketAddr>`; IPv6 clients are keyed by their /64
+//! (one host usually holds a whole /64). A router served without connect info keys every
+//! client alike: one shared bucket.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::extract::ConnectInfo;
+use axum::http::Extensions;
+use governor::clock::{Clock as _, DefaultClock};
+use governor::state::keyed::DefaultKeyedStateStore;
+use governor::{Quota, RateLimiter};
+
+/// How many failed authentications an address may make: `burst` at once, then one more
+/// every `60 / per_minute` seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuthFailureLimit {
+    pub per_minute: NonZeroU32,
+    pub burst: NonZeroU32,
+}
+
+impl Default for AuthFailureLimit {
+    fn default() -> Self {
+        AuthFailureLimit {
+            per_minute: NonZeroU32::new(10).unwrap_or(NonZeroU32::MIN),
+            burst: NonZeroU32::new(20).unwrap_or(NonZeroU32::MIN),
+        }
+    }
+}
+
+/// Whom a failure is counted against: an address (IPv6 by /64), or `None` when the
+/// router runs without connect info.
+pub(crate) type Client = Option<IpAddr>;
+
+/// The client of a request, from its `ConnectInfo<SocketAddr>`.
+pub(crate) fn client_of(extensions: &Extensions) -> Client {
+    let ConnectInfo(addr) = extensions.get::<ConnectInfo<SocketAddr>>()?;
+    Some(match addr.ip() {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & (u128::MAX << 64))),
+        },
+        v4 => v4,
+    })
+}
+
+/// The smallest number of tracked clients at which stale entries are swept.
+const SWEEP_AT_LEAST: usize = 1024;
+
+pub(crate) struct FailureLimiter {
+    failures: RateLimiter<Client, DefaultKeyedStateStore<Client>, DefaultClock>,
+    blocked: Mutex<HashMap<Client, Instant>>,
+    /// Tracked clients beyond which the next failure sweeps stale entries (doubling, so
+    /// sweeping stays amortised O(1) per failure).
+    sweep_at: AtomicUsize,
+}
+
+impl FailureLimiter {
+    pub(crate) fn new(limit: AuthFailureLimit) -> Self {
+        let quota = Quota::per_minute(limit.per_minute).allow_burst(limit.burst);
+        FailureLimiter {
+            failures: RateLimiter::keyed(quota),
+            blocked: Mutex::new(HashMap::new()),
+            sweep_at: AtomicUsize::new(SWEEP_AT_LEAST),
+        }
+    }
+
+    /// How much longer `client` is blocked, if it is.
+    pub(crate) fn blocked_for(&self, client: &Client) -> Option<Duration> {
+        let mut blocked = self.lock();
+        let until = *blocked.get(client)?;
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            blocked.remove(client);
+            return None;
+        }
+        Some(left)
+    }
+
+    /// Counts a failure of `client`; when it is one too many, blocks the client and
+    /// returns for how long.
+    pub(crate) fn record_failure(&self, client: Client) -> Option<Duration> {
+        let result = self.failures.check_key(&client);
+        self.sweep_if_large();
+        let not_until = result.err()?;
+        let wait = not_until.wait_time_from(DefaultClock::default().now());
+        self.lock().insert(client, Instant::now() + wait);
+        Some(wait)
+    }
+
+    fn sweep_if_large(&self) {
+        let tracked = self.failures.len();
+        if tracked < self.sweep_at.load(Ordering::Relaxed) {
+            return;
+        }
+        self.failures.retain_recent();
+        self.failures.shrink_to_fit();
+        let now = Instant::now();
+        let mut blocked = self.lock();
+        blocked.retain(|_, until| *until > now);
+        blocked.shrink_to_fit();
+        let left = self.failures.len().max(blocked.len());
+        self.sweep_at
+            .store((left * 2).max(SWEEP_AT_LEAST), Ordering::Relaxed);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Client, Instant>> {
+        self.blocked.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(addr: &str) -> Client {
+        let mut extensions = Extensions::new();
+        extensions.insert(ConnectInfo(addr.parse::<SocketAddr>().expect("address")));
+        client_of(&extensions)
+    }
+
+    #[test]
+    fn clients_are_addresses_and_ipv6_clients_their_64() {
+        assert_eq!(client("10.0.0.1:80"), client("10.0.0.1:9999"));
+        assert_ne!(client("10.0.0.1:80"), client("10.0.0.2:80"));
+        assert_eq!(client("[2001:db8::1]:80"), client("[2001:db8::ffff:1]:80"));
+        assert_ne!(client("[2001:db8::1]:80"), client("[2001:db8:0:1::1]:80"));
+        assert_eq!(client("[::ffff:10.0.0.1]:80"), client("10.0.0.1:80"));
+        assert_eq!(client_of(&Extensions::new()), None);
+    }
+
+    #[test]
+    fn a_client_is_blocked_after_its_burst_of_failures_and_others_are_not() {
+        let limiter = FailureLimiter::new(AuthFailureLimit {
+            per_minute: NonZeroU32::MIN,
+            burst: NonZeroU32::new(2).expect("non-zero"),
+        });
+        let (a, b) = (client("10.0.0.1:1"), client("10.0.0.2:1"));
+        assert_eq!(limiter.record_failure(a), None);
+        assert_eq!(limiter.record_failure(a), None);
+        assert_eq!(limiter.blocked_for(&a), None, "at the limit, not over it");
+        let wait = limiter.record_failure(a).expect("over the limit");
+        assert!(
+            wait > Duration::from_secs(50) && wait <= Duration::from_secs(60),
+            "{wait:?}"
+        );
+        assert!(limiter.blocked_for(&a).is_some());
+        assert_eq!(limiter.blocked_for(&b), None);
+        assert_eq!(limiter.record_failure(b), None);
+    }
+}

@@ -1,0 +1,277 @@
+//! Serving a router on a listener with the limits of behaviour.md section 8 (Overload):
+//! a connection that has not sent complete request headers within `header_timeout` is
+//! closed (also an idle keep-alive connection waiting for its next request), a request not
+//! complete within `request_timeout` is answered 408 ([`with_request_timeout`]), and at most
+//! `max_connections` connections are open at once: beyond that, new connections wait in
+//! the kernel's backlog. Accept errors (running out of file descriptors) back off briefly
+//! and never stop the loop. Graceful shutdown stops accepting, closes idle connections and
+//! waits for requests in flight.
+//!
+//! `axum::serve` has none of these limits, hence this loop over hyper's HTTP/1 connection.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request};
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tower::ServiceExt;
+
+/// The limits of one listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServeOptions {
+    /// A connection must send complete request headers within this time after it is
+    /// accepted or after its previous response; otherwise it is closed.
+    pub header_timeout: Duration,
+    /// At most this many connections are served at once.
+    pub max_connections: usize,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// behaviour.md section 8: 10 s for request headers.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// behaviour.md section 8: 30 s for a whole request.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// behaviour.md section 8: 10,000 connections per listener.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+
+/// The first pause after a failed `accept`; it doubles up to [`MAX_ACCEPT_BACKOFF`] while
+/// accepting keeps failing and starts over after a success.
+pub const FIRST_ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
+pub const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+/// `router` with a request timeout: a request (reading its body included) not answered
+/// within `timeout` gets `on_timeout()` (a 408), and its connection is then closed.
+pub fn with_request_timeout(
+    router: Router,
+    timeout: Duration,
+    on_timeout: fn() -> Response,
+) -> Router {
+    router.layer(axum::middleware::from_fn(
+        move |req: Request, next: Next| async move {
+            match tokio::time::timeout(timeout, next.run(req)).await {
+                Ok(response) => response,
+                Err(_) => {
+                    tracing::info!(?timeout, "request timed out");
+                    on_timeout()
+                }
+            }
+        },
+    ))
+}
+
+/// What the accept loop needs of a listener; a seam for testing accept errors.
+pub trait Accept: Send + 'static {
+    fn accept(&mut self) -> impl Future<Output = io::Result<(TcpStream, SocketAddr)>> + Send;
+}
+
+impl Accept for TcpListener {
+    fn accept(&mut self) -> impl Future<Output = io::Result<(TcpStream, SocketAddr)>> + Send {
+        TcpListener::accept(self)
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, then stops accepting (the
+/// listener is closed), closes idle connections and returns once the requests in flight
+/// are answered. Handlers see the client's address as `ConnectInfo<SocketAddr>`.
+pub async fn serve(
+    mut listener: impl Accept,
+    app: Router,
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()> + Send,
+) -> io::Result<()> {
+    let permits = Arc::new(Semaphore::new(options.max_connections.max(1)));
+    let graceful = GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(options.header_timeout)
+        .keep_alive(true);
+    let mut backoff = FIRST_ACCEPT_BACKOFF;
+    tokio::pin!(shutdown);
+    loop {
+        // The permit is taken before `accept`: at the cap, connections stay in the
+        // backlog instead of being accepted and starved.
+        let permit = tokio::select! {
+            () = &mut shutdown => break,
+            permit = permits.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break, // never closed
+            },
+        };
+        let accepted = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, remote) = match accepted {
+            Ok(accepted) => {
+                backoff = FIRST_ACCEPT_BACKOFF;
+                accepted
+            }
+            Err(e) if is_connection_error(&e) => continue,
+            Err(e) => {
+                // EMFILE/ENFILE (out of file descriptors) and the like: wait for some to
+                // be released, then try again; the loop never gives up.
+                tracing::warn!(error = %e, ?backoff, "accept failed; retrying");
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(MAX_ACCEPT_BACKOFF);
+                continue;
+            }
+        };
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+            let mut req = req.map(Body::new);
+            req.extensions_mut().insert(ConnectInfo(remote));
+            let app = app.clone();
+            async move { Ok::<_, Infallible>(app.oneshot(req).await.unwrap_or_else(|e| match e {})) }
+        });
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, %remote, "connection closed with an error");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// Errors of one incoming connection (it was reset before it was accepted): the next
+/// `accept` may succeed at once.
+fn is_connection_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    )
+}
+
+/// File descriptors kept free for everything but client connections: the database pool,
+/// outgoing webhooks and e-mail, logs.
+pub const RESERVED_FDS: u64 = 512;
+
+/// Raises this process's soft limit of open files to its hard limit (at most 2^20) and
+/// returns the limit now in force, if known.
+pub fn raise_fd_limit() -> Option<u64> {
+    match rlimit::increase_nofile_limit(1 << 20) {
+        Ok(limit) => Some(limit),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot raise the limit of open files");
+            rlimit::Resource::NOFILE.get().ok().map(|(soft, _)| soft)
+        }
+    }
+}
+
+/// The connection cap per listener that fits `listeners` listeners in `fd_limit` file
+/// descriptors beside [`RESERVED_FDS`]: `configured`, or less (at least 1).
+pub fn fitting_max_connections(configured: usize, listeners: u64, fd_limit: Option<u64>) -> usize {
+    let Some(limit) = fd_limit else {
+        return configured;
+    };
+    let fitting = limit.saturating_sub(RESERVED_FDS) / listeners.max(1);
+    usize::try_from(fitting)
+        .unwrap_or(usize::MAX)
+        .clamp(1, configured.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::get;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A listener whose first `failures` accepts fail like a process out of descriptors.
+    struct OutOfFiles {
+        inner: TcpListener,
+        failures: Arc<AtomicUsize>,
+    }
+
+    impl Accept for OutOfFiles {
+        async fn accept(&mut self) -> io::Result<(TcpStream, SocketAddr)> {
+            let left = self.failures.load(Ordering::SeqCst);
+            if left > 0 {
+                self.failures.store(left - 1, Ordering::SeqCst);
+                // EMFILE on Linux and the BSDs: "Too many open files".
+                return Err(io::Error::from_raw_os_error(24));
+            }
+            self.inner.accept().await
+        }
+    }
+
+    #[tokio::test]
+    async fn accept_errors_back_off_and_accepting_resumes() {
+        let inner = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = inner.local_addr().expect("address");
+        let failures = Arc::new(AtomicUsize::new(5));
+        let listener = OutOfFiles {
+            inner,
+            failures: failures.clone(),
+        };
+        let app = Router::new().route("/", get(|| async { "ok" }));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, app, ServeOptions::default(), async {
+            let _ = stopped.await;
+        }));
+        let started = std::time::Instant::now();
+        let mut stream = TcpStream::connect(addr).await.expect("connect");
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("write");
+        let mut answer = String::new();
+        tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut answer))
+            .await
+            .expect("answered after the errors")
+            .expect("read");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("ok"), "{answer}");
+        assert_eq!(
+            failures.load(Ordering::SeqCst),
+            0,
+            "every failure was retried"
+        );
+        // 10 + 20 + 40 + 80 + 160 ms of back-off: brief, but not a busy loop.
+        let elapsed = started.elapsed();
+        assert!(elapsed >= Duration::from_millis(250), "{elapsed:?}");
+        let _ = stop.send(());
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("stops")
+            .expect("no panic")
+            .expect("no error");
+    }
+
+    #[test]
+    fn the_connection_cap_fits_the_descriptor_limit() {
+        assert_eq!(fitting_max_connections(10_000, 2, None), 10_000);
+        assert_eq!(fitting_max_connections(10_000, 2, Some(1 << 20)), 10_000);
+        assert_eq!(fitting_max_connections(10_000, 2, Some(1024)), 256);
+        assert_eq!(fitting_max_connections(10_000, 2, Some(100)), 1);
+        assert_eq!(fitting_max_connections(20, 2, Some(20_000)), 20);
+    }
+}

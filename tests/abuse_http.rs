@@ -1,0 +1,281 @@
+//! Hostile and overloading clients over real TCP (behaviour.md section 8, "Hostile input"
+//! and "Overload"): partial headers, idle keep-alive connections, huge declared bodies,
+//! slow bodies, more connections than the cap, malformed paths and wrong methods. Every
+//! server here runs with short timeouts so that each test takes a few seconds at most.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use common::*;
+use reqwest::header::ALLOW;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const HEADER_TIMEOUT: Duration = Duration::from_millis(300);
+const REQUEST_TIMEOUT: Duration = Duration::from_millis(500);
+/// Far beyond every timeout above: a test waiting this long has found a hang.
+const HANG: Duration = Duration::from_secs(8);
+
+/// A server with the short timeouts above and `extra` top-level settings.
+async fn server(extra: &str) -> Server {
+    let top = format!(
+        "{NO_RATE_LIMIT}header_timeout_ms = {}\nrequest_timeout_ms = {}\n{extra}",
+        HEADER_TIMEOUT.as_millis(),
+        REQUEST_TIMEOUT.as_millis(),
+    );
+    Server::start_with(&top, &default_cases()).await
+}
+
+async fn connect(addr: SocketAddr, bytes: &[u8]) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    if !bytes.is_empty() {
+        stream.write_all(bytes).await.expect("write");
+    }
+    stream
+}
+
+/// Everything the server sends until it closes the connection (a reset counts as a
+/// close); panics if it is still open after [`HANG`].
+async fn read_until_closed(stream: &mut TcpStream) -> String {
+    let mut received = Vec::new();
+    let mut buf = [0u8; 4096];
+    let read_all = async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(HANG, read_all)
+        .await
+        .expect("the server closes the connection");
+    String::from_utf8_lossy(&received).into_owned()
+}
+
+/// The body of a raw HTTP/1.1 response (after the blank line).
+fn body_of(response: &str) -> &str {
+    response.split_once("\r\n\r\n").map_or("", |(_, body)| body)
+}
+
+fn basic_auth(key: &str) -> String {
+    use base64::Engine;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{key}:"))
+    )
+}
+
+#[tokio::test]
+async fn a_partial_or_missing_request_header_is_closed_after_the_header_timeout() {
+    let server = server("").await;
+    let addrs = [server.running.api_addr, server.running.check_in_addr];
+    for addr in addrs {
+        for sent in [&b"GET /v1/snitches HTTP/1.1\r\nHost: t\r\n"[..], b""] {
+            let started = Instant::now();
+            let mut stream = connect(addr, sent).await;
+            let answer = read_until_closed(&mut stream).await;
+            let elapsed = started.elapsed();
+            assert_eq!(answer, "", "closed without an answer");
+            assert!(
+                elapsed >= HEADER_TIMEOUT - Duration::from_millis(50),
+                "{elapsed:?}"
+            );
+        }
+    }
+    // The server is unharmed.
+    json_ok(server.get("/v1/snitches").await).await;
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed_after_the_header_timeout() {
+    let server = server("").await;
+    let request = b"GET /no-such-token HTTP/1.1\r\nHost: t\r\n\r\n";
+    let mut stream = connect(server.running.check_in_addr, request).await;
+    let answer = read_until_closed(&mut stream).await;
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    // One answer, then the idle connection was closed rather than kept forever.
+    assert_eq!(answer.matches("HTTP/1.1").count(), 1, "{answer}");
+}
+
+#[tokio::test]
+async fn a_huge_declared_length_without_a_body_is_413_at_once() {
+    let server = server("").await;
+    let request = format!(
+        "POST /v1/snitches HTTP/1.1\r\nHost: t\r\nAuthorization: {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 10000000000\r\n\r\n",
+        basic_auth(ACME_KEY)
+    );
+    let started = Instant::now();
+    let mut stream = connect(server.running.api_addr, request.as_bytes()).await;
+    let answer = read_until_closed(&mut stream).await;
+    // At once: a 408 would mean the server waited for the body.
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(started.elapsed() < HANG);
+    let body: Value = serde_json::from_str(body_of(&answer)).expect("JSON body");
+    assert_eq!(body["type"], "payload_too_large", "{body}");
+
+    // Check-ins: the same, as text.
+    let token = server.create_snitch("n", "daily").await;
+    let request = format!(
+        "POST /{token} HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+         Content-Length: 10000000000\r\n\r\nm=x"
+    );
+    let mut stream = connect(server.running.check_in_addr, request.as_bytes()).await;
+    let answer = read_until_closed(&mut stream).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("content-type: text/plain"),
+        "{answer}"
+    );
+    assert_eq!(server.status_of(&token).await, "pending", "not recorded");
+}
+
+#[tokio::test]
+async fn a_slow_body_is_408_within_the_request_timeout() {
+    let server = server("").await;
+    let request = format!(
+        "POST /v1/snitches HTTP/1.1\r\nHost: t\r\nAuthorization: {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"name\":",
+        basic_auth(ACME_KEY)
+    );
+    let started = Instant::now();
+    let mut stream = connect(server.running.api_addr, request.as_bytes()).await;
+    let answer = read_until_closed(&mut stream).await;
+    let elapsed = started.elapsed();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        elapsed >= REQUEST_TIMEOUT - Duration::from_millis(50),
+        "{elapsed:?}"
+    );
+    let body: Value = serde_json::from_str(body_of(&answer)).expect("JSON body");
+    assert_eq!(body["type"], "request_timeout", "{body}");
+    assert_eq!(server.get_ok("/v1/snitches").await, json!([]));
+
+    let token = server.create_snitch("n", "daily").await;
+    let request = format!(
+        "POST /{token} HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+         Content-Length: 100\r\n\r\nm=slow"
+    );
+    let mut stream = connect(server.running.check_in_addr, request.as_bytes()).await;
+    let answer = read_until_closed(&mut stream).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("content-type: text/plain"),
+        "{answer}"
+    );
+    assert_eq!(server.status_of(&token).await, "pending", "not recorded");
+}
+
+#[tokio::test]
+async fn beyond_max_connections_new_connections_wait_and_are_served_later() {
+    let server = server("max_connections = 20\n").await;
+    let addr = server.running.check_in_addr;
+    let token = server.create_snitch("n", "daily").await;
+    let started = Instant::now();
+    // 50 silent connections: 20 are accepted, 30 wait in the backlog.
+    let mut idle = Vec::new();
+    for _ in 0..50 {
+        idle.push(connect(addr, b"").await);
+    }
+    let request = format!("GET /{token} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    let mut waiting = connect(addr, request.as_bytes()).await;
+    let answer = read_until_closed(&mut waiting).await;
+    let elapsed = started.elapsed();
+    assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
+    // Served only once idle connections were closed by the header timeout: the request
+    // waited behind the cap.
+    assert!(elapsed >= HEADER_TIMEOUT, "{elapsed:?}");
+    assert_eq!(server.status_of(&token).await, "healthy");
+    // Every idle connection was accepted in turn and closed.
+    for stream in &mut idle {
+        assert_eq!(read_until_closed(stream).await, "");
+    }
+    // The other listener has its own cap and is unaffected throughout.
+    json_ok(server.get("/v1/snitches").await).await;
+}
+
+#[tokio::test]
+async fn malformed_paths_and_wrong_methods_get_clear_errors_over_http() {
+    let server = server("").await;
+    for path in [
+        "/v1/snitches/%FF",
+        "/v1/snitches/%C3%28/events",
+        "/v1/webhooks/%80",
+    ] {
+        let response = send(server.request(Method::GET, path)).await;
+        assert_error(response, StatusCode::NOT_FOUND, "resource_not_found").await;
+    }
+    let response = send(server.client.get(server.check_in_url("%FF"))).await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    assert!(content_type(&response).starts_with("text/plain"));
+
+    let response = send(server.request(Method::PUT, "/v1/snitches")).await;
+    assert_eq!(
+        response
+            .headers()
+            .get(ALLOW)
+            .map(|v| v.to_str().expect("ascii")),
+        Some("GET,HEAD,POST")
+    );
+    assert_error(
+        response,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+    )
+    .await;
+
+    let big = json!({"name": "n", "interval": "daily", "notes": "x".repeat(64 * 1024)});
+    let response = server.post_json("/v1/snitches", &big).await;
+    assert_error(response, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large").await;
+}
+
+#[tokio::test]
+async fn failed_authentication_is_rate_limited_per_client_address() {
+    let server = server("auth_failures_per_minute = 1\nauth_failures_burst = 2\n").await;
+    let token = server.create_snitch("n", "daily").await;
+    let wrong = "wrong-key-000000000000000000000000000";
+    for _ in 0..2 {
+        let response = send(server.request_as(wrong, Method::GET, "/v1/snitches")).await;
+        assert_error(response, StatusCode::UNAUTHORIZED, "api_key_invalid").await;
+    }
+    let response = send(server.request_as(wrong, Method::GET, "/v1/snitches")).await;
+    let retry_after: u64 = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .expect("Retry-After")
+        .to_str()
+        .expect("ascii")
+        .parse()
+        .expect("whole seconds");
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    assert_error(response, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    // While blocked, the address's correct key is refused too; check-ins are not limited.
+    let response = server.get("/v1/snitches").await;
+    assert_error(response, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    server.check_in(&token, "").await;
+
+    // Another address (127.0.0.2 is loopback too on Linux) has its own bucket.
+    #[cfg(target_os = "linux")]
+    {
+        let other = reqwest::Client::builder()
+            .local_address("127.0.0.2".parse::<std::net::IpAddr>().expect("address"))
+            .build()
+            .expect("client");
+        let response = send(
+            other
+                .get(server.url("/v1/snitches"))
+                .basic_auth(ACME_KEY, Some("")),
+        )
+        .await;
+        json_ok(response).await;
+    }
+}
