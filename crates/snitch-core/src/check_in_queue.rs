@@ -33,7 +33,7 @@ pub(crate) struct Waiter {
 /// What a queued caller is told.
 pub(crate) enum Turn {
     /// Its check-in was saved (or not) with the batch of another caller.
-    Done(Result<Snitch, SharedError>),
+    Done(Result<Box<Snitch>, SharedError>),
     /// It leads now: its own check-in and these others are the next batch.
     Lead(CheckIn, Vec<Waiter>),
 }
@@ -144,7 +144,7 @@ impl std::fmt::Debug for CheckInQueues {
 pub(crate) fn answer(batch: Vec<Waiter>, outcome: &Result<Snitch, ServiceError>) {
     for waiter in batch {
         let shared = match outcome {
-            Ok(snitch) => Ok(snitch.clone()),
+            Ok(snitch) => Ok(Box::new(snitch.clone())),
             Err(e) => Err(SharedError::of(e)),
         };
         // A caller that is gone needs no answer.

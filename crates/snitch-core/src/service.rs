@@ -454,7 +454,11 @@ impl SnitchService {
         let (own, others) = match queues.enter(&token, &check_in) {
             Entry::Lead => (check_in, Vec::new()),
             Entry::Queued(turn) => match turn.await {
-                Ok(Turn::Done(outcome)) => return outcome.map_err(SharedError::into_service_error),
+                Ok(Turn::Done(outcome)) => {
+                    return outcome
+                        .map(|saved| *saved)
+                        .map_err(SharedError::into_service_error);
+                }
                 Ok(Turn::Lead(own, others)) => (own, others),
                 // Only a leader that vanished without passing on drops the channel; save
                 // this check-in on its own then.
