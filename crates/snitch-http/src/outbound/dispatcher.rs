@@ -343,10 +343,12 @@ mod tests {
     use snitch_store_memory::MemoryStorage;
     use std::sync::Mutex;
 
-    /// Records what it is asked to send and fails the first `failures` sends.
+    /// Records what it is asked to send and fails the first `failures` sends
+    /// (permanently when `permanent`).
     #[derive(Default)]
     struct Receiver {
         failures: Mutex<usize>,
+        permanent: bool,
         seen: Mutex<Vec<String>>,
     }
 
@@ -360,6 +362,11 @@ mod tests {
             let mut failures = self.failures.lock().expect("not poisoned");
             if *failures > 0 {
                 *failures -= 1;
+                if self.permanent {
+                    return Err(NotifyError::permanent(
+                        "refused: 10.0.0.1 is a private address",
+                    ));
+                }
                 return Err(NotifyError::new("HTTP 503"));
             }
             Ok("HTTP 204".into())
@@ -376,6 +383,14 @@ mod tests {
     }
 
     async fn world(hook_failures: usize) -> World {
+        world_with(Receiver {
+            failures: Mutex::new(hook_failures),
+            ..Default::default()
+        })
+        .await
+    }
+
+    async fn world_with(hooks: Receiver) -> World {
         let storage = Arc::new(MemoryStorage::new());
         let start = DateTime::parse_from_rfc3339("2026-11-22T03:00:00Z")
             .expect("valid")
@@ -393,10 +408,7 @@ mod tests {
             .create_webhook(&case, "https://hooks.acme.test/x", None)
             .await
             .expect("hook");
-        let hooks = Arc::new(Receiver {
-            failures: Mutex::new(hook_failures),
-            ..Default::default()
-        });
+        let hooks = Arc::new(hooks);
         let mail = Arc::new(Receiver::default());
         let options = DispatcherOptions {
             retry: RetryPolicy {
@@ -528,5 +540,35 @@ mod tests {
             w.service.storage().next_delivery_at().await.expect("read"),
             None
         );
+    }
+
+    #[tokio::test]
+    async fn a_permanent_failure_is_given_up_at_once() {
+        let w = world_with(Receiver {
+            failures: Mutex::new(usize::MAX),
+            permanent: true,
+            ..Default::default()
+        })
+        .await;
+        let event = reporting(&w).await;
+        assert_eq!(dispatch(&w).await, 2);
+        w.clock.advance(Span::minutes(5));
+        assert_eq!(dispatch(&w).await, 0, "nothing is retried");
+        let stored = w
+            .service
+            .storage()
+            .deliveries(std::slice::from_ref(&event))
+            .await
+            .expect("read");
+        let hook = &stored[0];
+        assert_eq!(hook.state, DeliveryState::Failed);
+        assert_eq!(hook.next_attempt_at, None);
+        assert_eq!(hook.attempts.len(), 1);
+        assert_eq!(
+            hook.attempts[0].detail,
+            "refused: 10.0.0.1 is a private address"
+        );
+        assert_eq!(stored[1].state, DeliveryState::Delivered, "the e-mail");
+        assert_eq!(*w.hooks.seen.lock().expect("ok"), [event]);
     }
 }
