@@ -88,10 +88,45 @@ async fn receiver() -> (u16, mpsc::UnboundedReceiver<Instant>, JoinHandle<()>) {
     (port, rx, task)
 }
 
-/// Case `bully` has five hooks into a black hole and sends 20 events; then a snitch of
-/// `acme` reports: its webhook and its e-mail must arrive within a second.
+/// A fresh database on the server of `DATABASE_URL` (default: the local one that
+/// `scripts/ensure-postgres.sh` starts, which drops these databases on its next run);
+/// its URL. Fails, never skips, when PostgreSQL cannot be reached.
+async fn fresh_database_url() -> String {
+    use sqlx::{ConnectOptions, Connection, Executor};
+    use std::str::FromStr;
+    let url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    let server = sqlx::postgres::PgConnectOptions::from_str(&url).expect("a Postgres URL");
+    let mut admin = sqlx::PgConnection::connect_with(&server)
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach Postgres at {url}: {e}"));
+    let name = format!(
+        "snitch_test_{}",
+        snitch::TokenSource::new_token(&snitch::RandomTokens).as_str()
+    );
+    admin
+        .execute(format!("CREATE DATABASE {name}").as_str())
+        .await
+        .expect("create the test database");
+    admin.close().await.ok();
+    server.database(&name).to_url_lossy().to_string()
+}
+
 #[tokio::test]
 async fn dead_hooks_of_one_case_do_not_delay_another_cases_alerts() {
+    isolation_scenario("").await;
+}
+
+#[tokio::test]
+async fn dead_hooks_of_one_case_do_not_delay_another_cases_alerts_on_postgres() {
+    let url = fresh_database_url().await;
+    isolation_scenario(&format!("database_url = \"{url}\"\n")).await;
+}
+
+/// Case `bully` has five hooks into a black hole and sends 20 events; then a snitch of
+/// `acme` reports: its webhook and its e-mail must arrive within a second. `store` is
+/// top-level configuration (the store to use).
+async fn isolation_scenario(store: &str) {
     let sink = SmtpSink::start().await;
     let mut hole = BlackHole::start().await;
     let (port, mut arrivals, receiver_task) = receiver().await;
@@ -99,7 +134,7 @@ async fn dead_hooks_of_one_case_do_not_delay_another_cases_alerts() {
         .map(|n| format!("\"http://127.0.0.1:{}/hook{n}\"", hole.port))
         .collect();
     let top = format!(
-        "{NO_RATE_LIMIT}{CAPS}allow_private_webhooks = true\nsmtp_url = \"{}\"\n\
+        "{NO_RATE_LIMIT}{CAPS}{store}allow_private_webhooks = true\nsmtp_url = \"{}\"\n\
          mail_from = \"alerts@snitch.test\"\n",
         sink.url()
     );
