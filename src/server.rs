@@ -93,6 +93,18 @@ pub struct Config {
     /// A delivery still failing this long after its event is dropped and recorded failed.
     #[serde(default = "default_retry_give_up_after_secs")]
     pub retry_give_up_after_secs: u64,
+    /// Webhook deliveries in flight at once, in all.
+    #[serde(default = "default_webhook_concurrency")]
+    pub webhook_concurrency: usize,
+    /// E-mail deliveries in flight at once (the SMTP relay's own budget).
+    #[serde(default = "default_email_concurrency")]
+    pub email_concurrency: usize,
+    /// Deliveries of one case through one channel kind (webhook, e-mail) in flight at once.
+    #[serde(default = "default_delivery_cap_per_case")]
+    pub delivery_cap_per_case: usize,
+    /// Webhook deliveries to one destination (`host:port`) in flight at once.
+    #[serde(default = "default_delivery_cap_per_destination")]
+    pub delivery_cap_per_destination: usize,
     #[serde(default, rename = "case")]
     pub cases: Vec<CaseConfig>,
 }
@@ -162,6 +174,18 @@ fn default_retry_max_delay_ms() -> u64 {
 fn default_retry_give_up_after_secs() -> u64 {
     86_400
 }
+fn default_webhook_concurrency() -> usize {
+    DispatcherOptions::default().concurrency
+}
+fn default_email_concurrency() -> usize {
+    DispatcherOptions::default().email_concurrency
+}
+fn default_delivery_cap_per_case() -> usize {
+    DispatcherOptions::default().per_case_channel
+}
+fn default_delivery_cap_per_destination() -> usize {
+    DispatcherOptions::default().per_destination
+}
 fn default_max_snitches() -> u32 {
     Plan::default().max_snitches
 }
@@ -176,7 +200,7 @@ impl Default for Config {
 }
 
 /// The top-level keys that an environment variable `SNITCH_<KEY>` can set.
-const ENV_KEYS: [&str; 20] = [
+const ENV_KEYS: [&str; 24] = [
     "listen",
     "check_in_listen",
     "base_url",
@@ -197,6 +221,10 @@ const ENV_KEYS: [&str; 20] = [
     "retry_first_delay_ms",
     "retry_max_delay_ms",
     "retry_give_up_after_secs",
+    "webhook_concurrency",
+    "email_concurrency",
+    "delivery_cap_per_case",
+    "delivery_cap_per_destination",
 ];
 
 /// Why the server could not start.
@@ -244,7 +272,11 @@ impl Config {
                 | "request_timeout_ms"
                 | "retry_first_delay_ms"
                 | "retry_max_delay_ms"
-                | "retry_give_up_after_secs" => value
+                | "retry_give_up_after_secs"
+                | "webhook_concurrency"
+                | "email_concurrency"
+                | "delivery_cap_per_case"
+                | "delivery_cap_per_destination" => value
                     .trim()
                     .parse::<i64>()
                     .map(toml::Value::Integer)
@@ -279,6 +311,17 @@ impl Config {
         if self.database_max_connections == 0 {
             return bad("database_max_connections must be at least 1".into());
         }
+        if self.webhook_concurrency == 0
+            || self.email_concurrency == 0
+            || self.delivery_cap_per_case == 0
+            || self.delivery_cap_per_destination == 0
+        {
+            return bad(
+                "webhook_concurrency, email_concurrency, delivery_cap_per_case and \
+                 delivery_cap_per_destination must be at least 1"
+                    .into(),
+            );
+        }
         let mut names = std::collections::HashSet::new();
         for case in &self.cases {
             if !names.insert(case.name.as_str()) {
@@ -286,6 +329,18 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// How the dispatcher shares its delivery slots (behaviour.md section 8).
+    pub fn dispatcher_options(&self) -> DispatcherOptions {
+        DispatcherOptions {
+            retry: self.retry_policy(),
+            concurrency: self.webhook_concurrency,
+            email_concurrency: self.email_concurrency,
+            per_case_channel: self.delivery_cap_per_case,
+            per_destination: self.delivery_cap_per_destination,
+            ..DispatcherOptions::default()
+        }
     }
 
     /// The backoff of failed deliveries.
@@ -384,10 +439,7 @@ pub async fn launch_with_clock(
         clock.clone(),
         Arc::new(webhooks),
         email,
-        DispatcherOptions {
-            retry: config.retry_policy(),
-            ..DispatcherOptions::default()
-        },
+        config.dispatcher_options(),
     ));
     let waker = dispatcher.waker();
     let scheduler_waker = Arc::new(Notify::new());
@@ -704,6 +756,43 @@ webhooks = ["https://hooks.acme.test/snitch"]
         let err =
             Config::parse("", env_from(&[("SNITCH_MAINTENANCE", "yes")])).expect_err("not a bool");
         assert!(err.to_string().contains("SNITCH_MAINTENANCE"), "{err}");
+    }
+
+    #[test]
+    fn delivery_caps_default_and_can_be_set() {
+        let o = Config::default().dispatcher_options();
+        assert_eq!(
+            (
+                o.concurrency,
+                o.email_concurrency,
+                o.per_case_channel,
+                o.per_destination
+            ),
+            (256, 16, 8, 16)
+        );
+        let text = "webhook_concurrency = 32\nemail_concurrency = 4\n\
+                    delivery_cap_per_case = 2\ndelivery_cap_per_destination = 3";
+        let env = env_from(&[("SNITCH_DELIVERY_CAP_PER_CASE", "5")]);
+        let o = Config::parse(text, env)
+            .expect("valid")
+            .dispatcher_options();
+        assert_eq!(
+            (
+                o.concurrency,
+                o.email_concurrency,
+                o.per_case_channel,
+                o.per_destination
+            ),
+            (32, 4, 5, 3)
+        );
+        for zero in [
+            "webhook_concurrency = 0",
+            "email_concurrency = 0",
+            "delivery_cap_per_case = 0",
+            "delivery_cap_per_destination = 0",
+        ] {
+            assert!(config_from_toml(zero).is_err(), "{zero}");
+        }
     }
 
     #[test]

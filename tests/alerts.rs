@@ -569,11 +569,15 @@ async fn a_redirecting_receiver_counts_as_failure() {
     server.shut_down().await.expect("a clean shutdown");
 }
 
+/// A hook at a private address, with the guard on, fails at once: one attempt, recorded
+/// as failed with the reason, never retried (behaviour.md section 8).
 #[tokio::test]
 async fn a_private_address_hook_is_refused_by_default() {
     let sink = SmtpSink::start().await;
     let mut hooks = Receiver::ok().await;
-    let server = server("", &hooks.url("/"), &sink, Arc::new(SystemClock)).await;
+    // An ordinary failure would be retried within 200 ms.
+    let top = "retry_first_delay_ms = 200\nretry_max_delay_ms = 200";
+    let server = server(top, &hooks.url("/"), &sink, Arc::new(SystemClock)).await;
     let token = server.create_snitch("Nightly backup", "hourly").await;
     server.check_in(&token, "").await;
 
@@ -583,13 +587,15 @@ async fn a_private_address_hook_is_refused_by_default() {
     .await;
     let hook = delivery(event(&events, "snitch.reporting"), "webhook").expect("a webhook delivery");
     let tries = attempts(hook);
+    assert_eq!(tries.len(), 1, "{hook}");
     assert_eq!(tries[0]["ok"], false, "{hook}");
     let detail = tries[0]["detail"].as_str().expect("detail");
-    assert!(detail.contains("refused"), "{detail}");
-    assert_eq!(hook["state"], "pending", "{hook}");
-    hooks.assert_nothing_more();
+    assert_eq!(detail, "refused: 127.0.0.1 is a private address");
+    assert_eq!(hook["state"], "failed", "given up at once: {hook}");
+    assert_eq!(hook["next_attempt_at"], Value::Null, "{hook}");
     // The e-mail of the same event is not held back.
     assert_mail(&next_mail(&sink).await, "is reporting");
+    hooks.assert_nothing_more();
 
     server.shut_down().await.expect("a clean shutdown");
 }

@@ -27,7 +27,10 @@ use crate::calendar::{Interval, Timestamp};
 use crate::clock::ManualClock;
 use crate::error::ServiceError;
 use crate::machine;
-use crate::outbox::{deliveries_for, Attempt, AttemptResult, Channel, Delivery, DeliveryState};
+use crate::outbox::{
+    deliveries_for, Attempt, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery,
+    DeliveryState,
+};
 use crate::service::{SnitchFields, SnitchService};
 use crate::snitch::{CheckIn, PauseUntil, Snitch, CHECK_INS_KEPT};
 use crate::storage::{Change, Storage, StorageError};
@@ -99,6 +102,9 @@ macro_rules! storage_contract_tests {
             attempts_are_recorded_and_decide_what_follows,
             a_refused_save_stores_no_deliveries,
             deliveries_outlive_their_snitch_until_finished,
+            a_flooded_case_does_not_keep_others_out_of_a_claim,
+            claims_take_what_is_in_flight_into_account,
+            destination_caps_count_only_what_the_case_caps_let_through,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
@@ -1307,15 +1313,23 @@ pub async fn saved_deliveries_are_claimed_earliest_first_under_a_lease(store: Ar
     assert_eq!(store.next_delivery_at().await.expect("read"), Some(at(3)));
 
     assert!(store
-        .claim_deliveries(at(2), at(10), 10)
+        .claim_deliveries(at(2), at(10), &ClaimLimits::at_most(10))
         .await
         .expect("claim")
         .is_empty());
     let claimed = store
-        .claim_deliveries(at(5), at(10), 3)
+        .claim_deliveries(
+            at(5),
+            at(10),
+            &ClaimLimits {
+                webhooks: 2,
+                emails: 1,
+                ..ClaimLimits::at_most(0)
+            },
+        )
         .await
         .expect("claim");
-    assert_eq!(claimed.len(), 3, "limited");
+    assert_eq!(claimed.len(), 3, "limited per channel kind");
     assert_eq!(ids(&claimed[..2]), ids(&sooner), "earliest first");
     assert_eq!(
         claimed[0],
@@ -1325,17 +1339,17 @@ pub async fn saved_deliveries_are_claimed_earliest_first_under_a_lease(store: Ar
         }
     );
     let rest = store
-        .claim_deliveries(at(5), at(10), 10)
+        .claim_deliveries(at(5), at(10), &ClaimLimits::at_most(10))
         .await
         .expect("claim");
     assert_eq!(rest.len(), 1, "leased ones are not claimed again");
     assert!(store
-        .claim_deliveries(at(9), at(20), 10)
+        .claim_deliveries(at(9), at(20), &ClaimLimits::at_most(10))
         .await
         .expect("claim")
         .is_empty());
     let expired = store
-        .claim_deliveries(at(10), at(20), 10)
+        .claim_deliveries(at(10), at(20), &ClaimLimits::at_most(10))
         .await
         .expect("claim");
     assert_eq!(
@@ -1350,7 +1364,7 @@ pub async fn attempts_are_recorded_and_decide_what_follows(store: Arc<dyn Storag
     let made = reporting_with_deliveries(&store, &acme, &hooks, 1, at(1)).await;
     let (hook, mail) = (&made[0], &made[1]);
     store
-        .claim_deliveries(at(1), at(2), 10)
+        .claim_deliveries(at(1), at(2), &ClaimLimits::at_most(10))
         .await
         .expect("claim");
     store
@@ -1367,12 +1381,12 @@ pub async fn attempts_are_recorded_and_decide_what_follows(store: Arc<dyn Storag
         .expect("record");
     assert_eq!(store.next_delivery_at().await.expect("read"), Some(at(7)));
     assert!(store
-        .claim_deliveries(at(6), at(8), 10)
+        .claim_deliveries(at(6), at(8), &ClaimLimits::at_most(10))
         .await
         .expect("claim")
         .is_empty());
     let retry = store
-        .claim_deliveries(at(7), at(8), 10)
+        .claim_deliveries(at(7), at(8), &ClaimLimits::at_most(10))
         .await
         .expect("claim");
     assert_eq!(ids(&retry), std::slice::from_ref(&hook.id));
@@ -1435,7 +1449,7 @@ pub async fn deliveries_outlive_their_snitch_until_finished(store: Arc<dyn Stora
     let made = reporting_with_deliveries(&store, &acme, &hooks, 1, at(1)).await;
     assert!(store.delete_snitch(&token(1)).await.expect("delete"));
     let claimed = store
-        .claim_deliveries(at(1), at(2), 10)
+        .claim_deliveries(at(1), at(2), &ClaimLimits::at_most(10))
         .await
         .expect("an alert already emitted still goes out");
     assert_eq!(ids(&claimed), ids(&made));
@@ -1446,6 +1460,169 @@ pub async fn deliveries_outlive_their_snitch_until_finished(store: Arc<dyn Stora
             .expect("record");
     }
     assert_eq!(store.next_delivery_at().await.expect("read"), None);
+}
+
+/// A hook of `case` to `https://<host>/<n>`, with an id unique across cases.
+fn hook_to(case: &Case, n: i64, host: &str) -> Webhook {
+    Webhook {
+        id: format!("{}-hook{n}", case.id.as_str()),
+        case_id: case.id.clone(),
+        url: WebhookUrl::parse(&format!("https://{host}/{n}")).expect("valid URL"),
+        secret: None,
+        created_at: at(n),
+    }
+}
+
+/// A case with `members` (so its events go by e-mail, or not), stored.
+async fn case_with_members(store: &Arc<dyn Storage>, name: &str, members: &[&str]) -> Case {
+    let mut c = case(name);
+    c.members = members
+        .iter()
+        .map(|m| EmailAddress::parse(m).expect("valid"))
+        .collect();
+    store.upsert_case(&c).await.expect("upsert");
+    c
+}
+
+fn limits(webhooks: usize, emails: usize, per_case: usize, per_destination: usize) -> ClaimLimits {
+    ClaimLimits {
+        webhooks,
+        emails,
+        per_case_channel: per_case,
+        per_destination,
+        case_channels_in_flight: Vec::new(),
+        destinations_in_flight: Vec::new(),
+    }
+}
+
+/// Deliveries are claimed at most `per_case_channel` per (case, channel kind), and a case
+/// with many due deliveries does not push another case's out of the claim; webhooks and
+/// e-mails have separate budgets.
+pub async fn a_flooded_case_does_not_keep_others_out_of_a_claim(store: Arc<dyn Storage>) {
+    let bully = case_with_members(&store, "bully", &["ops@bully.test"]).await;
+    let dead: Vec<Webhook> = (1..=3)
+        .map(|n| hook_to(&bully, n, &format!("dead{n}.bully.test")))
+        .collect();
+    let mut flood = Vec::new();
+    for n in 1..=5 {
+        flood.push(reporting_with_deliveries(&store, &bully, &dead, n, at(n as i64)).await);
+    }
+    let acme = case_with_members(&store, "acme", &["ops@acme.test"]).await;
+    let acme_hooks = [hook_to(&acme, 1, "hooks.acme.test")];
+    let first = reporting_with_deliveries(&store, &acme, &acme_hooks, 10, at(6)).await;
+    // Each bully event: three hooks, then an e-mail.
+    assert_eq!(flood[0].len(), 4);
+
+    let claimed = store
+        .claim_deliveries(at(10), at(20), &limits(4, 4, 2, 100))
+        .await
+        .expect("claim");
+    let expected = vec![
+        flood[0][0].id.clone(),
+        flood[0][1].id.clone(),
+        flood[0][3].id.clone(),
+        flood[1][3].id.clone(),
+        first[0].id.clone(),
+        first[1].id.clone(),
+    ];
+    assert_eq!(
+        ids(&claimed),
+        expected,
+        "two per case and channel, earliest first; acme's are not crowded out"
+    );
+
+    // Only e-mail slots are free: only e-mails are taken.
+    let mails = store
+        .claim_deliveries(at(10), at(20), &limits(0, 1, 2, 100))
+        .await
+        .expect("claim");
+    assert_eq!(ids(&mails), [flood[2][3].id.clone()]);
+}
+
+/// What a dispatcher has in flight counts against the caps: a (case, channel kind) or a
+/// destination at its cap is skipped, one below it gets only the room left.
+pub async fn claims_take_what_is_in_flight_into_account(store: Arc<dyn Storage>) {
+    let bully = case_with_members(&store, "bully", &["ops@bully.test"]).await;
+    let dead = [hook_to(&bully, 1, "dead.bully.test")];
+    let mut flood = Vec::new();
+    for n in 1..=4 {
+        flood.push(reporting_with_deliveries(&store, &bully, &dead, n, at(n as i64)).await);
+    }
+    let acme = case_with_members(&store, "acme", &[]).await;
+    let acme_hooks = [hook_to(&acme, 1, "hooks.acme.test")];
+    let first = reporting_with_deliveries(&store, &acme, &acme_hooks, 10, at(6)).await;
+    assert_eq!(first.len(), 1, "acme has no team: no e-mail");
+
+    let mut busy = limits(10, 10, 3, 10);
+    busy.case_channels_in_flight = vec![
+        (bully.id.clone(), ChannelKind::Webhook, 3),
+        (bully.id.clone(), ChannelKind::Email, 2),
+    ];
+    let claimed = store
+        .claim_deliveries(at(10), at(20), &busy)
+        .await
+        .expect("claim");
+    assert_eq!(
+        ids(&claimed),
+        [flood[0][1].id.clone(), first[0].id.clone()],
+        "the bully's webhooks are at their cap; one e-mail fits"
+    );
+
+    let mut busy = limits(10, 10, 10, 3);
+    busy.destinations_in_flight = vec![("dead.bully.test:443".to_owned(), 2)];
+    let claimed = store
+        .claim_deliveries(at(10), at(20), &busy)
+        .await
+        .expect("claim");
+    assert_eq!(
+        ids(&claimed),
+        [
+            flood[0][0].id.clone(),
+            flood[1][1].id.clone(),
+            flood[2][1].id.clone(),
+            flood[3][1].id.clone()
+        ],
+        "one more to the busy destination; e-mails have no destination cap"
+    );
+}
+
+/// A destination's room goes to the earliest deliveries that their case's cap lets
+/// through: a case at its cap does not use up another case's share of a shared host.
+pub async fn destination_caps_count_only_what_the_case_caps_let_through(store: Arc<dyn Storage>) {
+    let bully = case_with_members(&store, "bully", &[]).await;
+    let shared = [
+        hook_to(&bully, 1, "shared.example.test"),
+        hook_to(&bully, 2, "shared.example.test"),
+    ];
+    let mut flood = Vec::new();
+    for n in 1..=3 {
+        flood.push(reporting_with_deliveries(&store, &bully, &shared, n, at(n as i64)).await);
+    }
+    let acme = case_with_members(&store, "acme", &[]).await;
+    let acme_hooks = [hook_to(&acme, 1, "shared.example.test")];
+    let first = reporting_with_deliveries(&store, &acme, &acme_hooks, 10, at(6)).await;
+
+    let mut busy = limits(10, 10, 2, 3);
+    busy.case_channels_in_flight = vec![(bully.id.clone(), ChannelKind::Webhook, 2)];
+    busy.destinations_in_flight = vec![("shared.example.test:443".to_owned(), 2)];
+    let claimed = store
+        .claim_deliveries(at(10), at(20), &busy)
+        .await
+        .expect("claim");
+    assert_eq!(
+        ids(&claimed),
+        [first[0].id.clone()],
+        "the host has room for one, and the bully is at its cap"
+    );
+    let claimed = store
+        .claim_deliveries(at(10), at(20), &limits(10, 10, 1, 2))
+        .await
+        .expect("claim");
+    assert_eq!(
+        ids(&claimed),
+        [flood[0][0].id.clone()],
+        "acme's is leased; the bully takes one"
+    );
 }
 
 async fn claim(

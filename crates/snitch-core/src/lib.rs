@@ -26,7 +26,9 @@ pub use calendar::{period_of, Interval, Period, Timestamp};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{ErrorType, ServiceError};
 pub use notifier::{Notifier, NotifyError};
-pub use outbox::{Attempt, AttemptResult, Channel, Delivery, DeliveryState, RetryPolicy};
+pub use outbox::{
+    Attempt, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery, DeliveryState, RetryPolicy,
+};
 pub use service::{SnitchFields, SnitchService, SweepReport};
 pub use snitch::{CheckIn, Event, EventKind, Pause, PauseUntil, Snitch, SnitchState};
 pub use storage::{Change, Storage, StorageError};

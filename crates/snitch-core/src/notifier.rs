@@ -9,17 +9,33 @@ use crate::snitch::Event;
 use crate::types::{Case, EmailAddress};
 
 /// A failed attempt, with what went wrong (`HTTP 500`, `timed out`, an SMTP reply, …).
-/// Every failure is retried by the dispatcher until the retry window closes.
+///
+/// Most failures are *transient* (a timeout, a refused connection, a 5xx): the dispatcher
+/// retries them with backoff until the retry window closes. A *permanent* one (a target
+/// refused as private, a URL or recipient that cannot be sent to at all) can never
+/// succeed by trying again: the delivery is given up at once (behaviour.md section 8).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{detail}")]
 pub struct NotifyError {
     pub detail: String,
+    /// Whether retrying is pointless.
+    pub permanent: bool,
 }
 
 impl NotifyError {
+    /// A transient failure: retried.
     pub fn new(detail: impl Into<String>) -> Self {
         NotifyError {
             detail: detail.into(),
+            permanent: false,
+        }
+    }
+
+    /// A permanent failure: given up without retries.
+    pub fn permanent(detail: impl Into<String>) -> Self {
+        NotifyError {
+            detail: detail.into(),
+            permanent: true,
         }
     }
 }

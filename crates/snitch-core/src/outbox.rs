@@ -6,7 +6,7 @@ use chrono::Duration;
 
 use crate::calendar::Timestamp;
 use crate::snitch::Event;
-use crate::types::{Case, EmailAddress};
+use crate::types::{Case, CaseId, EmailAddress};
 use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
 
 /// Where a delivery goes.
@@ -24,9 +24,29 @@ pub enum Channel {
 
 impl Channel {
     pub fn kind(&self) -> &'static str {
+        self.channel_kind().as_str()
+    }
+
+    pub fn channel_kind(&self) -> ChannelKind {
         match self {
-            Channel::Webhook { .. } => "webhook",
-            Channel::Email { .. } => "email",
+            Channel::Webhook { .. } => ChannelKind::Webhook,
+            Channel::Email { .. } => ChannelKind::Email,
+        }
+    }
+}
+
+/// The kinds of [`Channel`]: each has its own notifier and its own concurrency budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ChannelKind {
+    Webhook,
+    Email,
+}
+
+impl ChannelKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelKind::Webhook => "webhook",
+            ChannelKind::Email => "email",
         }
     }
 }
@@ -73,6 +93,137 @@ pub struct Delivery {
     /// holds it, this is the end of that dispatcher's lease.
     pub next_attempt_at: Option<Timestamp>,
     pub attempts: Vec<Attempt>,
+}
+
+impl Delivery {
+    /// The case whose event this is.
+    pub fn case_id(&self) -> &CaseId {
+        &self.event.case_id
+    }
+
+    /// Where a webhook delivery goes (`host:port`, see [`WebhookUrl::destination`]);
+    /// `None` for e-mail, which goes through the one SMTP relay.
+    pub fn destination(&self) -> Option<String> {
+        match &self.channel {
+            Channel::Webhook { url, .. } => Some(url.destination()),
+            Channel::Email { .. } => None,
+        }
+    }
+}
+
+/// What one [`crate::Storage::claim_deliveries`] may take, so that deliveries are
+/// scheduled fairly (behaviour.md section 8, "Delivery isolation"): a dispatcher passes
+/// what it has in flight, and the claim never takes more than fits under each cap.
+///
+/// A due pending delivery is claimed when it passes three rounds, each over the due
+/// deliveries that passed the round before, earliest first (by `next_attempt_at`, then
+/// by order of storing):
+/// 1. it is among the first `per_case_channel − in flight` of its (case, channel kind);
+/// 2. a webhook is among the first `per_destination − in flight` of its destination
+///    ([`Delivery::destination`]); e-mails have no destination and pass;
+/// 3. it is among the first `webhooks` (or `emails`) of its channel kind.
+///
+/// So a case with thousands of due deliveries takes at most its cap and never hides
+/// another case's deliveries from the claim; a key at its cap is skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimLimits {
+    /// Most webhook deliveries to take (the dispatcher's free webhook slots).
+    pub webhooks: usize,
+    /// Most e-mail deliveries to take (the dispatcher's free SMTP slots).
+    pub emails: usize,
+    /// Most deliveries of one (case, channel kind) in flight at once.
+    pub per_case_channel: usize,
+    /// Most webhook deliveries to one destination (`host:port`) in flight at once.
+    pub per_destination: usize,
+    /// Deliveries in flight by (case, channel kind); keys not listed have none.
+    pub case_channels_in_flight: Vec<(CaseId, ChannelKind, usize)>,
+    /// Webhook deliveries in flight by destination; destinations not listed have none.
+    pub destinations_in_flight: Vec<(String, usize)>,
+}
+
+impl ClaimLimits {
+    /// Up to `limit` deliveries of each kind, with no other cap: what a claim without
+    /// fairness rules would take.
+    pub fn at_most(limit: usize) -> Self {
+        ClaimLimits {
+            webhooks: limit,
+            emails: limit,
+            per_case_channel: usize::MAX,
+            per_destination: usize::MAX,
+            case_channels_in_flight: Vec::new(),
+            destinations_in_flight: Vec::new(),
+        }
+    }
+
+    /// How many more of this (case, channel kind) may be taken.
+    pub fn case_channel_room(&self, case: &CaseId, kind: ChannelKind) -> usize {
+        let busy = self
+            .case_channels_in_flight
+            .iter()
+            .filter(|(c, k, _)| c == case && *k == kind)
+            .map(|(_, _, n)| *n)
+            .sum();
+        self.per_case_channel.saturating_sub(busy)
+    }
+
+    /// How many more webhooks to this destination may be taken.
+    pub fn destination_room(&self, destination: &str) -> usize {
+        let busy = self
+            .destinations_in_flight
+            .iter()
+            .filter(|(d, _)| d == destination)
+            .map(|(_, n)| *n)
+            .sum();
+        self.per_destination.saturating_sub(busy)
+    }
+
+    /// How many more of this channel kind may be taken.
+    pub fn kind_room(&self, kind: ChannelKind) -> usize {
+        match kind {
+            ChannelKind::Webhook => self.webhooks,
+            ChannelKind::Email => self.emails,
+        }
+    }
+
+    /// The three rounds above, over `due` (due pending deliveries, earliest first by
+    /// `next_attempt_at` then order of storing): the indices of those to claim, in order.
+    /// Stores that hold their outbox in memory use it as is.
+    pub fn select(&self, due: &[&Delivery]) -> Vec<usize> {
+        use std::collections::HashMap;
+        let mut per_key: HashMap<(&CaseId, ChannelKind), usize> = HashMap::new();
+        let first: Vec<usize> = (0..due.len())
+            .filter(|&i| {
+                let d = due[i];
+                let kind = d.channel.channel_kind();
+                let taken = per_key.entry((d.case_id(), kind)).or_insert(0);
+                *taken += 1;
+                *taken <= self.case_channel_room(d.case_id(), kind)
+            })
+            .collect();
+        let mut per_destination: HashMap<String, usize> = HashMap::new();
+        let second: Vec<usize> = first
+            .into_iter()
+            .filter(|&i| match due[i].destination() {
+                None => true,
+                Some(dest) => {
+                    let room = self.destination_room(&dest);
+                    let taken = per_destination.entry(dest).or_insert(0);
+                    *taken += 1;
+                    *taken <= room
+                }
+            })
+            .collect();
+        let mut per_kind: HashMap<ChannelKind, usize> = HashMap::new();
+        second
+            .into_iter()
+            .filter(|&i| {
+                let kind = due[i].channel.channel_kind();
+                let taken = per_kind.entry(kind).or_insert(0);
+                *taken += 1;
+                *taken <= self.kind_room(kind)
+            })
+            .collect()
+    }
 }
 
 /// How a finished attempt leaves the delivery.

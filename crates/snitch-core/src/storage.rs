@@ -15,7 +15,7 @@
 use async_trait::async_trait;
 
 use crate::calendar::Timestamp;
-use crate::outbox::{Attempt, AttemptResult, Delivery};
+use crate::outbox::{Attempt, AttemptResult, ClaimLimits, Delivery};
 use crate::snitch::{CheckIn, Event, Snitch};
 use crate::types::{Case, CaseId, Tag, Token};
 use crate::webhook::Webhook;
@@ -148,14 +148,17 @@ pub trait Storage: Send + Sync {
     /// Removes a hook of the case; `false` when the case has no hook with this id.
     async fn delete_webhook(&self, case: &CaseId, id: &str) -> Result<bool, StorageError>;
 
-    /// Leases up to `limit` pending deliveries whose `next_attempt_at` is at or before
-    /// `now`, earliest first: their `next_attempt_at` becomes `lease_until`, so no other
-    /// dispatcher takes them meanwhile, and a crashed one's are taken again after it.
+    /// Leases pending deliveries whose `next_attempt_at` is at or before `now`, as many
+    /// as `limits` lets through (per (case, channel kind), per destination, per channel
+    /// kind: see [`ClaimLimits`] for the exact rule), earliest first: their
+    /// `next_attempt_at` becomes `lease_until`, so no other dispatcher takes them
+    /// meanwhile, and a crashed one's are taken again after it. A flooded case or
+    /// destination never keeps another's deliveries out of the claim.
     async fn claim_deliveries(
         &self,
         now: Timestamp,
         lease_until: Timestamp,
-        limit: usize,
+        limits: &ClaimLimits,
     ) -> Result<Vec<Delivery>, StorageError>;
 
     /// Appends an attempt to a delivery and applies its result: delivered, retry at a

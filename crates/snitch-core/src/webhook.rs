@@ -39,6 +39,21 @@ impl WebhookUrl {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// Where requests to this URL go, as `host:port` (the scheme's default port when none
+    /// is given; IPv6 hosts in brackets; never the credentials): the key that caps
+    /// concurrent deliveries per destination.
+    pub fn destination(&self) -> String {
+        match url::Url::parse(&self.0) {
+            Ok(url) => format!(
+                "{}:{}",
+                url.host_str().unwrap_or_default(),
+                url.port_or_known_default().unwrap_or_default()
+            ),
+            // Parsed when it was made, so this does not happen; the URL is its own key.
+            Err(_) => self.0.clone(),
+        }
+    }
 }
 
 impl fmt::Display for WebhookUrl {
@@ -107,6 +122,19 @@ mod tests {
             let err = WebhookUrl::parse(bad).expect_err(bad);
             assert_eq!(err.attribute, "url", "{bad}");
         }
+    }
+
+    #[test]
+    fn the_destination_is_host_and_port_without_credentials() {
+        let dest = |u: &str| WebhookUrl::parse(u).expect("valid").destination();
+        assert_eq!(
+            dest("https://user:pw@Hooks.Acme.test/snitch"),
+            "hooks.acme.test:443"
+        );
+        assert_eq!(dest("http://hooks.acme.test/x?y=1"), "hooks.acme.test:80");
+        assert_eq!(dest("http://127.0.0.1:9000/x"), "127.0.0.1:9000");
+        assert_eq!(dest("https://[::1]:8443/"), "[::1]:8443");
+        assert_eq!(dest("https://hooks.acme.test:443/"), "hooks.acme.test:443");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use async_trait::async_trait;
 use snitch_core::snitch::CHECK_INS_KEPT;
-use snitch_core::{Attempt, AttemptResult, Delivery, DeliveryState};
+use snitch_core::{Attempt, AttemptResult, ClaimLimits, Delivery, DeliveryState};
 use snitch_core::{
     Case, CaseId, Change, CheckIn, Event, Snitch, Storage, StorageError, Tag, Timestamp, Token,
     Webhook,
@@ -363,19 +363,30 @@ impl Storage for MemoryStorage {
         &self,
         now: Timestamp,
         lease_until: Timestamp,
-        limit: usize,
+        limits: &ClaimLimits,
     ) -> Result<Vec<Delivery>, StorageError> {
         let mut guard = self.write();
         let inner = &mut *guard;
-        let due: Vec<(Timestamp, String)> = inner
+        // Every due delivery, earliest first, then in order of storing: the claim's rounds
+        // (ClaimLimits::select) look past a flooded case to the others.
+        let mut due: Vec<&StoredDelivery> = inner
             .delivery_index
             .iter()
             .take_while(|(at, _)| *at <= now)
-            .take(limit)
-            .cloned()
+            .filter_map(|(_, id)| inner.deliveries.get(id))
             .collect();
-        let mut claimed = Vec::with_capacity(due.len());
-        for key in due {
+        due.sort_by_key(|d| (d.delivery.next_attempt_at, d.seq));
+        let deliveries: Vec<&Delivery> = due.iter().map(|d| &d.delivery).collect();
+        let chosen: Vec<(Timestamp, String)> = limits
+            .select(&deliveries)
+            .into_iter()
+            .filter_map(|i| {
+                let d = deliveries[i];
+                d.next_attempt_at.map(|at| (at, d.id.clone()))
+            })
+            .collect();
+        let mut claimed = Vec::with_capacity(chosen.len());
+        for key in chosen {
             inner.delivery_index.remove(&key);
             if let Some(stored) = inner.deliveries.get_mut(&key.1) {
                 stored.delivery.next_attempt_at = Some(lease_until);

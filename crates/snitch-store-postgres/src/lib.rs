@@ -36,8 +36,8 @@ use std::sync::{Arc, LazyLock};
 use async_trait::async_trait;
 use snitch_core::snitch::CHECK_INS_KEPT;
 use snitch_core::{
-    Attempt, AttemptResult, Case, CaseId, Change, CheckIn, Delivery, DeliveryState, Event, Snitch,
-    Storage, StorageError, Tag, Timestamp, Token, Webhook,
+    Attempt, AttemptResult, Case, CaseId, Change, CheckIn, ClaimLimits, Delivery, DeliveryState,
+    Event, Snitch, Storage, StorageError, Tag, Timestamp, Token, Webhook,
 };
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnection, PgPool};
@@ -201,13 +201,15 @@ async fn insert_deliveries(
 ) -> Result<(), StorageError> {
     for chunk in deliveries.chunks(DELIVERIES_PER_INSERT) {
         let mut q = QueryBuilder::<Postgres>::new(
-            "INSERT INTO snitch.deliveries (id, event_id, event, channel, hook_id, url, secret, \
-             recipients, state, next_attempt_at, attempts) ",
+            "INSERT INTO snitch.deliveries (id, event_id, event, case_id, destination, channel, \
+             hook_id, url, secret, recipients, state, next_attempt_at, attempts) ",
         );
         q.push_values(chunk.iter().map(DeliveryFields::of), |mut row, d| {
             row.push_bind(d.id)
                 .push_bind(d.event_id)
                 .push_bind(d.event)
+                .push_bind(d.case_id)
+                .push_bind(d.destination)
                 .push_bind(d.channel)
                 .push_bind(d.hook_id)
                 .push_bind(d.url)
@@ -219,7 +221,8 @@ async fn insert_deliveries(
         });
         q.push(
             " ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, event_id = EXCLUDED.event_id, \
-             event = EXCLUDED.event, channel = EXCLUDED.channel, hook_id = EXCLUDED.hook_id, \
+             event = EXCLUDED.event, case_id = EXCLUDED.case_id, \
+             destination = EXCLUDED.destination, channel = EXCLUDED.channel, hook_id = EXCLUDED.hook_id, \
              url = EXCLUDED.url, secret = EXCLUDED.secret, recipients = EXCLUDED.recipients, \
              state = EXCLUDED.state, next_attempt_at = EXCLUDED.next_attempt_at, \
              attempts = EXCLUDED.attempts",
@@ -588,16 +591,59 @@ impl Storage for PgStorage {
         &self,
         now: Timestamp,
         lease_until: Timestamp,
-        limit_to: usize,
+        limits: &ClaimLimits,
     ) -> Result<Vec<Delivery>, StorageError> {
-        // Rows another dispatcher is claiming right now are skipped, not waited for; once
-        // claimed, the lease keeps them out of `next_attempt_at <= now` until it ends.
+        // The three rounds of ClaimLimits, set-based: rank the due deliveries per
+        // (case, channel) and keep those under the key's room, rank the survivors per
+        // destination, then per channel. Window functions cannot lock rows, so the chosen
+        // rows are then locked, skipping rows another dispatcher is claiming right now
+        // (they are not waited for; a row it already leased fails the recheck of
+        // `next_attempt_at <= now`).
+        let (busy_cases, busy_kinds, busy_case_counts): (Vec<String>, Vec<&str>, Vec<i64>) = limits
+            .case_channels_in_flight
+            .iter()
+            .map(|(case, kind, n)| (case.as_str().to_owned(), kind.as_str(), limit(*n)))
+            .collect();
+        let (busy_destinations, busy_destination_counts): (Vec<String>, Vec<i64>) = limits
+            .destinations_in_flight
+            .iter()
+            .map(|(d, n)| (d.clone(), limit(*n)))
+            .collect();
         sqlx::query_as::<_, DeliveryRow>(&format!(
-            "WITH picked AS ( \
-               SELECT id, next_attempt_at AS due_at, seq FROM snitch.deliveries \
-               WHERE state = 'pending' AND next_attempt_at <= $1 \
-               ORDER BY next_attempt_at, seq LIMIT $3 \
-               FOR UPDATE SKIP LOCKED), \
+            "WITH due AS ( \
+               SELECT id, next_attempt_at, seq, case_id, channel, destination, \
+                 row_number() OVER (PARTITION BY case_id, channel \
+                                    ORDER BY next_attempt_at, seq) AS n \
+               FROM snitch.deliveries WHERE state = 'pending' AND next_attempt_at <= $1), \
+             busy_case AS ( \
+               SELECT case_id, channel, sum(n) AS n \
+               FROM unnest($3::text[], $4::text[], $5::int8[]) AS b(case_id, channel, n) \
+               GROUP BY case_id, channel), \
+             case_ok AS ( \
+               SELECT due.id, due.next_attempt_at, due.seq, due.channel, due.destination, \
+                 row_number() OVER (PARTITION BY due.destination \
+                                    ORDER BY due.next_attempt_at, due.seq) AS n \
+               FROM due LEFT JOIN busy_case b \
+                 ON b.case_id = due.case_id AND b.channel = due.channel \
+               WHERE due.n <= $6 - coalesce(b.n, 0)), \
+             busy_destination AS ( \
+               SELECT destination, sum(n) AS n \
+               FROM unnest($7::text[], $8::int8[]) AS b(destination, n) \
+               GROUP BY destination), \
+             destination_ok AS ( \
+               SELECT c.id, c.channel, \
+                 row_number() OVER (PARTITION BY c.channel \
+                                    ORDER BY c.next_attempt_at, c.seq) AS n \
+               FROM case_ok c LEFT JOIN busy_destination b ON b.destination = c.destination \
+               WHERE c.destination IS NULL OR c.n <= $9 - coalesce(b.n, 0)), \
+             chosen AS ( \
+               SELECT id FROM destination_ok \
+               WHERE n <= CASE channel WHEN 'webhook' THEN $10 ELSE $11 END), \
+             picked AS ( \
+               SELECT d.id, d.next_attempt_at AS due_at, d.seq FROM snitch.deliveries d \
+               WHERE d.id IN (SELECT id FROM chosen) \
+                 AND d.state = 'pending' AND d.next_attempt_at <= $1 \
+               FOR UPDATE OF d SKIP LOCKED), \
              claimed AS ( \
                UPDATE snitch.deliveries d SET next_attempt_at = $2 FROM picked \
                WHERE d.id = picked.id \
@@ -606,7 +652,15 @@ impl Storage for PgStorage {
         ))
         .bind(now)
         .bind(lease_until)
-        .bind(limit(limit_to))
+        .bind(busy_cases)
+        .bind(busy_kinds)
+        .bind(busy_case_counts)
+        .bind(limit(limits.per_case_channel))
+        .bind(busy_destinations)
+        .bind(busy_destination_counts)
+        .bind(limit(limits.per_destination))
+        .bind(limit(limits.webhooks))
+        .bind(limit(limits.emails))
         .fetch_all(&self.pool)
         .await
         .map_err(backend)?

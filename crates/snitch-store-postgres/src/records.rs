@@ -523,6 +523,9 @@ pub(crate) struct DeliveryFields {
     pub(crate) id: String,
     pub(crate) event_id: String,
     pub(crate) event: Json<EventRecord>,
+    /// The case of the event and the webhook's destination: the keys of fair claims.
+    pub(crate) case_id: String,
+    pub(crate) destination: Option<String>,
     pub(crate) channel: &'static str,
     pub(crate) hook_id: Option<String>,
     pub(crate) url: Option<String>,
@@ -552,6 +555,8 @@ impl DeliveryFields {
             id: d.id.clone(),
             event_id: d.event.id.clone(),
             event: Json(EventRecord::of(&d.event)),
+            case_id: d.case_id().as_str().to_owned(),
+            destination: d.destination(),
             channel: match d.channel {
                 Channel::Webhook { .. } => CHANNEL_WEBHOOK,
                 Channel::Email { .. } => CHANNEL_EMAIL,

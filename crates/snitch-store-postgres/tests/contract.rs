@@ -22,7 +22,8 @@ mod beyond_the_contract {
     use snitch_core::contract::{advanced, at, case, checked_in, snitch, token, webhook};
     use snitch_core::outbox::deliveries_for;
     use snitch_core::{
-        Attempt, AttemptResult, Case, Delivery, EmailAddress, Storage, StorageError, Webhook,
+        Attempt, AttemptResult, Case, ClaimLimits, Delivery, EmailAddress, Storage, StorageError,
+        Webhook,
     };
     use snitch_store_postgres::{PgStorage, EVENTS_KEPT, MIGRATOR};
 
@@ -159,10 +160,11 @@ mod beyond_the_contract {
         );
 
         let servers = [&store, &other_server, &store, &other_server, &other_server];
+        let four = ClaimLimits::at_most(4);
         let claims = join_all(
             servers
                 .iter()
-                .map(|s| s.claim_deliveries(at(60), at(90), 4)),
+                .map(|s| s.claim_deliveries(at(60), at(90), &four)),
         )
         .await;
         let mut claimed = Vec::new();
@@ -170,7 +172,7 @@ mod beyond_the_contract {
             claimed.extend(claim.expect("claim").into_iter().map(|d| d.id));
         }
         let rest = store
-            .claim_deliveries(at(60), at(90), 100)
+            .claim_deliveries(at(60), at(90), &ClaimLimits::at_most(100))
             .await
             .expect("claim");
         claimed.extend(rest.into_iter().map(|d| d.id));

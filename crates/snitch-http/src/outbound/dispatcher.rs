@@ -1,27 +1,42 @@
 //! The dispatcher: claims due deliveries from the outbox, sends each through its channel's
 //! notifier with bounded concurrency, records every attempt, and schedules retries.
 //!
-//! Each delivery runs in its own task, so a slow or dead receiver holds one slot for at
-//! most its timeout and never delays the others. Claims are leases: a dispatcher that dies
-//! mid-delivery leaves its deliveries to be claimed again when the lease ends (at least
-//! once; `Snitch-Event-Id` lets receivers drop duplicates).
+//! Each delivery runs in its own task. Scheduling is fair (behaviour.md section 8,
+//! "Delivery isolation"): the dispatcher counts what it has in flight per (case, channel
+//! kind) and per webhook destination (`host:port`), and each claim
+//! ([`Storage::claim_deliveries`] with [`ClaimLimits`]) takes only what fits under those
+//! caps, looking past a flooded case or destination to the others. Webhooks and e-mails
+//! have separate budgets, so a case's dead hooks hold at most `per_case_channel` webhook
+//! slots and never an e-mail slot; another case's alerts go out as soon as they are due.
+//!
+//! Claims are leases: a dispatcher that dies mid-delivery leaves its deliveries to be
+//! claimed again when the lease ends (at least once; `Snitch-Event-Id` lets receivers drop
+//! duplicates). A permanent failure ([`NotifyError::permanent`]) is given up at once.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use snitch_core::{
-    Attempt, AttemptResult, Channel, Clock, Delivery, Notifier, RetryPolicy, Storage, StorageError,
+    Attempt, AttemptResult, CaseId, Channel, ChannelKind, ClaimLimits, Clock, Delivery, Notifier,
+    RetryPolicy, Storage, StorageError,
 };
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 /// Settings of a [`Dispatcher`].
 #[derive(Debug, Clone)]
 pub struct DispatcherOptions {
     pub retry: RetryPolicy,
-    /// Deliveries in flight at once.
+    /// Webhook deliveries in flight at once, in all.
     pub concurrency: usize,
+    /// E-mail deliveries in flight at once: the SMTP relay's own budget.
+    pub email_concurrency: usize,
+    /// Deliveries of one case through one channel kind in flight at once.
+    pub per_case_channel: usize,
+    /// Webhook deliveries to one destination (`host:port`) in flight at once.
+    pub per_destination: usize,
     /// How long a claimed delivery stays reserved; longer than any notifier's timeout.
     pub lease: chrono::Duration,
     /// The longest sleep between looks at the outbox when nothing wakes the dispatcher.
@@ -32,11 +47,79 @@ impl Default for DispatcherOptions {
     fn default() -> Self {
         DispatcherOptions {
             retry: RetryPolicy::default(),
-            concurrency: 64,
+            // A dead hook holds its slot up to the 30 s timeout: 256 slots let 32 cases
+            // with dead hooks (8 each) stall at once before a healthy one waits.
+            concurrency: 256,
+            // E-mails go to one relay, which usually limits connections per client.
+            email_concurrency: 16,
+            // Enough for a case's burst of alerts to its own hooks to go out in parallel.
+            per_case_channel: 8,
+            // Twice a case's share: several cases' hooks to one service (a chat or
+            // paging provider) go out together, while a dead host holds at most 16.
+            per_destination: 16,
             // Twice the notifiers' 30 s timeout: a live dispatcher always records its
             // attempt first; a dead one's deliveries go out at most a minute late.
             lease: chrono::Duration::minutes(1),
             poll: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What this dispatcher has in flight, by the keys its caps apply to.
+#[derive(Debug, Default)]
+struct InFlight {
+    by_case_channel: HashMap<(CaseId, ChannelKind), usize>,
+    by_destination: HashMap<String, usize>,
+}
+
+/// One delivery counted in [`InFlight`] until dropped.
+struct Counted {
+    in_flight: Arc<Mutex<InFlight>>,
+    case_channel: (CaseId, ChannelKind),
+    destination: Option<String>,
+}
+
+impl Counted {
+    fn new(in_flight: &Arc<Mutex<InFlight>>, delivery: &Delivery) -> Counted {
+        let case_channel = (delivery.case_id().clone(), delivery.channel.channel_kind());
+        let destination = delivery.destination();
+        {
+            let mut counts = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+            *counts
+                .by_case_channel
+                .entry(case_channel.clone())
+                .or_insert(0) += 1;
+            if let Some(d) = &destination {
+                *counts.by_destination.entry(d.clone()).or_insert(0) += 1;
+            }
+        }
+        Counted {
+            in_flight: in_flight.clone(),
+            case_channel,
+            destination,
+        }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut counts = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = counts.by_case_channel.get_mut(&self.case_channel) {
+            *n -= 1;
+            if *n == 0 {
+                counts.by_case_channel.remove(&self.case_channel);
+            }
+        }
+        if let Some(d) = &self.destination {
+            if let Some(n) = counts.by_destination.get_mut(d) {
+                *n -= 1;
+                if *n == 0 {
+                    counts.by_destination.remove(d);
+                }
+            }
         }
     }
 }
@@ -49,7 +132,9 @@ pub struct Dispatcher {
     email: Arc<dyn Notifier>,
     options: DispatcherOptions,
     wake: Arc<Notify>,
-    slots: Arc<Semaphore>,
+    webhook_slots: Arc<Semaphore>,
+    email_slots: Arc<Semaphore>,
+    in_flight: Arc<Mutex<InFlight>>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -68,15 +153,16 @@ impl Dispatcher {
         email: Arc<dyn Notifier>,
         options: DispatcherOptions,
     ) -> Self {
-        let slots = Arc::new(Semaphore::new(options.concurrency.max(1)));
         Dispatcher {
             storage,
             clock,
             webhooks,
             email,
+            webhook_slots: Arc::new(Semaphore::new(options.concurrency.max(1))),
+            email_slots: Arc::new(Semaphore::new(options.email_concurrency.max(1))),
             options,
             wake: Arc::new(Notify::new()),
-            slots,
+            in_flight: Arc::default(),
         }
     }
 
@@ -90,32 +176,69 @@ impl Dispatcher {
         snitch_core::clock::to_millis(self.clock.now())
     }
 
-    /// Claims what is due now, as many as there are free slots, and starts sending each in
-    /// its own task. Returns the tasks.
+    /// What the next claim may take: the free slots of each kind, and the caps with what
+    /// is in flight now.
+    fn claim_limits(&self) -> ClaimLimits {
+        let counts = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        ClaimLimits {
+            webhooks: self.webhook_slots.available_permits(),
+            emails: self.email_slots.available_permits(),
+            per_case_channel: self.options.per_case_channel.max(1),
+            per_destination: self.options.per_destination.max(1),
+            case_channels_in_flight: counts
+                .by_case_channel
+                .iter()
+                .map(|((case, kind), n)| (case.clone(), *kind, *n))
+                .collect(),
+            destinations_in_flight: counts
+                .by_destination
+                .iter()
+                .map(|(d, n)| (d.clone(), *n))
+                .collect(),
+        }
+    }
+
+    /// Claims what is due now and fits under the caps (as many as there are free slots of
+    /// each kind), and starts sending each in its own task. Returns the tasks.
     pub async fn dispatch_due(self: &Arc<Self>) -> Result<Vec<JoinHandle<()>>, StorageError> {
-        let free = self.slots.available_permits();
-        if free == 0 {
+        let limits = self.claim_limits();
+        if limits.webhooks == 0 && limits.emails == 0 {
             return Ok(Vec::new());
         }
         let now = self.now();
         let claimed = self
             .storage
-            .claim_deliveries(now, now + self.options.lease, free)
+            .claim_deliveries(now, now + self.options.lease, &limits)
             .await?;
         let mut started = Vec::with_capacity(claimed.len());
         for delivery in claimed {
-            let Ok(slot) = self.slots.clone().acquire_owned().await else {
+            let Some(slot) = self.slot(&delivery).await else {
                 break;
             };
+            // Counted before the next claim reads the counts.
+            let counted = Counted::new(&self.in_flight, &delivery);
             let this = self.clone();
             started.push(tokio::spawn(async move {
                 this.deliver(delivery).await;
+                drop(counted);
                 drop(slot);
-                // A finished delivery may have freed the slot others wait for.
+                // A finished delivery may have freed the slot or cap others wait for.
                 this.wake.notify_one();
             }));
         }
         Ok(started)
+    }
+
+    /// A slot of the delivery's kind; the claim took no more than were free.
+    async fn slot(&self, delivery: &Delivery) -> Option<OwnedSemaphorePermit> {
+        let slots = match delivery.channel {
+            Channel::Webhook { .. } => &self.webhook_slots,
+            Channel::Email { .. } => &self.email_slots,
+        };
+        slots.clone().acquire_owned().await.ok()
     }
 
     /// Sends one delivery and records the attempt.
@@ -128,12 +251,14 @@ impl Dispatcher {
         let started = Instant::now();
         let sent = notifier.send(&delivery).await;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let (ok, detail) = match sent {
-            Ok(detail) => (true, detail),
-            Err(e) => (false, e.detail),
+        let (ok, permanent, detail) = match sent {
+            Ok(detail) => (true, false, detail),
+            Err(e) => (false, e.permanent, e.detail),
         };
         let result = if ok {
             AttemptResult::Delivered
+        } else if permanent {
+            AttemptResult::GaveUp
         } else {
             let failures = u32::try_from(delivery.attempts.len() + 1).unwrap_or(u32::MAX);
             self.options.retry.after_failure(
@@ -148,6 +273,7 @@ impl Dispatcher {
             event = %delivery.event.id,
             channel = delivery.channel.kind(),
             ok,
+            permanent,
             %detail,
             duration_ms,
             "delivery attempt"
@@ -172,18 +298,15 @@ impl Dispatcher {
     pub async fn run(self: Arc<Self>, stop: impl Future<Output = ()>) {
         tokio::pin!(stop);
         loop {
+            let claimed_at = self.now();
             if let Err(e) = self.dispatch_due().await {
                 tracing::error!(error = %e, "cannot claim deliveries");
             }
-            if self.slots.available_permits() == 0 {
-                // Every slot is busy: the next finished delivery wakes us.
-                tokio::select! {
-                    () = &mut stop => break,
-                    () = self.wake.notified() => continue,
-                }
-            }
+            // The claim took all it could: what was due then and is still pending waits
+            // for a slot or a cap, and a finished delivery (or a new event) wakes us.
+            // Otherwise sleep until the next delivery is due.
             let sleep = match self.storage.next_delivery_at().await {
-                Ok(Some(next)) => (next - self.now())
+                Ok(Some(next)) if next > claimed_at => (next - self.now())
                     .to_std()
                     .unwrap_or(Duration::ZERO)
                     .min(self.options.poll),
@@ -196,8 +319,15 @@ impl Dispatcher {
             }
         }
         // Wait for the deliveries in flight, so their attempts are recorded.
-        let all = u32::try_from(self.options.concurrency.max(1)).unwrap_or(u32::MAX);
-        let _ = self.slots.acquire_many(all).await;
+        let all = |n: usize| u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+        let _ = self
+            .webhook_slots
+            .acquire_many(all(self.options.concurrency))
+            .await;
+        let _ = self
+            .email_slots
+            .acquire_many(all(self.options.email_concurrency))
+            .await;
     }
 }
 
@@ -213,10 +343,12 @@ mod tests {
     use snitch_store_memory::MemoryStorage;
     use std::sync::Mutex;
 
-    /// Records what it is asked to send and fails the first `failures` sends.
+    /// Records what it is asked to send and fails the first `failures` sends
+    /// (permanently when `permanent`).
     #[derive(Default)]
     struct Receiver {
         failures: Mutex<usize>,
+        permanent: bool,
         seen: Mutex<Vec<String>>,
     }
 
@@ -230,6 +362,11 @@ mod tests {
             let mut failures = self.failures.lock().expect("not poisoned");
             if *failures > 0 {
                 *failures -= 1;
+                if self.permanent {
+                    return Err(NotifyError::permanent(
+                        "refused: 10.0.0.1 is a private address",
+                    ));
+                }
                 return Err(NotifyError::new("HTTP 503"));
             }
             Ok("HTTP 204".into())
@@ -246,6 +383,14 @@ mod tests {
     }
 
     async fn world(hook_failures: usize) -> World {
+        world_with(Receiver {
+            failures: Mutex::new(hook_failures),
+            ..Default::default()
+        })
+        .await
+    }
+
+    async fn world_with(hooks: Receiver) -> World {
         let storage = Arc::new(MemoryStorage::new());
         let start = DateTime::parse_from_rfc3339("2026-11-22T03:00:00Z")
             .expect("valid")
@@ -263,10 +408,7 @@ mod tests {
             .create_webhook(&case, "https://hooks.acme.test/x", None)
             .await
             .expect("hook");
-        let hooks = Arc::new(Receiver {
-            failures: Mutex::new(hook_failures),
-            ..Default::default()
-        });
+        let hooks = Arc::new(hooks);
         let mail = Arc::new(Receiver::default());
         let options = DispatcherOptions {
             retry: RetryPolicy {
@@ -398,5 +540,35 @@ mod tests {
             w.service.storage().next_delivery_at().await.expect("read"),
             None
         );
+    }
+
+    #[tokio::test]
+    async fn a_permanent_failure_is_given_up_at_once() {
+        let w = world_with(Receiver {
+            failures: Mutex::new(usize::MAX),
+            permanent: true,
+            ..Default::default()
+        })
+        .await;
+        let event = reporting(&w).await;
+        assert_eq!(dispatch(&w).await, 2);
+        w.clock.advance(Span::minutes(5));
+        assert_eq!(dispatch(&w).await, 0, "nothing is retried");
+        let stored = w
+            .service
+            .storage()
+            .deliveries(std::slice::from_ref(&event))
+            .await
+            .expect("read");
+        let hook = &stored[0];
+        assert_eq!(hook.state, DeliveryState::Failed);
+        assert_eq!(hook.next_attempt_at, None);
+        assert_eq!(hook.attempts.len(), 1);
+        assert_eq!(
+            hook.attempts[0].detail,
+            "refused: 10.0.0.1 is a private address"
+        );
+        assert_eq!(stored[1].state, DeliveryState::Delivered, "the e-mail");
+        assert_eq!(*w.hooks.seen.lock().expect("ok"), [event]);
     }
 }

@@ -129,9 +129,9 @@ fn one_line(s: &str) -> String {
 
 fn recipients(delivery: &Delivery) -> Result<&[EmailAddress], NotifyError> {
     match &delivery.channel {
-        Channel::Email { to } if to.is_empty() => Err(NotifyError::new("no recipients")),
+        Channel::Email { to } if to.is_empty() => Err(NotifyError::permanent("no recipients")),
         Channel::Email { to } => Ok(to),
-        Channel::Webhook { .. } => Err(NotifyError::new("not an e-mail delivery")),
+        Channel::Webhook { .. } => Err(NotifyError::permanent("not an e-mail delivery")),
     }
 }
 
@@ -158,12 +158,12 @@ fn build_message(
         let parsed: Address = address
             .as_str()
             .parse()
-            .map_err(|e| NotifyError::new(format!("recipient {address}: {e}")))?;
+            .map_err(|e| NotifyError::permanent(format!("recipient {address}: {e}")))?;
         builder = builder.to(Mailbox::new(None, parsed));
     }
     builder
         .singlepart(SinglePart::plain(content.text.clone()))
-        .map_err(|e| NotifyError::new(format!("building the e-mail: {e}")))
+        .map_err(|e| NotifyError::permanent(format!("building the e-mail: {e}")))
 }
 
 /// The SMTP server's final reply, e.g. `250 2.0.0 Ok: queued as 1234`.

@@ -75,6 +75,8 @@ pub const EVENT_ID_HEADER: &str = "Snitch-Event-Id";
 pub const SIGNATURE_HEADER: &str = "Snitch-Signature";
 /// The hard timeout of a delivery attempt (api-v1.md 6.3).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long connecting may take (behaviour.md section 8).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `Snitch/<version> (+https://github.com/snitch-rs/snitch)`.
 pub fn default_user_agent() -> String {
@@ -92,6 +94,8 @@ pub struct WebhookOptions {
     pub allow_private: bool,
     /// The hard timeout of one attempt, connecting included (default 30 s).
     pub timeout: Duration,
+    /// How long establishing the connection may take (default 5 s).
+    pub connect_timeout: Duration,
     pub user_agent: String,
 }
 
@@ -100,6 +104,7 @@ impl Default for WebhookOptions {
         WebhookOptions {
             allow_private: false,
             timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             user_agent: default_user_agent(),
         }
     }
@@ -123,13 +128,14 @@ impl fmt::Debug for WebhookNotifier {
 }
 
 impl WebhookNotifier {
-    /// Builds the HTTP client: no redirects, no proxy, the hard timeout, rustls, and a
-    /// resolver that drops refused addresses unless `allow_private`.
+    /// Builds the HTTP client: no redirects, no proxy, the hard and connect timeouts,
+    /// rustls, and a resolver that drops refused addresses unless `allow_private`.
     pub fn new(options: WebhookOptions) -> Result<Self, reqwest::Error> {
         let client = Client::builder()
             .use_rustls_tls()
             .redirect(redirect::Policy::none())
             .timeout(options.timeout)
+            .connect_timeout(options.connect_timeout)
             .user_agent(options.user_agent.clone())
             .no_proxy()
             .dns_resolver(Arc::new(GuardedResolver {
@@ -153,22 +159,33 @@ impl WebhookNotifier {
         &self.options
     }
 
-    /// A short, clear detail for a request that got no answer. Never shows the URL.
-    fn describe(&self, err: &reqwest::Error) -> String {
+    /// A short, clear failure for a request that got no answer; never shows the URL.
+    /// A target refused as private, or a request that cannot even be built, is
+    /// permanent: trying again cannot help.
+    fn describe(&self, err: &reqwest::Error) -> NotifyError {
         if let Some(refused) = find_source::<Refused>(err) {
-            return refused.to_string();
-        }
-        if err.is_timeout() {
-            return format!(
-                "timed out after {}",
-                describe_duration(self.options.timeout)
-            );
+            return NotifyError::permanent(refused.to_string());
         }
         let cause = innermost_cause(err);
+        if err.is_builder() {
+            return NotifyError::permanent(format!("cannot send to this URL: {cause}"));
+        }
+        if err.is_connect() && err.is_timeout() {
+            return NotifyError::new(format!(
+                "connection timed out after {}",
+                describe_duration(self.options.connect_timeout)
+            ));
+        }
+        if err.is_timeout() {
+            return NotifyError::new(format!(
+                "timed out after {}",
+                describe_duration(self.options.timeout)
+            ));
+        }
         if err.is_connect() {
-            format!("connection failed: {cause}")
+            NotifyError::new(format!("connection failed: {cause}"))
         } else {
-            format!("request failed: {cause}")
+            NotifyError::new(format!("request failed: {cause}"))
         }
     }
 }
@@ -177,7 +194,7 @@ impl WebhookNotifier {
 impl Notifier for WebhookNotifier {
     async fn send(&self, delivery: &Delivery) -> Result<String, NotifyError> {
         let Channel::Webhook { url, secret, .. } = &delivery.channel else {
-            return Err(NotifyError::new("not a webhook delivery"));
+            return Err(NotifyError::permanent("not a webhook delivery"));
         };
         let target = Target::parse(url.as_str())?;
         if !self.options.allow_private {
@@ -185,7 +202,7 @@ impl Notifier for WebhookNotifier {
         }
         let event = &delivery.event;
         let body = serde_json::to_vec(&webhook_body(event))
-            .map_err(|e| NotifyError::new(format!("cannot encode the body: {e}")))?;
+            .map_err(|e| NotifyError::permanent(format!("cannot encode the body: {e}")))?;
 
         let mut request = self
             .client
@@ -206,9 +223,14 @@ impl Notifier for WebhookNotifier {
         let response = match request.body(body).send().await {
             Ok(response) => response,
             Err(err) => {
-                let detail = self.describe(&err);
-                tracing::debug!(delivery = %delivery.id, %detail, "webhook attempt failed");
-                return Err(NotifyError::new(detail));
+                let failure = self.describe(&err);
+                tracing::debug!(
+                    delivery = %delivery.id,
+                    detail = %failure.detail,
+                    permanent = failure.permanent,
+                    "webhook attempt failed"
+                );
+                return Err(failure);
             }
         };
         let status = response.status();
@@ -413,7 +435,7 @@ struct Target {
 
 impl Target {
     fn parse(raw: &str) -> Result<Target, NotifyError> {
-        let invalid = || NotifyError::new("invalid webhook URL");
+        let invalid = || NotifyError::permanent("invalid webhook URL");
         let mut url = Url::parse(raw).map_err(|_| invalid())?;
         let decode = |s: &str| {
             percent_encoding::percent_decode_str(s)
@@ -435,7 +457,7 @@ impl Target {
         let host = self.url.host_str().unwrap_or_default();
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         match bare.parse::<IpAddr>() {
-            Ok(ip) if is_refused_address(ip) => Err(NotifyError::new(format!(
+            Ok(ip) if is_refused_address(ip) => Err(NotifyError::permanent(format!(
                 "refused: {host} is a private address"
             ))),
             _ => Ok(()),
@@ -768,6 +790,7 @@ mod tests {
             .await
             .expect_err("500 fails");
         assert_eq!(err.detail, "HTTP 500 Internal Server Error");
+        assert!(!err.permanent, "retried");
         assert_eq!(rx.seen().len(), 1);
     }
 
@@ -798,6 +821,7 @@ mod tests {
             .await
             .expect_err("times out");
         assert_eq!(err.detail, "timed out after 200 ms");
+        assert!(!err.permanent, "retried");
         // The receiver answers after 10 s; the attempt gives up long before.
         assert!(started.elapsed() < Duration::from_secs(5));
     }
@@ -818,6 +842,49 @@ mod tests {
             err.detail
         );
         assert!(!err.detail.contains("127.0.0.1"), "{}", err.detail);
+        assert!(!err.permanent, "retried");
+    }
+
+    /// A connect that never completes (a listener whose accept queue is full drops new
+    /// SYNs, on loopback) fails after the connect timeout, long before the hard one.
+    #[tokio::test]
+    async fn a_connect_that_never_completes_fails_after_the_connect_timeout() {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind("127.0.0.1:0".parse().expect("valid"))
+            .expect("bind");
+        let listener = socket.listen(1).expect("listen");
+        let addr = listener.local_addr().expect("bound");
+        // Fill the accept queue (nothing accepts): the first connect that hangs shows it
+        // is full.
+        let mut held = Vec::new();
+        loop {
+            let connecting = tokio::net::TcpStream::connect(addr);
+            match tokio::time::timeout(Duration::from_millis(500), connecting).await {
+                Ok(Ok(stream)) => held.push(stream),
+                Ok(Err(e)) => panic!("connect failed instead of hanging: {e}"),
+                Err(_) => break,
+            }
+            assert!(held.len() < 100, "the accept queue never filled");
+        }
+        let n = WebhookNotifier::new(WebhookOptions {
+            allow_private: true,
+            connect_timeout: Duration::from_millis(300),
+            ..WebhookOptions::default()
+        })
+        .expect("client builds");
+        let started = Instant::now();
+        let err = n
+            .send(&delivery(&format!("http://{addr}/"), None))
+            .await
+            .expect_err("never connects");
+        let took = started.elapsed();
+        assert_eq!(err.detail, "connection timed out after 300 ms");
+        assert!(!err.permanent, "retried");
+        assert!(took >= Duration::from_millis(300), "{took:?}");
+        // The hard timeout is 30 s; the connect timeout ends it far sooner.
+        assert!(took < Duration::from_secs(10), "{took:?}");
+        drop(listener);
     }
 
     #[tokio::test]
@@ -830,12 +897,14 @@ mod tests {
             .await
             .expect_err("loopback literal refused");
         assert_eq!(err.detail, "refused: 127.0.0.1 is a private address");
+        assert!(err.permanent, "never retried");
 
         let err = n
             .send(&delivery(&format!("http://[::1]:{}/", rx.port), None))
             .await
             .expect_err("IPv6 loopback literal refused");
         assert_eq!(err.detail, "refused: [::1] is a private address");
+        assert!(err.permanent, "never retried");
 
         let err = n
             .send(&delivery(
@@ -848,6 +917,7 @@ mod tests {
             err.detail,
             "refused: localhost resolves only to private addresses"
         );
+        assert!(err.permanent, "never retried");
 
         assert!(rx.seen().is_empty(), "the receiver sees nothing");
     }
@@ -858,6 +928,7 @@ mod tests {
         d.channel = Channel::Email { to: Vec::new() };
         let err = notifier(false).send(&d).await.expect_err("wrong channel");
         assert_eq!(err.detail, "not a webhook delivery");
+        assert!(err.permanent);
     }
 
     #[test]
@@ -865,6 +936,7 @@ mod tests {
         let o = WebhookOptions::default();
         assert!(!o.allow_private);
         assert_eq!(o.timeout, Duration::from_secs(30));
+        assert_eq!(o.connect_timeout, Duration::from_secs(5));
         assert!(o.user_agent.starts_with("Snitch/"));
         assert!(o
             .user_agent
