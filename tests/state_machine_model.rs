@@ -251,6 +251,8 @@ struct MEvent {
     previous: St,
     /// The causing check-in: its instant and whether it was a success.
     check_in: Option<(i64, bool)>,
+    /// For missing: how many due points it stands for; 0 for other kinds.
+    missed: u64,
 }
 
 impl fmt::Display for MEvent {
@@ -333,6 +335,7 @@ impl Model {
             status: self.status,
             previous,
             check_in,
+            missed: 0,
         });
     }
 
@@ -368,11 +371,15 @@ impl Model {
 
     /// [`Model::advance`], stopping early once the step holds `max_events` events.
     fn advance_at_most(&mut self, now: i64, max_events: usize) {
+        // behaviour.md 8, "Catch-up is one event": due points passed one after another
+        // in one step make one missing, for the latest, counting them.
+        let mut run_open = false;
         while self.step_events.len() < max_events {
             if let Some(pause) = &self.pause {
                 match pause.until {
                     MUntil::At(t) if t <= now => {
                         self.resume(t);
+                        run_open = false;
                         continue;
                     }
                     _ => return,
@@ -382,7 +389,19 @@ impl Model {
                 Some(d) if d <= now => {
                     let previous = self.status;
                     self.status = St::Failed;
-                    self.emit(Kind::Missing, d, previous, None);
+                    match self.step_events.last_mut() {
+                        Some(run) if run_open => {
+                            run.at = d;
+                            run.missed += 1;
+                        }
+                        _ => {
+                            self.emit(Kind::Missing, d, previous, None);
+                            if let Some(event) = self.step_events.last_mut() {
+                                event.missed = 1;
+                            }
+                        }
+                    }
+                    run_open = true;
                     // A deadline lies in (start, end] of the period it is due in.
                     let due_in = self.iv.period(d - 1);
                     self.deadline = Some(self.due(self.iv.next(due_in)));
@@ -856,7 +875,9 @@ impl World {
             storage.clone(),
             clock.clone(),
             Arc::new(SequentialTokens::default()),
-        );
+        )
+        // Time jumps here are the model's, not our downtime: outages are tests/outages.rs's.
+        .with_outage_threshold(chrono::Duration::days(36_500));
         let mut cases = Vec::new();
         for (name, error_notices) in [("notices", true), ("no-notices", false)] {
             let mut case = Case::new(CaseId::parse(name).expect("valid case id"));
@@ -1222,6 +1243,7 @@ impl World {
                     && ms(real.at) == want.at
                     && real.status == want.status.real()
                     && real.previous_status == want.previous.real()
+                    && real.missed_periods == want.missed
                     && real.token.as_str() == t.token
                     && real.case_id == case.id
                     && real

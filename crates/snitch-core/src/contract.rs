@@ -26,6 +26,7 @@ use futures::future::join_all;
 use crate::calendar::{Interval, Timestamp};
 use crate::clock::ManualClock;
 use crate::error::ServiceError;
+use crate::liveness::{CaseOutage, Outage};
 use crate::machine;
 use crate::outbox::{
     deliveries_for, Attempt, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery,
@@ -102,6 +103,12 @@ macro_rules! storage_contract_tests {
             attempts_are_recorded_and_decide_what_follows,
             a_refused_save_stores_no_deliveries,
             deliveries_outlive_their_snitch_until_finished,
+            // Liveness and outages.
+            a_gap_in_heartbeats_over_the_threshold_is_an_outage,
+            a_clean_stop_is_the_last_moment_alive,
+            one_live_server_means_no_outage,
+            servers_racing_after_an_outage_find_it_once,
+            deferred_snitches_are_counted_per_case_and_outage,
             a_flooded_case_does_not_keep_others_out_of_a_claim,
             claims_take_what_is_in_flight_into_account,
             destination_caps_count_only_what_the_case_caps_let_through,
@@ -955,8 +962,10 @@ pub async fn events_are_newest_first_and_limited(store: Arc<dyn Storage>) {
 
     let mut emitted = Vec::new();
     let mut s = fresh.clone();
-    let steps: [fn(&Snitch) -> Change; 4] = [
+    let steps: [fn(&Snitch) -> Change; 5] = [
         |s| checked_in(s, at(10)),
+        |s| advanced(s, at(120)),
+        // Two more hours missed at once: one catch-up event with `missed_periods: 2`.
         |s| advanced(s, at(250)),
         |s| checked_in_with(s, failure(at(260), "1", "boom")),
         |s| paused(s, PauseUntil::Unpaused, at(270)),
@@ -968,7 +977,11 @@ pub async fn events_are_newest_first_and_limited(store: Arc<dyn Storage>) {
     }
     assert!(
         emitted.len() >= 5,
-        "fixture: reporting, missing (several), errored, paused"
+        "fixture: reporting, missing, missing (caught up), errored, paused"
+    );
+    assert!(
+        emitted.iter().any(|e| e.missed_periods == 2),
+        "fixture: a catch-up event"
     );
 
     let newest = newest_first(&emitted);
@@ -1687,4 +1700,113 @@ pub async fn concurrent_claims_share_the_due_snitches(store: Arc<dyn Storage>) {
     all.dedup();
     assert_eq!(before, all.len(), "no snitch claimed twice");
     assert_eq!(all, tokens_of(&(1..=12).collect::<Vec<_>>()));
+}
+
+// ---------------------------------------------------------------------------------------
+// Liveness and outages (behaviour.md section 8, "Our own downtime")
+// ---------------------------------------------------------------------------------------
+
+fn secs(n: i64) -> Timestamp {
+    t0() + Duration::seconds(n)
+}
+
+const THRESHOLD: Duration = Duration::seconds(60);
+
+async fn beat(store: &Arc<dyn Storage>, server: &str, at: Timestamp) -> Option<Outage> {
+    store
+        .heartbeat(server, at, THRESHOLD)
+        .await
+        .expect("heartbeat")
+}
+
+/// No server alive for longer than the threshold is an outage, from the last heartbeat
+/// to the one that found it; a store nobody ever recorded has none.
+pub async fn a_gap_in_heartbeats_over_the_threshold_is_an_outage(store: Arc<dyn Storage>) {
+    assert_eq!(beat(&store, "a", secs(0)).await, None, "a fresh store");
+    assert_eq!(beat(&store, "a", secs(60)).await, None, "at the threshold");
+    let outage = beat(&store, "a", secs(200)).await.expect("an outage");
+    assert_eq!((outage.started_at, outage.ended_at), (secs(60), secs(200)));
+    assert_eq!(beat(&store, "a", secs(205)).await, None, "alive again");
+    let second = beat(&store, "b", secs(400)).await.expect("another outage");
+    assert!(second.id > outage.id, "ids increase");
+    assert_eq!(second.started_at, secs(205));
+
+    let all = store.outages(secs(0)).await.expect("read");
+    assert_eq!(all, [outage, second], "oldest first");
+    let recent = store.outages(secs(201)).await.expect("read");
+    assert_eq!(recent, [second], "those that ended since");
+}
+
+/// A clean stop is the exact start of the downtime that follows it.
+pub async fn a_clean_stop_is_the_last_moment_alive(store: Arc<dyn Storage>) {
+    beat(&store, "a", secs(0)).await;
+    store.record_stop("a", secs(12)).await.expect("stop");
+    let outage = beat(&store, "b", secs(100)).await.expect("an outage");
+    assert_eq!((outage.started_at, outage.ended_at), (secs(12), secs(100)));
+}
+
+/// Several servers on one store: while one is alive, another's death is no outage.
+pub async fn one_live_server_means_no_outage(store: Arc<dyn Storage>) {
+    beat(&store, "a", secs(0)).await;
+    beat(&store, "b", secs(0)).await;
+    // `a` dies; `b` goes on beating.
+    for t in (5..=300).step_by(5) {
+        assert_eq!(beat(&store, "b", secs(t)).await, None);
+    }
+    // `a` comes back as `c`.
+    assert_eq!(beat(&store, "c", secs(302)).await, None);
+    assert!(store.outages(secs(0)).await.expect("read").is_empty());
+}
+
+/// Servers that resume together after an outage record it once.
+pub async fn servers_racing_after_an_outage_find_it_once(store: Arc<dyn Storage>) {
+    beat(&store, "a", secs(0)).await;
+    let names: Vec<String> = (0..8).map(|i| format!("s{i}")).collect();
+    let found = join_all(names.iter().map(|n| beat(&store, n, secs(500)))).await;
+    assert_eq!(found.iter().flatten().count(), 1, "{found:?}");
+    assert_eq!(store.outages(secs(0)).await.expect("read").len(), 1);
+}
+
+/// Each saved change that names an outage counts its snitch once for its case.
+pub async fn deferred_snitches_are_counted_per_case_and_outage(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let other = with_case(&store, "other").await;
+    let quiet = with_case(&store, "quiet").await;
+    beat(&store, "a", secs(0)).await;
+    let first = beat(&store, "a", secs(600)).await.expect("an outage");
+    beat(&store, "a", secs(605)).await;
+    let second = beat(&store, "a", secs(900)).await.expect("an outage");
+
+    for (case, n) in [(&acme, 1), (&acme, 2), (&other, 3)] {
+        let s = insert_checked_in(&store, case, n, at(0)).await;
+        let mut change = Change::new(&s, s.clone(), Vec::new(), Vec::new());
+        change.deferred_by = vec![first.id];
+        apply(&store, change).await;
+    }
+    // A refused change counts nothing.
+    let stale = snitch(&acme, 1, t0());
+    let mut refused = Change::new(&stale, stale.clone(), Vec::new(), Vec::new());
+    refused.deferred_by = vec![first.id];
+    assert!(store.save(&refused).await.is_err());
+
+    let counts = |outages: Vec<CaseOutage>| -> Vec<(u64, u64)> {
+        outages
+            .iter()
+            .map(|o| (o.outage.id, o.snitches_deferred))
+            .collect()
+    };
+    let seen = |case: &Case| {
+        let store = Arc::clone(&store);
+        let id = case.id.clone();
+        async move { store.case_outages(&id, 10).await.expect("read") }
+    };
+    assert_eq!(
+        counts(seen(&acme).await),
+        [(second.id, 0), (first.id, 2)],
+        "newest first"
+    );
+    assert_eq!(counts(seen(&other).await), [(second.id, 0), (first.id, 1)]);
+    assert_eq!(counts(seen(&quiet).await), [(second.id, 0), (first.id, 0)]);
+    let limited = store.case_outages(&acme.id, 1).await.expect("read");
+    assert_eq!(counts(limited), [(second.id, 0)]);
 }

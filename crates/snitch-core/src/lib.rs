@@ -11,6 +11,7 @@ pub mod clock;
 #[cfg(feature = "test-support")]
 pub mod contract;
 pub mod error;
+pub mod liveness;
 pub mod machine;
 pub mod notifier;
 pub mod outbox;
@@ -25,6 +26,7 @@ pub mod webhook;
 pub use calendar::{period_of, Interval, Period, Timestamp};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{ErrorType, ServiceError};
+pub use liveness::{CaseOutage, Outage};
 pub use notifier::{Notifier, NotifyError};
 pub use outbox::{
     Attempt, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery, DeliveryState, RetryPolicy,

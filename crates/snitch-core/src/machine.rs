@@ -13,6 +13,7 @@
 use chrono::Duration;
 
 use crate::calendar::{Period, Timestamp};
+use crate::liveness::Outage;
 use crate::snitch::{
     CheckIn, Event, EventKind, Pause, PauseUntil, Snitch, SnitchState, SMART_OFFSETS_KEPT,
 };
@@ -31,14 +32,21 @@ pub const PAUSED_WHILE_PENDING: &str = "can't be paused while pending";
 pub struct Step {
     pub snitch: Snitch,
     pub events: Vec<Event>,
+    /// The outages that gave the snitch a fresh deadline in this step (their ids).
+    pub deferred_by: Vec<u64>,
 }
 
 impl Step {
-    fn unchanged(snitch: &Snitch) -> Step {
+    pub fn new(snitch: Snitch, events: Vec<Event>) -> Step {
         Step {
-            snitch: snitch.clone(),
-            events: Vec::new(),
+            snitch,
+            events,
+            deferred_by: Vec::new(),
         }
+    }
+
+    fn unchanged(snitch: &Snitch) -> Step {
+        Step::new(snitch.clone(), Vec::new())
     }
 
     /// Applies a further step to the result of this one, keeping all events in order.
@@ -46,6 +54,12 @@ impl Step {
         let mut step = next(&self.snitch);
         self.events.append(&mut step.events);
         step.events = self.events;
+        for id in step.deferred_by {
+            if !self.deferred_by.contains(&id) {
+                self.deferred_by.push(id);
+            }
+        }
+        step.deferred_by = self.deferred_by;
         step
     }
 
@@ -102,26 +116,81 @@ fn emit(
         previous_status,
         checked_in_at: snitch.state.checked_in_at,
         check_in: check_in.cloned(),
+        missed_periods: 0,
     }
 }
 
 /// Brings a snitch up to `now`: ends a timed pause whose time has come, and declares it
-/// missing once for every due point that passed with no check-in.
+/// missing when due points passed with no check-in. See [`advance_through`].
 pub fn advance(snitch: &Snitch, now: Timestamp) -> Step {
+    advance_through(snitch, now, &[])
+}
+
+/// [`advance`], knowing our own `outages` (behaviour.md section 8):
+/// - a due point inside an outage is not the job's fault: no event, and the snitch is due
+///   again as if it had checked in when service resumed (the outage's end);
+/// - due points missed one after another (the sweep did not run for a while) make one
+///   `snitch.missing`, for the latest, with `missed_periods` counting them.
+pub fn advance_through(snitch: &Snitch, now: Timestamp, outages: &[Outage]) -> Step {
     let mut s = snitch.clone();
     let mut events = Vec::new();
+    let mut deferred_by = Vec::new();
+    let mut missed: Option<MissedRun> = None;
     while let Some(wake) = s.wake_at().filter(|w| *w <= now) {
         if s.state.pause.is_some() {
+            announce_missed(&mut s, &mut events, missed.take());
             resume(&mut s, wake);
+            continue;
+        }
+        if let Some(outage) = outages.iter().find(|o| o.covers(wake)) {
+            announce_missed(&mut s, &mut events, missed.take());
+            s.state.anchor_at = Some(outage.ended_at);
+            s.state.deadline_at = Some(deadline_after(&s, outage.ended_at));
+            if !deferred_by.contains(&outage.id) {
+                deferred_by.push(outage.id);
+            }
             continue;
         }
         let previous = s.state.status;
         s.state.status = Status::Failed;
         let due_period = period_due(&s, wake);
         s.state.deadline_at = Some(due_point(&s, due_period.next()));
-        events.push(emit(&mut s, EventKind::Missing, wake, previous, None));
+        missed = Some(match missed {
+            Some(run) => MissedRun {
+                count: run.count + 1,
+                latest: wake,
+                ..run
+            },
+            None => MissedRun {
+                previous,
+                count: 1,
+                latest: wake,
+            },
+        });
     }
-    Step { snitch: s, events }
+    announce_missed(&mut s, &mut events, missed);
+    Step {
+        snitch: s,
+        events,
+        deferred_by,
+    }
+}
+
+/// Due points missed one after another, announced as one event.
+#[derive(Debug, Clone, Copy)]
+struct MissedRun {
+    /// The status before the first of them.
+    previous: Status,
+    count: u64,
+    latest: Timestamp,
+}
+
+fn announce_missed(s: &mut Snitch, events: &mut Vec<Event>, run: Option<MissedRun>) {
+    if let Some(run) = run {
+        let mut event = emit(s, EventKind::Missing, run.latest, run.previous, None);
+        event.missed_periods = run.count;
+        events.push(event);
+    }
 }
 
 /// Records a check-in at `check_in.at` (behaviour.md section 3). Call [`advance`] first so
@@ -150,11 +219,11 @@ pub fn check_in(snitch: &Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
     if let Some(pause) = &mut s.state.pause {
         if !counts_as_success {
             // An error while paused is recorded but changes nothing: alerts are muted.
-            return Step { snitch: s, events };
+            return Step::new(s, events);
         }
         if pause.until != PauseUntil::Healthy {
             pause.checked_in_while_paused = true;
-            return Step { snitch: s, events };
+            return Step::new(s, events);
         }
         s.state.pause = None;
     }
@@ -211,7 +280,7 @@ pub fn check_in(snitch: &Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
         }
     }
     s.state.deadline_at = Some(deadline_after(&s, now));
-    Step { snitch: s, events }
+    Step::new(s, events)
 }
 
 /// Pauses a snitch until `until` (behaviour.md section 3). A pending snitch cannot be
@@ -226,10 +295,7 @@ pub fn pause(snitch: &Snitch, until: PauseUntil, now: Timestamp) -> Result<Step,
     match (&mut s.state.pause, s.state.status) {
         (Some(pause), _) => {
             pause.until = until;
-            Ok(Step {
-                snitch: s,
-                events: Vec::new(),
-            })
+            Ok(Step::new(s, Vec::new()))
         }
         (None, Status::Pending) => Err(Validations::single("status", PAUSED_WHILE_PENDING)),
         (None, previous) => {
@@ -241,10 +307,7 @@ pub fn pause(snitch: &Snitch, until: PauseUntil, now: Timestamp) -> Result<Step,
             s.state.status = Status::Paused;
             s.state.deadline_at = None;
             let event = emit(&mut s, EventKind::Paused, now, previous, None);
-            Ok(Step {
-                snitch: s,
-                events: vec![event],
-            })
+            Ok(Step::new(s, vec![event]))
         }
     }
 }
@@ -256,10 +319,7 @@ pub fn unpause(snitch: &Snitch, now: Timestamp) -> Step {
     }
     let mut s = snitch.clone();
     resume(&mut s, now);
-    Step {
-        snitch: s,
-        events: Vec::new(),
-    }
+    Step::new(s, Vec::new())
 }
 
 /// Ends the pause at `at`: healthy if it checked in meanwhile, else the status it had;
@@ -286,10 +346,7 @@ pub fn reschedule(snitch: &Snitch, interval_changed: bool, now: Timestamp) -> St
         s.state.smart_offsets_ms.clear();
     }
     if s.state.pause.is_some() {
-        return Step {
-            snitch: s,
-            events: Vec::new(),
-        };
+        return Step::new(s, Vec::new());
     }
     if let Some(anchor) = s.state.anchor_at {
         let mut period = s.interval.period_of(anchor).next();
@@ -306,10 +363,7 @@ pub fn reschedule(snitch: &Snitch, interval_changed: bool, now: Timestamp) -> St
         }
         s.state.deadline_at = Some(due_point(&s, period));
     }
-    Step {
-        snitch: s,
-        events: Vec::new(),
-    }
+    Step::new(s, Vec::new())
 }
 
 /// The state of a snitch that was just created.
@@ -438,22 +492,28 @@ mod tests {
             Some(at("2026-11-22T03:15:00Z"))
         );
 
-        // Three more periods end silent: three more `missing`, previous status missing.
-        let later = advance(&step.snitch, at("2026-11-22T03:26:00Z"));
-        let times: Vec<_> = later.events.iter().map(|e| e.at).collect();
+        // Each further period that ends silent: another `missing`, previous status missing.
+        let next = advance(&step.snitch, at("2026-11-22T03:15:00Z"));
         assert_eq!(
-            times,
-            [
-                at("2026-11-22T03:15:00Z"),
-                at("2026-11-22T03:20:00Z"),
-                at("2026-11-22T03:25:00Z")
-            ]
+            kinds(&next),
+            [(EventKind::Missing, Status::Failed, Status::Failed)]
         );
-        assert!(later
-            .events
-            .iter()
-            .all(|e| e.previous_status == Status::Failed && e.kind == EventKind::Missing));
+        assert_eq!(next.events[0].missed_periods, 1);
         assert_eq!(Status::Failed.webhook_name(), "missing");
+
+        // Two more passed before anyone looked (catch-up): one event for the latest,
+        // counting both (behaviour.md section 8).
+        let later = advance(&next.snitch, at("2026-11-22T03:26:00Z"));
+        assert_eq!(
+            kinds(&later),
+            [(EventKind::Missing, Status::Failed, Status::Failed)]
+        );
+        assert_eq!(later.events[0].at, at("2026-11-22T03:25:00Z"));
+        assert_eq!(later.events[0].missed_periods, 2);
+        assert_eq!(
+            later.snitch.state.deadline_at,
+            Some(at("2026-11-22T03:30:00Z"))
+        );
 
         let back = arrive(&later.snitch, &ok("2026-11-22T03:27:00Z"), &NOTICES);
         assert_eq!(
@@ -837,10 +897,15 @@ mod tests {
         );
         assert!(step.snitch.state.smart_offsets_ms.is_empty());
         let failed = advance(&step.snitch, at("2026-11-22T06:30:00Z"));
-        let times: Vec<_> = failed.events.iter().map(|e| e.at).collect();
+        let missed: Vec<_> = failed
+            .events
+            .iter()
+            .map(|e| (e.at, e.missed_periods))
+            .collect();
         assert_eq!(
-            times,
-            [at("2026-11-22T05:00:00Z"), at("2026-11-22T06:00:00Z")]
+            missed,
+            [(at("2026-11-22T06:00:00Z"), 2)],
+            "one catch-up event"
         );
         assert_eq!(
             failed.snitch.state.deadline_at,

@@ -16,6 +16,7 @@ use crate::calendar::{Interval, Timestamp};
 use crate::check_in_queue::{answer, CheckInQueues, Entry, Leadership, SharedError, Turn};
 use crate::clock::{to_millis, Clock};
 use crate::error::ServiceError;
+use crate::liveness::{heartbeat_interval, CaseOutage, Outage, DEFAULT_OUTAGE_THRESHOLD};
 use crate::machine::{self, Step};
 use crate::outbox::{deliveries_for, Delivery};
 use crate::snitch::{CheckIn, Event, PauseUntil, Snitch};
@@ -124,6 +125,48 @@ pub struct SweepReport {
     pub snitches: usize,
     /// Events emitted.
     pub events: usize,
+    /// Snitches whose deadline fell inside an outage and got a fresh one.
+    pub deferred: usize,
+}
+
+/// What sweeping one snitch did.
+#[derive(Debug, Clone, Copy, Default)]
+struct Swept {
+    events: usize,
+    deferred: bool,
+}
+
+/// How far back the service keeps outages for the machine: a deadline inside one is
+/// swept within seconds of the resume, so a day is ample.
+const OUTAGES_REMEMBERED: chrono::Duration = chrono::Duration::days(1);
+
+/// This server's liveness: its name in the store, the threshold, its last heartbeat and
+/// the recent outages.
+struct Liveness {
+    server: String,
+    threshold: chrono::Duration,
+    state: std::sync::Mutex<LivenessState>,
+}
+
+#[derive(Default)]
+struct LivenessState {
+    last_heartbeat: Option<Timestamp>,
+    outages: Vec<Outage>,
+}
+
+impl Liveness {
+    fn new(threshold: chrono::Duration) -> Self {
+        Liveness {
+            server: RandomTokens.new_token().to_string(),
+            threshold,
+            state: std::sync::Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LivenessState> {
+        // Every update is one assignment: a panic elsewhere cannot leave it half done.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// Called after events were stored, e.g. to wake a dispatcher.
@@ -143,6 +186,7 @@ pub struct SnitchService {
     on_earlier_wake: Option<WakeHook>,
     /// Check-ins waiting for the save in flight of their snitch; shared by clones.
     check_in_queues: Arc<CheckInQueues>,
+    liveness: Arc<Liveness>,
 }
 
 impl fmt::Debug for SnitchService {
@@ -169,6 +213,7 @@ impl SnitchService {
             on_events: None,
             on_earlier_wake: None,
             check_in_queues: Arc::default(),
+            liveness: Arc::new(Liveness::new(DEFAULT_OUTAGE_THRESHOLD)),
         }
     }
 
@@ -339,10 +384,7 @@ impl SnitchService {
             if interval_changed || next.alert_type != s.alert_type {
                 Ok(machine::reschedule(&next, interval_changed, now))
             } else {
-                Ok(Step {
-                    snitch: next,
-                    events: Vec::new(),
-                })
+                Ok(Step::new(next, Vec::new()))
             }
         })
         .await
@@ -363,10 +405,7 @@ impl SnitchService {
             .modify(case, token, |s, _| {
                 let mut next = s.clone();
                 next.tags.extend_parsed(tags).map_err(Validations::from)?;
-                Ok(Step {
-                    snitch: next,
-                    events: Vec::new(),
-                })
+                Ok(Step::new(next, Vec::new()))
             })
             .await?;
         Ok(snitch.tags)
@@ -388,10 +427,7 @@ impl SnitchService {
                 if let Some(tag) = &tag {
                     next.tags.remove(tag);
                 }
-                Ok(Step {
-                    snitch: next,
-                    events: Vec::new(),
-                })
+                Ok(Step::new(next, Vec::new()))
             })
             .await?;
         Ok(snitch.tags)
@@ -445,8 +481,10 @@ impl SnitchService {
         message: Option<CheckInMessage>,
     ) -> Result<Snitch, ServiceError> {
         let token = Token::parse(token).map_err(|_| ServiceError::NotFound)?;
+        let now = self.now();
+        self.notice_stall(now).await?;
         let check_in = CheckIn {
-            at: self.now(),
+            at: now,
             outcome,
             message,
         };
@@ -496,6 +534,7 @@ impl SnitchService {
     ) -> Result<Snitch, ServiceError> {
         let mut case: Option<Case> = None;
         let mut hooks = None;
+        let outages = self.known_outages();
         for _ in 0..MAX_ATTEMPTS {
             let snitch = self
                 .storage
@@ -514,10 +553,7 @@ impl SnitchService {
             // newer one (on this server or another) was saved counts as at that one's time.
             let mut floor = snitch.state.last_check_in_at.max(snitch.state.anchor_at);
             let mut stamped = Vec::with_capacity(batch.len());
-            let mut step = Step {
-                snitch: snitch.clone(),
-                events: Vec::new(),
-            };
+            let mut step = Step::new(snitch.clone(), Vec::new());
             for check_in in &batch {
                 let at = floor.map_or(check_in.at, |f| f.max(check_in.at));
                 floor = Some(at);
@@ -526,11 +562,12 @@ impl SnitchService {
                     ..check_in.clone()
                 };
                 step = step
-                    .then(|s| machine::advance(s, at))
+                    .then(|s| machine::advance_through(s, at, &outages))
                     .then(|s| machine::check_in(s, &check_in, &case.plan));
                 stamped.push(check_in);
             }
-            let change = Change::new(&snitch, step.snitch, stamped, step.events);
+            let mut change = Change::new(&snitch, step.snitch, stamped, step.events);
+            change.deferred_by = step.deferred_by;
             match self
                 .save_with_outbox(case, &mut hooks, &snitch, change)
                 .await
@@ -547,9 +584,17 @@ impl SnitchService {
     /// The deadline sweep: brings every snitch whose deadline or timed pause is due by
     /// `now` up to date, emitting `snitch.missing` events. Costs O(log n) per due snitch.
     /// Snitches are claimed under a lease, so sweeps on several servers share the work.
+    ///
+    /// It first records that this server is alive (every [`heartbeat_interval`] at most),
+    /// which finds an outage when no server was alive for longer than the threshold:
+    /// deadlines inside it are deferred, not announced. One snitch the store fails to
+    /// save does not stop the others; the first such error is returned at the end.
     pub async fn tick(&self, now: Timestamp) -> Result<SweepReport, ServiceError> {
         let now = to_millis(now);
+        self.keep_alive(now).await?;
+        let outages = self.known_outages();
         let mut report = SweepReport::default();
+        let mut first_error = None;
         // Each case and its hooks are read once per sweep.
         let mut owners: HashMap<CaseId, (Case, Vec<Webhook>)> = HashMap::new();
         loop {
@@ -558,7 +603,10 @@ impl SnitchService {
                 .claim_due(now, now + SWEEP_LEASE, SWEEP_BATCH)
                 .await?;
             if due.is_empty() {
-                return Ok(report);
+                return match first_error {
+                    None => Ok(report),
+                    Some(e) => Err(e),
+                };
             }
             for snitch in &due {
                 if !owners.contains_key(&snitch.case_id) {
@@ -574,17 +622,29 @@ impl SnitchService {
             // Saved concurrently, so a store that groups commits (Postgres) writes a
             // batch in a few transactions instead of one round trip per snitch.
             let owners = &owners;
+            let outages = &outages;
             let mut saves = futures::stream::iter(due)
                 .map(|snitch| async move {
                     match owners.get(&snitch.case_id) {
-                        Some((case, hooks)) => self.sweep_one(snitch, now, case, hooks).await,
-                        None => Ok(0),
+                        Some((case, hooks)) => {
+                            self.sweep_one(snitch, now, case, hooks, outages).await
+                        }
+                        None => Ok(Swept::default()),
                     }
                 })
                 .buffer_unordered(SWEEP_CONCURRENCY);
-            while let Some(events) = saves.next().await {
-                report.snitches += 1;
-                report.events += events?;
+            while let Some(swept) = saves.next().await {
+                match swept {
+                    Ok(swept) => {
+                        report.snitches += 1;
+                        report.events += swept.events;
+                        report.deferred += usize::from(swept.deferred);
+                    }
+                    // Its lease runs out and a later sweep takes it again.
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
             }
         }
     }
@@ -596,29 +656,106 @@ impl SnitchService {
         now: Timestamp,
         case: &Case,
         hooks: &[Webhook],
-    ) -> Result<usize, ServiceError> {
+        outages: &[Outage],
+    ) -> Result<Swept, ServiceError> {
         let mut hooks = Some(hooks.to_vec());
         for _ in 0..MAX_ATTEMPTS {
-            let step = machine::advance(&snitch, now);
+            let step = machine::advance_through(&snitch, now, outages);
             if !step.changes(&snitch) {
-                return Ok(0);
+                return Ok(Swept::default());
             }
-            let events = step.events.len();
-            let change = Change::new(&snitch, step.snitch, Vec::new(), step.events);
+            let swept = Swept {
+                events: step.events.len(),
+                deferred: !step.deferred_by.is_empty(),
+            };
+            let mut change = Change::new(&snitch, step.snitch, Vec::new(), step.events);
+            change.deferred_by = step.deferred_by;
             match self
                 .save_with_outbox(case, &mut hooks, &snitch, change)
                 .await
             {
-                Ok(_) => return Ok(events),
+                Ok(_) => return Ok(swept),
                 Err(StorageError::Conflict) => match self.storage.snitch(&snitch.token).await? {
                     Some(fresh) => snitch = fresh,
-                    None => return Ok(0),
+                    None => return Ok(Swept::default()),
                 },
-                Err(StorageError::NotFound) => return Ok(0),
+                Err(StorageError::NotFound) => return Ok(Swept::default()),
                 Err(other) => return Err(other.into()),
             }
         }
         Err(StorageError::Conflict.into())
+    }
+
+    /// Records that this server is alive now, finding an outage if no server of the store
+    /// was for longer than the threshold, and refreshes the outages the machine honours.
+    /// The server calls it once before serving; [`SnitchService::tick`] keeps it up.
+    pub async fn heartbeat(&self, now: Timestamp) -> Result<Option<Outage>, ServiceError> {
+        let now = to_millis(now);
+        let found = self
+            .storage
+            .heartbeat(&self.liveness.server, now, self.liveness.threshold)
+            .await?;
+        let recent = self.storage.outages(now - OUTAGES_REMEMBERED).await?;
+        let mut state = self.liveness.lock();
+        state.last_heartbeat = Some(state.last_heartbeat.map_or(now, |t| t.max(now)));
+        state.outages = recent;
+        Ok(found)
+    }
+
+    /// Records a clean stop at `at`, so the next start measures the downtime exactly.
+    pub async fn record_stop(&self, at: Timestamp) -> Result<(), ServiceError> {
+        Ok(self
+            .storage
+            .record_stop(&self.liveness.server, to_millis(at))
+            .await?)
+    }
+
+    /// The outages the service knows of (the recent ones), oldest first.
+    pub fn known_outages(&self) -> Vec<Outage> {
+        self.liveness.lock().outages.clone()
+    }
+
+    /// How long no server may be alive before the gap is an outage.
+    pub fn outage_threshold(&self) -> chrono::Duration {
+        self.liveness.threshold
+    }
+
+    /// Sets the outage threshold (`outage_threshold_secs`; default 60 s).
+    pub fn with_outage_threshold(mut self, threshold: chrono::Duration) -> Self {
+        let liveness = Liveness::new(threshold);
+        self.liveness = Arc::new(liveness);
+        self
+    }
+
+    /// The sweep's heartbeat: at most once per [`heartbeat_interval`].
+    async fn keep_alive(&self, now: Timestamp) -> Result<(), ServiceError> {
+        let last = self.liveness.lock().last_heartbeat;
+        if last.is_none_or(|t| now - t >= heartbeat_interval(self.liveness.threshold)) {
+            self.heartbeat(now).await?;
+        }
+        Ok(())
+    }
+
+    /// Before a request steps a snitch: if this server has not been alive for longer
+    /// than the threshold (the process was suspended, the store unreachable), find out
+    /// whether that was an outage first, so the request cannot announce its deadlines.
+    async fn notice_stall(&self, now: Timestamp) -> Result<(), ServiceError> {
+        let last = self.liveness.lock().last_heartbeat;
+        if last.is_some_and(|t| now - t > self.liveness.threshold) {
+            self.heartbeat(now).await?;
+        }
+        Ok(())
+    }
+
+    /// The most recent outages, newest first, with how many of the case's snitches each
+    /// deferred.
+    pub async fn outages(
+        &self,
+        case: &Case,
+        limit: usize,
+    ) -> Result<Vec<CaseOutage>, ServiceError> {
+        ensure_active(case)?;
+        Ok(self.storage.case_outages(&case.id, limit).await?)
     }
 
     /// The snitch's most recent check-ins, newest first.
@@ -734,19 +871,22 @@ impl SnitchService {
         F: Fn(&Snitch, Timestamp) -> Result<Step, Validations> + Send + Sync,
     {
         let now = self.now();
+        self.notice_stall(now).await?;
+        let outages = self.known_outages();
         let mut hooks = None;
         for _ in 0..MAX_ATTEMPTS {
             let snitch = self.load_owned(case, token).await?;
-            let advanced = machine::advance(&snitch, now);
+            let advanced = machine::advance_through(&snitch, now, &outages);
             let stepped = step(&advanced.snitch, now)?;
-            let result = Step {
-                snitch: stepped.snitch,
-                events: advanced.events.into_iter().chain(stepped.events).collect(),
-            };
+            let result = Step::new(
+                stepped.snitch,
+                advanced.events.into_iter().chain(stepped.events).collect(),
+            );
             if !result.changes(&snitch) {
                 return Ok(snitch);
             }
-            let change = Change::new(&snitch, result.snitch, Vec::new(), result.events);
+            let mut change = Change::new(&snitch, result.snitch, Vec::new(), result.events);
+            change.deferred_by = advanced.deferred_by.clone();
             match self
                 .save_with_outbox(case, &mut hooks, &snitch, change)
                 .await

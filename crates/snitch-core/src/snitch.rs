@@ -162,4 +162,7 @@ pub struct Event {
     pub checked_in_at: Option<Timestamp>,
     /// The check-in that caused it, for `snitch.reporting` and `snitch.errored`.
     pub check_in: Option<CheckIn>,
+    /// For `snitch.missing`: how many due points passed with no check-in, announced at
+    /// once (behaviour.md section 8, "Catch-up is one event"); 0 for other kinds.
+    pub missed_periods: u64,
 }

@@ -15,6 +15,7 @@
 use async_trait::async_trait;
 
 use crate::calendar::Timestamp;
+use crate::liveness::{CaseOutage, Outage};
 use crate::outbox::{Attempt, AttemptResult, ClaimLimits, Delivery};
 use crate::snitch::{CheckIn, Event, Snitch};
 use crate::types::{Case, CaseId, Tag, Token};
@@ -59,6 +60,9 @@ pub struct Change {
     pub events: Vec<Event>,
     /// The deliveries of `events`, to be sent by a dispatcher.
     pub deliveries: Vec<Delivery>,
+    /// The ids of the outages that gave this snitch a fresh deadline in this change: the
+    /// store counts the snitch once per outage for its case ([`Storage::case_outages`]).
+    pub deferred_by: Vec<u64>,
 }
 
 impl Change {
@@ -75,6 +79,7 @@ impl Change {
             check_ins,
             events,
             deliveries: Vec::new(),
+            deferred_by: Vec::new(),
         }
     }
 
@@ -172,6 +177,35 @@ pub trait Storage: Send + Sync {
 
     /// The earliest `next_attempt_at` of all pending deliveries.
     async fn next_delivery_at(&self) -> Result<Option<Timestamp>, StorageError>;
+
+    /// Records that `server` is alive at `now` and, in the same atomic step, whether
+    /// service was interrupted: when the latest moment any server of the store was alive
+    /// (its last heartbeat or its clean stop, this server's own included) is more than
+    /// `threshold` before `now`, stores the outage from then to `now` and returns it.
+    /// A store no server ever recorded has no outage. Of servers racing after one outage,
+    /// exactly one gets it.
+    async fn heartbeat(
+        &self,
+        server: &str,
+        now: Timestamp,
+        threshold: chrono::Duration,
+    ) -> Result<Option<Outage>, StorageError>;
+
+    /// Records that `server` stopped cleanly at `at`, its last moment alive, so the next
+    /// start measures the downtime exactly.
+    async fn record_stop(&self, server: &str, at: Timestamp) -> Result<(), StorageError>;
+
+    /// The outages that ended at or after `since`, oldest first.
+    async fn outages(&self, since: Timestamp) -> Result<Vec<Outage>, StorageError>;
+
+    /// The most recent outages, newest first, at most `limit`, each with how many of the
+    /// case's snitches it deferred (counted from saved [`Change::deferred_by`]; 0 when
+    /// none).
+    async fn case_outages(
+        &self,
+        case: &CaseId,
+        limit: usize,
+    ) -> Result<Vec<CaseOutage>, StorageError>;
 
     /// The deliveries of these events (any state), in the order they were stored.
     async fn deliveries(&self, event_ids: &[String]) -> Result<Vec<Delivery>, StorageError>;

@@ -12,6 +12,7 @@ use snitch_core::{
     Case, CaseId, Change, CheckIn, Event, Snitch, Storage, StorageError, Tag, Timestamp, Token,
     Webhook,
 };
+use snitch_core::{CaseOutage, Outage};
 
 /// How many events are kept per snitch.
 pub const EVENTS_KEPT: usize = 100;
@@ -45,6 +46,12 @@ struct Inner {
     /// Pending deliveries by their next attempt: the dispatcher's index.
     delivery_index: BTreeSet<(Timestamp, String)>,
     stored_deliveries: u64,
+    /// The last moment each server was alive: its last heartbeat or its clean stop.
+    servers: HashMap<String, Timestamp>,
+    /// Outages, oldest first; ids are their positions plus one.
+    outages: Vec<Outage>,
+    /// Snitches deferred by an outage, per (outage id, case).
+    deferred: HashMap<(u64, CaseId), u64>,
 }
 
 #[derive(Debug)]
@@ -236,13 +243,19 @@ impl Storage for MemoryStorage {
         inner.sweep_leases.remove(&new.token);
         let (case_id, created_at) = (entry.snitch.case_id.clone(), entry.snitch.created_at);
         entry.snitch = new.clone();
-        entry.snitch.case_id = case_id;
+        entry.snitch.case_id = case_id.clone();
         entry.snitch.created_at = created_at;
         for delivery in &change.deliveries {
             inner.insert_delivery(delivery);
         }
         for event in evicted {
             inner.forget_finished_deliveries(&event.id);
+        }
+        for outage in &change.deferred_by {
+            *inner
+                .deferred
+                .entry((*outage, case_id.clone()))
+                .or_default() += 1;
         }
         Ok(())
     }
@@ -438,6 +451,70 @@ impl Storage for MemoryStorage {
 
     async fn next_delivery_at(&self) -> Result<Option<Timestamp>, StorageError> {
         Ok(self.read().delivery_index.first().map(|(at, _)| *at))
+    }
+
+    async fn heartbeat(
+        &self,
+        server: &str,
+        now: Timestamp,
+        threshold: chrono::Duration,
+    ) -> Result<Option<Outage>, StorageError> {
+        let mut inner = self.write();
+        let last_alive = inner.servers.values().max().copied();
+        let outage = match last_alive {
+            Some(last) if now - last > threshold => {
+                let outage = Outage {
+                    id: inner.outages.len() as u64 + 1,
+                    started_at: last,
+                    ended_at: now,
+                };
+                inner.outages.push(outage);
+                Some(outage)
+            }
+            _ => None,
+        };
+        let seen = inner.servers.entry(server.to_owned()).or_insert(now);
+        *seen = (*seen).max(now);
+        Ok(outage)
+    }
+
+    async fn record_stop(&self, server: &str, at: Timestamp) -> Result<(), StorageError> {
+        let mut inner = self.write();
+        let seen = inner.servers.entry(server.to_owned()).or_insert(at);
+        *seen = (*seen).max(at);
+        Ok(())
+    }
+
+    async fn outages(&self, since: Timestamp) -> Result<Vec<Outage>, StorageError> {
+        let inner = self.read();
+        Ok(inner
+            .outages
+            .iter()
+            .filter(|o| o.ended_at >= since)
+            .copied()
+            .collect())
+    }
+
+    async fn case_outages(
+        &self,
+        case: &CaseId,
+        limit: usize,
+    ) -> Result<Vec<CaseOutage>, StorageError> {
+        let inner = self.read();
+        Ok(inner
+            .outages
+            .iter()
+            .rev()
+            .take(limit)
+            .map(|o| CaseOutage {
+                outage: *o,
+                snitches_deferred: inner
+                    .deferred
+                    .get(&(o.id, case.clone()))
+                    .copied()
+                    .unwrap_or(0),
+            })
+            .collect())
     }
 
     async fn deliveries(&self, event_ids: &[String]) -> Result<Vec<Delivery>, StorageError> {

@@ -39,6 +39,7 @@ use snitch_core::{
     Attempt, AttemptResult, Case, CaseId, Change, CheckIn, ClaimLimits, Delivery, DeliveryState,
     Event, Snitch, Storage, StorageError, Tag, Timestamp, Token, Webhook,
 };
+use snitch_core::{CaseOutage, Outage};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::types::Json;
@@ -187,7 +188,8 @@ async fn insert_events(conn: &mut PgConnection, events: &[Event]) -> Result<(), 
             .push_bind(e.checked_in_at)
             .push_bind(e.check_in_at)
             .push_bind(e.check_in_exit_status)
-            .push_bind(e.check_in_message);
+            .push_bind(e.check_in_message)
+            .push_bind(e.missed_periods);
     });
     q.build().execute(&mut *conn).await.map_err(backend)?;
     Ok(())
@@ -317,7 +319,37 @@ async fn save_change(conn: &mut PgConnection, change: &Change) -> Result<(), Sto
         .map_err(backend)?;
     }
 
+    for outage in &change.deferred_by {
+        sqlx::query(
+            "INSERT INTO snitch.outage_deferrals (outage_id, case_id, snitches) \
+             VALUES ($1, $2, 1) ON CONFLICT (outage_id, case_id) \
+             DO UPDATE SET snitches = outage_deferrals.snitches + 1",
+        )
+        .bind(records::to_bigint("outage id", *outage)?)
+        .bind(snitch.case_id.as_str())
+        .execute(&mut *conn)
+        .await
+        .map_err(backend)?;
+    }
+
     insert_deliveries(conn, &change.deliveries).await
+}
+
+/// Serializes heartbeats across servers, so that of servers racing after one outage
+/// exactly one finds it ("snitch" in ASCII).
+const LIVENESS_LOCK: i64 = 0x736e_6974_6368;
+
+/// Liveness records of servers not seen for this long are dropped; the latest is always
+/// kept, as the heartbeat writes it just before.
+const SERVERS_KEPT_FOR: chrono::Duration = chrono::Duration::days(7);
+
+fn outage_of(id: i64, started_at: Timestamp, ended_at: Timestamp) -> Result<Outage, StorageError> {
+    Ok(Outage {
+        id: u64::try_from(id)
+            .map_err(|_| StorageError::Corrupt(format!("outage id {id} is negative")))?,
+        started_at,
+        ended_at,
+    })
 }
 
 #[async_trait]
@@ -715,6 +747,111 @@ impl Storage for PgStorage {
         .fetch_one(&self.pool)
         .await
         .map_err(backend)
+    }
+
+    async fn heartbeat(
+        &self,
+        server: &str,
+        now: Timestamp,
+        threshold: chrono::Duration,
+    ) -> Result<Option<Outage>, StorageError> {
+        let mut tx = self.pool.begin().await.map_err(backend)?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(LIVENESS_LOCK)
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        let last_alive: Option<Timestamp> =
+            sqlx::query_scalar("SELECT max(last_seen) FROM snitch.servers")
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(backend)?;
+        let outage = match last_alive {
+            Some(last) if now - last > threshold => {
+                let id: i64 = sqlx::query_scalar(
+                    "INSERT INTO snitch.outages (started_at, ended_at) VALUES ($1, $2) \
+                     RETURNING id",
+                )
+                .bind(last)
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(backend)?;
+                Some(outage_of(id, last, now)?)
+            }
+            _ => None,
+        };
+        sqlx::query(
+            "INSERT INTO snitch.servers (id, last_seen) VALUES ($1, $2) \
+             ON CONFLICT (id) DO UPDATE \
+             SET last_seen = GREATEST(servers.last_seen, EXCLUDED.last_seen), stopped = false",
+        )
+        .bind(server)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
+        sqlx::query("DELETE FROM snitch.servers WHERE last_seen < $1")
+            .bind(now - SERVERS_KEPT_FOR)
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(outage)
+    }
+
+    async fn record_stop(&self, server: &str, at: Timestamp) -> Result<(), StorageError> {
+        sqlx::query(
+            "INSERT INTO snitch.servers (id, last_seen, stopped) VALUES ($1, $2, true) \
+             ON CONFLICT (id) DO UPDATE \
+             SET last_seen = GREATEST(servers.last_seen, EXCLUDED.last_seen), stopped = true",
+        )
+        .bind(server)
+        .bind(at)
+        .execute(&self.pool)
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn outages(&self, since: Timestamp) -> Result<Vec<Outage>, StorageError> {
+        let rows: Vec<(i64, Timestamp, Timestamp)> = sqlx::query_as(
+            "SELECT id, started_at, ended_at FROM snitch.outages \
+             WHERE ended_at >= $1 ORDER BY id",
+        )
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?;
+        rows.into_iter()
+            .map(|(id, started_at, ended_at)| outage_of(id, started_at, ended_at))
+            .collect()
+    }
+
+    async fn case_outages(
+        &self,
+        case: &CaseId,
+        limit: usize,
+    ) -> Result<Vec<CaseOutage>, StorageError> {
+        let rows: Vec<(i64, Timestamp, Timestamp, i64)> = sqlx::query_as(
+            "SELECT o.id, o.started_at, o.ended_at, COALESCE(d.snitches, 0) \
+             FROM snitch.outages o LEFT JOIN snitch.outage_deferrals d \
+             ON d.outage_id = o.id AND d.case_id = $1 \
+             ORDER BY o.id DESC LIMIT $2",
+        )
+        .bind(case.as_str())
+        .bind(self::limit(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?;
+        rows.into_iter()
+            .map(|(id, started_at, ended_at, deferred)| {
+                Ok(CaseOutage {
+                    outage: outage_of(id, started_at, ended_at)?,
+                    snitches_deferred: u64::try_from(deferred).unwrap_or(0),
+                })
+            })
+            .collect()
     }
 
     async fn deliveries(&self, event_ids: &[String]) -> Result<Vec<Delivery>, StorageError> {

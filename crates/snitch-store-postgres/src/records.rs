@@ -376,12 +376,15 @@ pub(crate) struct EventRecord {
     pub(crate) check_in_at: Option<DateTime<Utc>>,
     pub(crate) check_in_exit_status: Option<String>,
     pub(crate) check_in_message: Option<String>,
+    /// Absent in deliveries stored before catch-up events existed: 0, as for other kinds.
+    #[serde(default)]
+    pub(crate) missed_periods: i64,
 }
 
 /// Every column [`EventRecord`] reads.
 pub(crate) const EVENT_COLUMNS: &str = "id, kind, at, case_id, token, name, notes, tags, \
     alert_email, status, previous_status, checked_in_at, check_in_at, check_in_exit_status, \
-    check_in_message";
+    check_in_message, missed_periods";
 
 impl EventRecord {
     pub(crate) fn of(e: &Event) -> Self {
@@ -402,6 +405,8 @@ impl EventRecord {
             check_in_at: check_in.as_ref().map(|c| c.at),
             check_in_exit_status: check_in.as_ref().and_then(|c| c.exit_status.clone()),
             check_in_message: check_in.and_then(|c| c.message),
+            // A count of periods; beyond a bigint is beyond any calendar.
+            missed_periods: i64::try_from(e.missed_periods).unwrap_or(i64::MAX),
         }
     }
 
@@ -435,6 +440,7 @@ impl EventRecord {
             previous_status: status("event previous status", &self.previous_status)?,
             checked_in_at: self.checked_in_at,
             check_in,
+            missed_periods: from_bigint("missed_periods", self.missed_periods)?,
             id: self.id,
         })
     }

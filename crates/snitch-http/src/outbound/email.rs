@@ -29,6 +29,19 @@ pub struct EmailContent {
     pub text: String,
 }
 
+/// `1440` as `1,440`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Renders the alert for an event. `check_in_base` (e.g. `https://nosnch.in`) adds the
 /// snitch's check-in URL to the body.
 pub fn render_email(event: &Event, check_in_base: Option<&str>) -> EmailContent {
@@ -37,6 +50,17 @@ pub fn render_email(event: &Event, check_in_base: Option<&str>) -> EmailContent 
     let first_check_in = event.previous_status == Status::Pending;
     // Lines stay short so that an ASCII alert goes out as readable 7bit text.
     let (tail, detail) = match event.kind {
+        EventKind::Missing if event.missed_periods > 1 => (
+            if event.previous_status == Status::Failed {
+                "is still missing"
+            } else {
+                "is missing"
+            },
+            format!(
+                "It missed {} check-ins in a row; the latest deadline was {at}.",
+                thousands(event.missed_periods)
+            ),
+        ),
         EventKind::Missing if event.previous_status == Status::Failed => (
             "is still missing",
             format!("Another deadline passed with no check-in ({at})."),
@@ -630,6 +654,7 @@ mod tests {
             previous_status: previous,
             checked_in_at: Some(t("2026-11-20T23:05:00Z")),
             check_in: None,
+            missed_periods: u64::from(kind == EventKind::Missing),
         }
     }
 

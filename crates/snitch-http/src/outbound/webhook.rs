@@ -62,7 +62,7 @@ use reqwest::header::CONTENT_TYPE;
 use reqwest::{redirect, Client, StatusCode, Url};
 use serde_json::{json, Value};
 use sha2::Sha256;
-use snitch_core::{Channel, Clock, Delivery, Event, Notifier, NotifyError, SystemClock};
+use snitch_core::{Channel, Clock, Delivery, Event, EventKind, Notifier, NotifyError, SystemClock};
 
 use crate::wire::{format_time, tag_names};
 
@@ -245,9 +245,10 @@ impl Notifier for WebhookNotifier {
     }
 }
 
-/// The JSON body of api-v1.md 6.1 for an event.
+/// The JSON body of api-v1.md 6.1 for an event. A `snitch.missing` that stands for
+/// several due points carries `missed_periods` in `data` (behaviour.md section 8).
 pub fn webhook_body(event: &Event) -> Value {
-    json!({
+    let mut body = json!({
         "type": event.kind.as_str(),
         "timestamp": format_time(event.at),
         "data": {
@@ -260,7 +261,11 @@ pub fn webhook_body(event: &Event) -> Value {
                 "previous_status": event.previous_status.webhook_name(),
             }
         }
-    })
+    });
+    if event.kind == EventKind::Missing {
+        body["data"]["missed_periods"] = json!(event.missed_periods.max(1));
+    }
+    body
 }
 
 /// The `Snitch-Signature` value for a body signed at `timestamp` (Unix seconds):
@@ -615,6 +620,7 @@ mod tests {
             previous_status: Status::Healthy,
             checked_in_at: None,
             check_in: None,
+            missed_periods: 1,
         }
     }
 
@@ -683,7 +689,8 @@ mod tests {
                             "tags": ["db", "nightly"],
                             "status": "missing",
                             "previous_status": "healthy"
-                        }
+                        },
+                        "missed_periods": 1
                     }
                 })
             );
