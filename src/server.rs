@@ -13,8 +13,8 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use snitch_core::{
-    AlertEmails, Case, CaseId, Clock, Notifier, Plan, RetryPolicy, SnitchService, Storage,
-    SystemClock, Timestamp, WebhookUrl,
+    AlertEmails, Case, CaseId, Clock, Notifier, Plan, RetryPolicy, ServiceError, SnitchService,
+    Storage, SystemClock, Timestamp, WebhookUrl,
 };
 use snitch_http::outbound::dispatcher::{Dispatcher, DispatcherOptions};
 use snitch_http::outbound::email::{LogEmailNotifier, SmtpEmailNotifier};
@@ -93,6 +93,10 @@ pub struct Config {
     /// A delivery still failing this long after its event is dropped and recorded failed.
     #[serde(default = "default_retry_give_up_after_secs")]
     pub retry_give_up_after_secs: u64,
+    /// No server of the store alive for longer than this is an outage: deadlines inside
+    /// it are deferred, not announced (behaviour.md section 8).
+    #[serde(default = "default_outage_threshold_secs")]
+    pub outage_threshold_secs: u64,
     /// Webhook deliveries in flight at once, in all.
     #[serde(default = "default_webhook_concurrency")]
     pub webhook_concurrency: usize,
@@ -174,6 +178,11 @@ fn default_retry_max_delay_ms() -> u64 {
 fn default_retry_give_up_after_secs() -> u64 {
     86_400
 }
+fn default_outage_threshold_secs() -> u64 {
+    snitch_core::liveness::DEFAULT_OUTAGE_THRESHOLD
+        .num_seconds()
+        .unsigned_abs()
+}
 fn default_webhook_concurrency() -> usize {
     DispatcherOptions::default().concurrency
 }
@@ -200,7 +209,7 @@ impl Default for Config {
 }
 
 /// The top-level keys that an environment variable `SNITCH_<KEY>` can set.
-const ENV_KEYS: [&str; 24] = [
+const ENV_KEYS: [&str; 25] = [
     "listen",
     "check_in_listen",
     "base_url",
@@ -221,6 +230,7 @@ const ENV_KEYS: [&str; 24] = [
     "retry_first_delay_ms",
     "retry_max_delay_ms",
     "retry_give_up_after_secs",
+    "outage_threshold_secs",
     "webhook_concurrency",
     "email_concurrency",
     "delivery_cap_per_case",
@@ -273,6 +283,7 @@ impl Config {
                 | "retry_first_delay_ms"
                 | "retry_max_delay_ms"
                 | "retry_give_up_after_secs"
+                | "outage_threshold_secs"
                 | "webhook_concurrency"
                 | "email_concurrency"
                 | "delivery_cap_per_case"
@@ -344,6 +355,13 @@ impl Config {
     }
 
     /// The backoff of failed deliveries.
+    pub fn outage_threshold(&self) -> chrono::Duration {
+        i64::try_from(self.outage_threshold_secs)
+            .ok()
+            .and_then(chrono::Duration::try_seconds)
+            .unwrap_or(chrono::Duration::MAX)
+    }
+
     pub fn retry_policy(&self) -> RetryPolicy {
         let ms = |v: u64| chrono::Duration::milliseconds(i64::try_from(v).unwrap_or(i64::MAX));
         RetryPolicy {
@@ -446,7 +464,24 @@ pub async fn launch_with_clock(
     let wake_scheduler = scheduler_waker.clone();
     let service = SnitchService::new(storage.clone(), clock)
         .with_events_hook(Arc::new(move || waker.notify_one()))
-        .with_wake_hook(Arc::new(move |_| wake_scheduler.notify_one()));
+        .with_wake_hook(Arc::new(move |_| wake_scheduler.notify_one()))
+        .with_outage_threshold(config.outage_threshold())
+        .with_outage_hook(Arc::new(|outage| {
+            tracing::warn!(
+                started_at = %outage.started_at,
+                ended_at = %outage.ended_at,
+                "outage: no server of this store was alive; deadlines inside it are deferred"
+            );
+        }));
+    // Before anything is served: a check-in must never be stepped past deadlines of an
+    // outage this start ends.
+    service
+        .heartbeat(service.now())
+        .await
+        .map_err(|e| match e {
+            ServiceError::Storage(e) => ServerError::Storage(e),
+            other => ServerError::Config(format!("cannot record liveness: {other}")),
+        })?;
     let keys = Arc::new(ApiKeys::new());
     let demo_key = load_cases(&config, &service, &keys).await?;
 
@@ -513,6 +548,7 @@ pub async fn launch_with_clock(
     ));
     let dispatching = tokio::spawn(dispatcher.run(stopped(stop_rx)));
 
+    let stop_service = service.clone();
     let task = tokio::spawn(async move {
         shutdown.await;
         tracing::info!("shutting down: finishing requests in flight");
@@ -521,6 +557,10 @@ pub async fn launch_with_clock(
         let _ = scheduler.await;
         // Deliveries in flight finish and are recorded; pending ones stay in the outbox.
         let _ = dispatching.await;
+        // A planned stop is measured exactly by the next start.
+        if let Err(e) = stop_service.record_stop(stop_service.now()).await {
+            tracing::warn!(error = %e, "cannot record the clean stop");
+        }
         for result in results {
             result.map_err(std::io::Error::other)??;
         }

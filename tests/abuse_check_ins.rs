@@ -8,7 +8,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use common::{
-    assert_error, assert_invalid, default_cases, send, start_time, token_of, Server, NO_RATE_LIMIT,
+    assert_error, assert_invalid, default_cases, send, start_time, token_of, Server, MANUAL_TIME,
+    NO_RATE_LIMIT,
 };
 use reqwest::{Method, StatusCode};
 use serde_json::json;
@@ -56,7 +57,9 @@ async fn start(store: Store, clock: Option<Arc<ManualClock>>) -> Server {
         ),
     };
     match clock {
-        Some(clock) => Server::launch(&top, &default_cases(), clock).await,
+        Some(clock) => {
+            Server::launch(&format!("{top}{MANUAL_TIME}"), &default_cases(), clock).await
+        }
         None => Server::launch(&top, &default_cases(), Arc::new(SystemClock)).await,
     }
 }

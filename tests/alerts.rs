@@ -191,7 +191,7 @@ async fn record(
 /// hook, `hook`, and whose e-mails go to `sink`. `top` adds top-level settings.
 async fn server(top: &str, hook: &str, sink: &SmtpSink, clock: Arc<dyn Clock>) -> Server {
     let top = format!(
-        "{NO_RATE_LIMIT}smtp_url = \"{}\"\nmail_from = \"Snitch <alerts@snitch.test>\"\n{top}\n",
+        "{NO_RATE_LIMIT}{MANUAL_TIME}smtp_url = \"{}\"\nmail_from = \"Snitch <alerts@snitch.test>\"\n{top}\n",
         sink.url()
     );
     let cases = format!(

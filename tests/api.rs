@@ -1287,7 +1287,7 @@ async fn too_many_requests_are_429_rate_limited_per_key() {
 #[tokio::test]
 async fn maintenance_mode_is_503_while_check_ins_keep_working() {
     let clock = Arc::new(ManualClock::new(start_time()));
-    let top = format!("{NO_RATE_LIMIT}maintenance = true\n");
+    let top = format!("{NO_RATE_LIMIT}{MANUAL_TIME}maintenance = true\n");
     let server = Server::launch(&top, &default_cases(), clock).await;
     // A snitch from before the maintenance window.
     let case = server.case("acme").await;

@@ -42,6 +42,10 @@ api_keys = ["{OTHER_KEY}"]
 /// A rate limit high enough that no ordinary test meets it.
 pub const NO_RATE_LIMIT: &str = "rate_limit_per_second = 10000\nrate_limit_burst = 10000\n";
 
+/// For servers on a [`ManualClock`]: a test's jump in time is not our downtime (an
+/// outage would defer the deadlines the test wants announced). Outage tests set their own.
+pub const MANUAL_TIME: &str = "outage_threshold_secs = 3153600000\n";
+
 /// A running server, its addresses and an HTTP client.
 pub struct Server {
     pub running: Running,
@@ -75,7 +79,8 @@ impl Server {
 
     /// The default cases on a manual clock.
     pub async fn start_with_clock(clock: Arc<ManualClock>) -> Server {
-        Server::launch(NO_RATE_LIMIT, &default_cases(), clock).await
+        let top = format!("{NO_RATE_LIMIT}{MANUAL_TIME}");
+        Server::launch(&top, &default_cases(), clock).await
     }
 
     pub async fn launch(top: &str, cases: &str, clock: Arc<dyn Clock>) -> Server {

@@ -176,6 +176,9 @@ pub type EventsHook = Arc<dyn Fn() + Send + Sync>;
 /// shorter interval, a pause with an earlier end), e.g. to wake a sleeping scheduler.
 pub type WakeHook = Arc<dyn Fn(Timestamp) + Send + Sync>;
 
+/// Called with an outage when this server found it.
+pub type OutageHook = Arc<dyn Fn(&Outage) + Send + Sync>;
+
 /// The Snitch service over a store and a clock.
 #[derive(Clone)]
 pub struct SnitchService {
@@ -184,6 +187,7 @@ pub struct SnitchService {
     tokens: Arc<dyn TokenSource>,
     on_events: Option<EventsHook>,
     on_earlier_wake: Option<WakeHook>,
+    on_outage: Option<OutageHook>,
     /// Check-ins waiting for the save in flight of their snitch; shared by clones.
     check_in_queues: Arc<CheckInQueues>,
     liveness: Arc<Liveness>,
@@ -212,6 +216,7 @@ impl SnitchService {
             tokens,
             on_events: None,
             on_earlier_wake: None,
+            on_outage: None,
             check_in_queues: Arc::default(),
             liveness: Arc::new(Liveness::new(DEFAULT_OUTAGE_THRESHOLD)),
         }
@@ -696,10 +701,21 @@ impl SnitchService {
             .heartbeat(&self.liveness.server, now, self.liveness.threshold)
             .await?;
         let recent = self.storage.outages(now - OUTAGES_REMEMBERED).await?;
-        let mut state = self.liveness.lock();
-        state.last_heartbeat = Some(state.last_heartbeat.map_or(now, |t| t.max(now)));
-        state.outages = recent;
+        {
+            let mut state = self.liveness.lock();
+            state.last_heartbeat = Some(state.last_heartbeat.map_or(now, |t| t.max(now)));
+            state.outages = recent;
+        }
+        if let (Some(outage), Some(hook)) = (&found, &self.on_outage) {
+            hook(outage);
+        }
         Ok(found)
+    }
+
+    /// Calls `hook` with each outage this server finds (e.g. to log it).
+    pub fn with_outage_hook(mut self, hook: OutageHook) -> Self {
+        self.on_outage = Some(hook);
+        self
     }
 
     /// Records a clean stop at `at`, so the next start measures the downtime exactly.

@@ -144,6 +144,7 @@ pub fn api_router(state: ApiState) -> Router {
         .route("/v1/snitches/{token}/events", get(list_events))
         .route("/v1/webhooks", get(list_webhooks).post(create_webhook))
         .route("/v1/webhooks/{id}", delete(delete_webhook))
+        .route("/v1/outages", get(list_outages))
         // After the routes: it applies to those registered before it.
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .fallback(|| async { ApiError::not_found() })
@@ -457,6 +458,17 @@ async fn list_events(
     Ok(Json(
         events.iter().map(|(e, d)| wire::event_json(e, d)).collect(),
     ))
+}
+
+/// How many recent outages `GET /v1/outages` shows.
+const OUTAGES_SHOWN: usize = 100;
+
+async fn list_outages(
+    State(state): State<ApiState>,
+    Authed(case): Authed,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let outages = state.inner.service.outages(&case, OUTAGES_SHOWN).await?;
+    Ok(Json(outages.iter().map(wire::outage_json).collect()))
 }
 
 async fn list_webhooks(

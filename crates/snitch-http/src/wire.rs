@@ -5,7 +5,8 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 use snitch_core::{
-    Channel, Delivery, Event, Snitch, SnitchFields, Tag, Timestamp, Validations, Webhook,
+    CaseOutage, Channel, Delivery, Event, EventKind, Snitch, SnitchFields, Tag, Timestamp,
+    Validations, Webhook,
 };
 
 /// Datetimes on the wire: ISO 8601, milliseconds, `Z`.
@@ -171,13 +172,26 @@ pub fn pause_until(body: Option<&Value>) -> Result<Option<String>, Validations> 
 
 /// An event with its deliveries, for `GET /v1/snitches/<token>/events`.
 pub fn event_json(event: &Event, deliveries: &[Delivery]) -> Value {
-    serde_json::json!({
+    let mut json = serde_json::json!({
         "id": event.id,
         "type": event.kind.as_str(),
         "timestamp": format_time(event.at),
         "status": event.status.webhook_name(),
         "previous_status": event.previous_status.webhook_name(),
         "deliveries": deliveries.iter().map(delivery_json).collect::<Vec<_>>(),
+    });
+    if event.kind == EventKind::Missing {
+        json["missed_periods"] = serde_json::json!(event.missed_periods.max(1));
+    }
+    json
+}
+
+/// An outage as the caller's case saw it (`GET /v1/outages`, behaviour.md section 8).
+pub fn outage_json(o: &CaseOutage) -> Value {
+    serde_json::json!({
+        "started_at": format_time(o.outage.started_at),
+        "ended_at": format_time(o.outage.ended_at),
+        "snitches_deferred": o.snitches_deferred,
     })
 }
 
