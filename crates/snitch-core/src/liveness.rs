@@ -33,6 +33,13 @@ impl Outage {
     pub fn covers(&self, deadline: Timestamp) -> bool {
         self.started_at < deadline && deadline <= self.ended_at
     }
+
+    /// Whether the outage overlaps the time a job had to check in by `deadline`, from
+    /// `window_start` (the start of the period it was due in): then missing the deadline
+    /// may be ours, not the job's.
+    pub fn overlaps(&self, window_start: Timestamp, deadline: Timestamp) -> bool {
+        self.started_at < deadline && window_start < self.ended_at
+    }
 }
 
 /// An outage as one case saw it: how many of its snitches got a fresh deadline.
@@ -63,6 +70,12 @@ mod tests {
         assert!(outage.covers(t(101)));
         assert!(outage.covers(t(200)));
         assert!(!outage.covers(t(201)));
+
+        // A window that ends after the outage but began before its end overlaps it.
+        assert!(outage.overlaps(t(150), t(260)));
+        assert!(outage.overlaps(t(40), t(101)));
+        assert!(!outage.overlaps(t(200), t(260)), "began as service resumed");
+        assert!(!outage.overlaps(t(40), t(100)), "due as the outage began");
     }
 
     #[test]

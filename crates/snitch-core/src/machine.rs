@@ -128,7 +128,10 @@ pub fn advance(snitch: &Snitch, now: Timestamp) -> Step {
 
 /// [`advance`], knowing our own `outages` (behaviour.md section 8):
 /// - a due point inside an outage is not the job's fault: no event, and the snitch is due
-///   again as if it had checked in when service resumed (the outage's end);
+///   again as if it had checked in when service resumed (the outage's end). The same
+///   holds when only part of the period the job had to check in fell inside the outage
+///   (its check-in may have been lost while we were down): a job that checks in within
+///   one period after the resume is never announced;
 /// - due points missed one after another (the sweep did not run for a while) make one
 ///   `snitch.missing`, for the latest, with `missed_periods` counting them.
 pub fn advance_through(snitch: &Snitch, now: Timestamp, outages: &[Outage]) -> Step {
@@ -142,7 +145,8 @@ pub fn advance_through(snitch: &Snitch, now: Timestamp, outages: &[Outage]) -> S
             resume(&mut s, wake);
             continue;
         }
-        if let Some(outage) = outages.iter().find(|o| o.covers(wake)) {
+        let window = period_due(&s, wake);
+        if let Some(outage) = outages.iter().find(|o| o.overlaps(window.start(), wake)) {
             announce_missed(&mut s, &mut events, missed.take());
             s.state.anchor_at = Some(outage.ended_at);
             s.state.deadline_at = Some(deadline_after(&s, outage.ended_at));
@@ -153,8 +157,7 @@ pub fn advance_through(snitch: &Snitch, now: Timestamp, outages: &[Outage]) -> S
         }
         let previous = s.state.status;
         s.state.status = Status::Failed;
-        let due_period = period_due(&s, wake);
-        s.state.deadline_at = Some(due_point(&s, due_period.next()));
+        s.state.deadline_at = Some(due_point(&s, window.next()));
         missed = Some(match missed {
             Some(run) => MissedRun {
                 count: run.count + 1,
