@@ -1281,3 +1281,144 @@ async fn two_servers_share_one_database_and_a_killed_one_loses_no_missing() {
         started.elapsed().as_millis()
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// 5. Our own downtime (behaviour.md section 8): no page storm after a restart
+
+/// When the snitch answers its deadline, parsed.
+fn deadline_of(snitch: &Value) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(str_of(snitch, "deadline_at"))
+        .expect("a deadline")
+        .to_utc()
+}
+
+/// One-minute snitches check in; the server is stopped (SIGTERM, which records the stop)
+/// over their deadlines, far longer than the 5 s outage threshold, and started again.
+/// The jobs that resume checking in are never announced; the one that stays silent is
+/// announced once, at the deadline a check-in at the resume would have had. Real time:
+/// about four minutes, so it runs beside the rest of the suite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restart_after_downtime_pages_nobody_and_a_dead_job_once() {
+    let db = fresh_database().await;
+    let receiver = Receiver::start(true).await;
+    let config = ConfigFile::write(&config_text(
+        &db.url,
+        "allow_private_webhooks = true\noutage_threshold_secs = 5",
+        Some(&receiver.url),
+    ));
+    let first = ServerProcess::start("before the outage", &config.path, &db.url).await;
+    let api = Api::of(&first);
+    let mut healthy = Vec::new();
+    for i in 0..3 {
+        healthy.push(api.create(&format!("job {i}"), "1_minute").await);
+    }
+    let dead = api.create("dead job", "1_minute").await;
+    for token in healthy.iter().chain([&dead]) {
+        api.check_in(token, "").await;
+    }
+    let last_deadline = api
+        .snitches()
+        .await
+        .iter()
+        .map(deadline_of)
+        .max()
+        .expect("snitches");
+    first.terminate().await;
+
+    // Down over every deadline.
+    let down_until = last_deadline + chrono::Duration::seconds(2);
+    let wait = (down_until - SystemClock.now())
+        .to_std()
+        .unwrap_or_default();
+    eprintln!("down for {} s", wait.as_secs());
+    tokio::time::sleep(wait).await;
+    let second = ServerProcess::start("after the outage", &config.path, &db.url).await;
+    let resumed = SystemClock.now();
+    let api = Api::of(&second);
+    for token in &healthy {
+        api.check_in(token, "").await;
+    }
+    let outages = api.get("/v1/outages").await;
+    let outages = outages.as_array().expect("an array");
+    assert_eq!(outages.len(), 1, "{outages:?}");
+    assert!(str_of(&outages[0], "ended_at") > str_of(&outages[0], "started_at"));
+
+    // The dead job is due one period after the resume; the others go on checking in.
+    let due = period_end_after(resumed);
+    let wait = Deadline::after(
+        (due - SystemClock.now()).to_std().unwrap_or_default() + WAIT,
+        "the dead job announced missing",
+    );
+    let mut last_round = Instant::now();
+    loop {
+        let missing: Vec<Hit> = receiver
+            .hits()
+            .into_iter()
+            .filter(|h| h.kind == "snitch.missing")
+            .collect();
+        if !missing.is_empty() {
+            break;
+        }
+        if last_round.elapsed() >= Duration::from_secs(20) {
+            for token in &healthy {
+                api.check_in(token, "").await;
+            }
+            last_round = Instant::now();
+        }
+        wait.check(|| format!("{} hits", receiver.hits().len()))
+            .await;
+    }
+    // Long enough for any other alert to have been delivered too.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let hits = receiver.hits();
+    let missing: Vec<&Hit> = hits.iter().filter(|h| h.kind == "snitch.missing").collect();
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert_eq!(missing[0].token, dead);
+    assert_eq!(missing[0].timestamp, wire(due));
+    for token in &healthy {
+        let kinds: Vec<String> = api
+            .events(token)
+            .await
+            .iter()
+            .map(|e| str_of(e, "type").to_owned())
+            .collect();
+        assert_eq!(kinds, ["snitch.reporting"], "{token} was never announced");
+    }
+    let outages = api.get("/v1/outages").await;
+    assert_eq!(outages[0]["snitches_deferred"], 4);
+    second.terminate().await;
+}
+
+/// The end of the period after the one holding `t`, for one-minute snitches.
+fn period_end_after(t: DateTime<Utc>) -> DateTime<Utc> {
+    t.duration_trunc(chrono::Duration::minutes(1))
+        .expect("whole minutes")
+        + chrono::Duration::minutes(2)
+}
+
+/// Two servers on one database; one is killed. The other was alive all along, so a
+/// server started after the threshold finds no outage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_server_killed_beside_a_live_one_is_no_outage() {
+    let db = fresh_database().await;
+    let config = ConfigFile::write(&config_text(&db.url, "outage_threshold_secs = 3", None));
+    let a = ServerProcess::start("server A", &config.path, &db.url).await;
+    let b = ServerProcess::start("server B", &config.path, &db.url).await;
+    let token = Api::of(&a).create("job", "1_minute").await;
+    Api::of(&a).check_in(&token, "").await;
+    a.kill_9().await;
+    // Three times the threshold with only B alive.
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let c = ServerProcess::start("server C", &config.path, &db.url).await;
+    for server in [&b, &c] {
+        let outages = Api::of(server).get("/v1/outages").await;
+        assert_eq!(outages, json!([]), "one live server means no outage");
+    }
+    let outages: i64 = sqlx::query_scalar("SELECT count(*) FROM snitch.outages")
+        .fetch_one(&db.pool)
+        .await
+        .expect("count");
+    assert_eq!(outages, 0);
+    c.terminate().await;
+    b.terminate().await;
+}
