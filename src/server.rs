@@ -672,10 +672,11 @@ async fn run_scheduler(service: SnitchService, wake: Arc<Notify>, stop: impl Fut
     loop {
         let now = service.now();
         match service.tick(now).await {
-            Ok(report) if report.events > 0 => {
+            Ok(report) if report.events > 0 || report.deferred > 0 => {
                 tracing::info!(
                     snitches = report.snitches,
                     events = report.events,
+                    deferred = report.deferred,
                     "deadline sweep"
                 );
             }
