@@ -45,8 +45,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use snitch_core::snitch::CHECK_INS_KEPT;
 use snitch_core::{
-    Attempt, AttemptResult, Case, CaseId, CaseOutage, Change, CheckIn, ClaimLimits, Delivery,
-    DeliveryState, Event, Outage, Snitch, Storage, StorageError, Tag, Timestamp, Token, Webhook,
+    ApiKeyRecord, Attempt, AttemptResult, Case, CaseId, CaseOutage, Change, CheckIn, ClaimLimits,
+    Delivery, DeliveryState, Event, Outage, Snitch, Storage, StorageError, Tag, Timestamp, Token,
+    Webhook,
 };
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
@@ -56,7 +57,7 @@ use sqlx::sqlite::{
 use sqlx::types::Json;
 
 use records::{
-    ms, AttemptRecord, CaseRow, CheckInRecord, DeliveryFields, DeliveryRow, EventRecord,
+    ms, ApiKeyRow, AttemptRecord, CaseRow, CheckInRecord, DeliveryFields, DeliveryRow, EventRecord,
     SnitchFields, SnitchRow, WebhookRow, DELIVERY_COLUMNS, EVENT_COLUMNS, SNITCH_COLUMNS,
     SNITCH_FIELDS,
 };
@@ -417,6 +418,98 @@ impl Storage for SqliteStorage {
         .map_err(backend)?
         .map(CaseRow::into_case)
         .transpose()
+    }
+
+    async fn cases(&self) -> Result<Vec<Case>, StorageError> {
+        sqlx::query_as::<_, CaseRow>(
+            "SELECT id, members, max_snitches, error_notices, on_hold FROM cases ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(CaseRow::into_case)
+        .collect()
+    }
+
+    async fn insert_api_key(&self, key: &ApiKeyRecord) -> Result<(), StorageError> {
+        let mut w = self.writer.begin().await?;
+        let (case, taken): (bool, bool) = sqlx::query_as(
+            "SELECT EXISTS (SELECT 1 FROM cases WHERE id = ?1), \
+             EXISTS (SELECT 1 FROM api_keys WHERE id = ?2 OR digest = ?3)",
+        )
+        .bind(key.case_id.as_str())
+        .bind(&key.id)
+        .bind(&key.digest)
+        .fetch_one(&mut *w.tx)
+        .await
+        .map_err(backend)?;
+        if !case {
+            return Err(StorageError::UnknownCase(key.case_id.clone()));
+        }
+        if taken {
+            return Err(StorageError::DuplicateToken);
+        }
+        sqlx::query(
+            "INSERT INTO api_keys (id, case_id, digest, prefix, label, created_at, \
+             last_used_at, revoked) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .bind(&key.id)
+        .bind(key.case_id.as_str())
+        .bind(&key.digest)
+        .bind(&key.prefix)
+        .bind(&key.label)
+        .bind(ms(key.created_at))
+        .bind(records::opt_ms(key.last_used_at))
+        .bind(key.revoked)
+        .execute(&mut *w.tx)
+        .await
+        .map_err(backend)?;
+        w.commit().await
+    }
+
+    async fn api_keys(&self, case: Option<CaseId>) -> Result<Vec<ApiKeyRecord>, StorageError> {
+        sqlx::query_as::<_, ApiKeyRow>(
+            "SELECT id, case_id, digest, prefix, label, created_at, last_used_at, revoked \
+             FROM api_keys WHERE ?1 IS NULL OR case_id = ?1 ORDER BY created_at, seq",
+        )
+        .bind(case.as_ref().map(CaseId::as_str))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(ApiKeyRow::into_record)
+        .collect()
+    }
+
+    async fn revoke_api_key(&self, id: &str) -> Result<bool, StorageError> {
+        let mut w = self.writer.begin().await?;
+        let revoked = sqlx::query("UPDATE api_keys SET revoked = 1 WHERE id = ?1")
+            .bind(id)
+            .execute(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        w.commit().await?;
+        Ok(revoked.rows_affected() > 0)
+    }
+
+    async fn record_api_key_use(&self, uses: &[(String, Timestamp)]) -> Result<(), StorageError> {
+        if uses.is_empty() {
+            return Ok(());
+        }
+        let mut w = self.writer.begin().await?;
+        for (id, at) in uses {
+            sqlx::query(
+                "UPDATE api_keys SET last_used_at = max(coalesce(last_used_at, ?2), ?2) \
+                 WHERE id = ?1",
+            )
+            .bind(id)
+            .bind(ms(*at))
+            .execute(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        }
+        w.commit().await
     }
 
     async fn insert_snitch(&self, snitch: &Snitch, max_snitches: u32) -> Result<(), StorageError> {

@@ -12,10 +12,10 @@ use chrono::DateTime;
 use serde::{Deserialize, Serialize};
 use snitch_core::calendar::Interval;
 use snitch_core::{
-    AlertEmails, AlertType, Attempt, Case, CaseId, Channel, CheckIn, CheckInMessage, Delivery,
-    DeliveryState, EmailAddress, Event, EventKind, Notes, Outcome, Pause, PauseUntil, Plan, Snitch,
-    SnitchName, SnitchState, Status, StorageError, Tag, Tags, Timestamp, Token, Validation,
-    Webhook, WebhookSecret, WebhookUrl,
+    AlertEmails, AlertType, ApiKeyRecord, Attempt, Case, CaseId, Channel, CheckIn, CheckInMessage,
+    Delivery, DeliveryState, EmailAddress, Event, EventKind, Notes, Outcome, Pause, PauseUntil,
+    Plan, Snitch, SnitchName, SnitchState, Status, StorageError, Tag, Tags, Timestamp, Token,
+    Validation, Webhook, WebhookSecret, WebhookUrl,
 };
 use sqlx::types::Json;
 
@@ -660,6 +660,37 @@ impl DeliveryRow {
                 .into_iter()
                 .map(AttemptRecord::into_attempt)
                 .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// API keys
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ApiKeyRow {
+    id: String,
+    case_id: String,
+    digest: String,
+    prefix: String,
+    label: String,
+    created_at: i64,
+    last_used_at: Option<i64>,
+    revoked: bool,
+}
+
+impl ApiKeyRow {
+    pub(crate) fn into_record(self) -> Result<ApiKeyRecord, StorageError> {
+        Ok(ApiKeyRecord {
+            id: self.id,
+            case_id: case_id(&self.case_id)?,
+            digest: self.digest,
+            prefix: self.prefix,
+            label: self.label,
+            created_at: instant("key created_at", self.created_at)?,
+            last_used_at: opt_instant("key last_used_at", self.last_used_at)?,
+            revoked: self.revoked,
         })
     }
 }
