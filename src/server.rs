@@ -519,16 +519,19 @@ pub async fn launch_with_clock(
     let waker = dispatcher.waker();
     let scheduler_waker = Arc::new(Notify::new());
     let wake_scheduler = scheduler_waker.clone();
+    let clock_for_keys = clock.clone();
     let service = SnitchService::new(storage.clone(), clock)
         .with_events_hook(Arc::new(move || waker.notify_one()))
         .with_wake_hook(Arc::new(move |_| wake_scheduler.notify_one()));
-    let keys = Arc::new(ApiKeys::new());
+    let keys = Arc::new(ApiKeys::with_storage(storage.clone(), clock_for_keys));
     let demo_key = load_cases(&config, &service, &keys).await?;
+    keys.refresh().await?;
 
     let rate_limit = RateLimit {
         per_second: NonZeroU32::new(config.rate_limit_per_second).unwrap_or(NonZeroU32::MIN),
         burst: NonZeroU32::new(config.rate_limit_burst).unwrap_or(NonZeroU32::MIN),
     };
+    let api_state_keys = keys.clone();
     let api_state = ApiState::new(
         service.clone(),
         keys,
@@ -586,6 +589,13 @@ pub async fn launch_with_clock(
         scheduler_waker,
         stopped(stop_rx.clone()),
     ));
+    // Keys revoked or made elsewhere (another server, an admin command) take effect here
+    // within a refresh.
+    let key_refresh = tokio::spawn(
+        api_state_keys
+            .clone()
+            .run_refresh(snitch_http::keys::REFRESH_EVERY, stopped(stop_rx.clone())),
+    );
     let dispatching = tokio::spawn(dispatcher.run(stopped(stop_rx)));
 
     let task = tokio::spawn(async move {
@@ -596,6 +606,7 @@ pub async fn launch_with_clock(
         let _ = scheduler.await;
         // Deliveries in flight finish and are recorded; pending ones stay in the outbox.
         let _ = dispatching.await;
+        let _ = key_refresh.await;
         for result in results {
             result.map_err(std::io::Error::other)??;
         }
@@ -705,8 +716,8 @@ fn create_parent_dir(path: &Path) -> Result<(), ServerError> {
     }
 }
 
-/// Stores the configured cases, their keys and hooks; with none, makes a `demo` case and
-/// returns its fresh key.
+/// Stores the configured cases, their keys (once) and hooks; with none, makes a `demo`
+/// case with a key on the first start and returns that key (`None` on later starts).
 async fn load_cases(
     config: &Config,
     service: &SnitchService,
@@ -714,9 +725,16 @@ async fn load_cases(
 ) -> Result<Option<String>, ServerError> {
     let invalid = |case: &str, what: String| ServerError::Config(format!("case {case:?}: {what}"));
     if config.cases.is_empty() {
-        let case = Case::new(CaseId::parse("demo").map_err(|v| invalid("demo", v.message))?);
-        service.storage().upsert_case(&case).await?;
-        return Ok(Some(keys.generate(case.id)));
+        // Made once, on the first start, and kept: a later start finds it with its key.
+        let id = CaseId::parse("demo").map_err(|v| invalid("demo", v.message))?;
+        let storage = service.storage();
+        if storage.case(&id).await?.is_some()
+            && !storage.api_keys(Some(id.clone())).await?.is_empty()
+        {
+            return Ok(None);
+        }
+        storage.upsert_case(&Case::new(id.clone())).await?;
+        return Ok(Some(keys.create(&id, "demo").await?.key));
     }
     for c in &config.cases {
         let id = CaseId::parse(&c.name).map_err(|v| invalid(&c.name, v.message))?;
@@ -733,7 +751,8 @@ async fn load_cases(
         };
         service.storage().upsert_case(&case).await?;
         for key in &c.api_keys {
-            keys.add_plain(key, id.clone())
+            keys.ensure_plain(key, &id, "configuration")
+                .await
                 .map_err(|e| invalid(&c.name, e))?;
         }
         // Hooks go through the service so they are validated like API input; a case on
