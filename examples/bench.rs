@@ -32,7 +32,7 @@ use hyper::header::HOST;
 use hyper::{Request, Uri};
 use hyper_util::rt::TokioIo;
 use snitch::machine;
-use snitch::server::{launch_with_clock, CaseConfig, Config, Running};
+use snitch::server::{launch_with_clock, CaseConfig, Config, Running, StoreKind};
 use snitch::store::memory::MemoryStorage;
 use snitch::store::postgres::{PgStorage, MIGRATOR};
 use snitch::{
@@ -399,6 +399,7 @@ async fn check_in_server(
     let cases: Vec<String> = (0..10).map(|i| format!("bench-{i}")).collect();
     let per_case = sizes.check_in_snitches.div_ceil(cases.len());
     let config = Config {
+        store: database_url.is_none().then_some(StoreKind::Memory),
         database_url,
         cases: cases
             .iter()
@@ -950,6 +951,7 @@ async fn alert_delay(count: usize) -> Result<Measured, BoxError> {
     let clock = Arc::new(ShiftedClock::default());
     let (receiver, receiver_addr) = Receiver::start(clock.clone()).await?;
     let config = Config {
+        store: Some(StoreKind::Memory),
         allow_private_webhooks: true,
         cases: vec![case_config(
             "alerts",
@@ -1024,6 +1026,7 @@ async fn alert_delay(count: usize) -> Result<Measured, BoxError> {
 /// Row 6: sequential `GET /v1/snitches` with HTTP Basic on a case of `api_snitches`.
 async fn api_list(sizes: &Sizes) -> Result<Measured, BoxError> {
     let config = Config {
+        store: Some(StoreKind::Memory),
         rate_limit_per_second: NO_RATE_LIMIT,
         rate_limit_burst: NO_RATE_LIMIT,
         cases: vec![case_config(

@@ -1,6 +1,8 @@
 //! The Snitch server: `cargo run --release --example server [-- --config snitch.toml]`.
 //!
-//! With no configured case it makes a `demo` case and prints its API key once.
+//! With no `database_url` it keeps its data in the SQLite file `data_path` (default
+//! `./snitch.db`, created if missing). With no configured case it makes a `demo` case and
+//! prints its API key.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

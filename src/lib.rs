@@ -7,7 +7,8 @@
 //! - [`core`]: the domain: snitches, periods, the state machine, the [`SnitchService`],
 //!   and the [`Storage`], [`Clock`] and [`Notifier`] traits;
 //! - [`http`]: the v1 API and check-in routers for axum;
-//! - [`store::memory`], [`store::postgres`]: the in-memory and PostgreSQL stores;
+//! - [`store::memory`], [`store::sqlite`], [`store::postgres`]: the in-memory, SQLite and
+//!   PostgreSQL stores;
 //! - [`server`]: a runnable server (configuration, scheduler, graceful shutdown);
 //! - [`serve`]: its accept loop with timeouts and a connection cap.
 //!
@@ -47,4 +48,5 @@ pub use snitch_http as http;
 pub mod store {
     pub use snitch_store_memory as memory;
     pub use snitch_store_postgres as postgres;
+    pub use snitch_store_sqlite as sqlite;
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +25,8 @@ use snitch_http::{
     RateLimit,
 };
 use snitch_store_memory::MemoryStorage;
-use snitch_store_postgres::{PgStorage, MIGRATOR};
+use snitch_store_postgres::PgStorage;
+use snitch_store_sqlite::SqliteStorage;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
@@ -50,9 +52,16 @@ pub struct Config {
     pub base_url: Option<String>,
     /// Where check-ins are sent; defaults to `http://<check_in_listen>`.
     pub check_in_base: Option<String>,
-    /// PostgreSQL; absent: the in-memory store.
+    /// Which store: `memory`, `sqlite` or `postgres`. Absent: picked by `database_url`
+    /// (`sqlite://…` or `postgres://…`), or SQLite at `data_path` without one.
+    pub store: Option<StoreKind>,
+    /// The SQLite database file used when no `database_url` is given (created, with its
+    /// directory, if missing).
+    #[serde(default = "default_data_path")]
+    pub data_path: PathBuf,
+    /// `postgres://…` (PostgreSQL) or `sqlite://…` (a SQLite file).
     pub database_url: Option<String>,
-    /// The size of the PostgreSQL connection pool.
+    /// The size of the database connection pool.
     #[serde(default = "default_database_max_connections")]
     pub database_max_connections: u32,
     /// SMTP relay for alert e-mails; absent: e-mails are written to the log.
@@ -113,6 +122,30 @@ pub struct Config {
     pub cases: Vec<CaseConfig>,
 }
 
+/// The kinds of store the server can keep its data in.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// In memory: everything is lost when the server stops.
+    Memory,
+    /// A SQLite file: `database_url = "sqlite://…"`, or `data_path`.
+    Sqlite,
+    /// PostgreSQL at `database_url`, shared by several servers.
+    Postgres,
+}
+
+/// Where the server keeps its data, as decided by [`Config::store_location`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreLocation {
+    Memory,
+    /// A SQLite database file.
+    SqliteFile(PathBuf),
+    /// A `sqlite:` URL.
+    SqliteUrl(String),
+    /// A `postgres:` URL.
+    Postgres(String),
+}
+
 /// One `[[case]]` of the configuration.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -138,6 +171,9 @@ fn default_listen() -> SocketAddr {
 }
 fn default_check_in_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 8081))
+}
+fn default_data_path() -> PathBuf {
+    PathBuf::from("./snitch.db")
 }
 fn default_mail_from() -> String {
     "snitch@localhost".into()
@@ -209,11 +245,13 @@ impl Default for Config {
 }
 
 /// The top-level keys that an environment variable `SNITCH_<KEY>` can set.
-const ENV_KEYS: [&str; 25] = [
+const ENV_KEYS: [&str; 27] = [
     "listen",
     "check_in_listen",
     "base_url",
     "check_in_base",
+    "store",
+    "data_path",
     "database_url",
     "database_max_connections",
     "smtp_url",
@@ -333,6 +371,7 @@ impl Config {
                     .into(),
             );
         }
+        self.store_location()?;
         let mut names = std::collections::HashSet::new();
         for case in &self.cases {
             if !names.insert(case.name.as_str()) {
@@ -340,6 +379,42 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// Where the data lives: `store` when set, else the scheme of `database_url`, else
+    /// SQLite at `data_path`.
+    pub fn store_location(&self) -> Result<StoreLocation, ServerError> {
+        let bad = |m: &str| Err(ServerError::Config(m.to_owned()));
+        let url = self.database_url.as_deref().map(str::trim);
+        let scheme = url.map(|u| u.split_once(':').map_or("", |(scheme, _)| scheme));
+        let is_sqlite = scheme == Some("sqlite");
+        let is_postgres = matches!(scheme, Some("postgres" | "postgresql"));
+        if url.is_some() && !is_sqlite && !is_postgres {
+            // The URL may hold a password: name the scheme only.
+            return bad("database_url must start with postgres://, postgresql:// or sqlite://");
+        }
+        match (self.store, url) {
+            (Some(StoreKind::Memory), _) => Ok(StoreLocation::Memory),
+            (Some(StoreKind::Postgres), Some(u)) if is_postgres => {
+                Ok(StoreLocation::Postgres(u.to_owned()))
+            }
+            (Some(StoreKind::Postgres), _) => {
+                bad("store = \"postgres\" needs a postgres:// database_url")
+            }
+            (Some(StoreKind::Sqlite) | None, Some(u)) if is_sqlite => {
+                Ok(StoreLocation::SqliteUrl(u.to_owned()))
+            }
+            (Some(StoreKind::Sqlite), Some(_)) => {
+                bad("store = \"sqlite\" with a database_url that is not sqlite://")
+            }
+            (None, Some(u)) => Ok(StoreLocation::Postgres(u.to_owned())),
+            (Some(StoreKind::Sqlite) | None, None) => {
+                if self.data_path.as_os_str().is_empty() {
+                    return bad("data_path must not be empty");
+                }
+                Ok(StoreLocation::SqliteFile(self.data_path.clone()))
+            }
+        }
     }
 
     /// How the dispatcher shares its delivery slots (behaviour.md section 8).
@@ -462,6 +537,7 @@ pub async fn launch_with_clock(
     let waker = dispatcher.waker();
     let scheduler_waker = Arc::new(Notify::new());
     let wake_scheduler = scheduler_waker.clone();
+    let clock_for_keys = clock.clone();
     let service = SnitchService::new(storage.clone(), clock)
         .with_events_hook(Arc::new(move || waker.notify_one()))
         .with_wake_hook(Arc::new(move |_| wake_scheduler.notify_one()))
@@ -482,13 +558,15 @@ pub async fn launch_with_clock(
             ServiceError::Storage(e) => ServerError::Storage(e),
             other => ServerError::Config(format!("cannot record liveness: {other}")),
         })?;
-    let keys = Arc::new(ApiKeys::new());
+    let keys = Arc::new(ApiKeys::with_storage(storage.clone(), clock_for_keys));
     let demo_key = load_cases(&config, &service, &keys).await?;
+    keys.refresh().await?;
 
     let rate_limit = RateLimit {
         per_second: NonZeroU32::new(config.rate_limit_per_second).unwrap_or(NonZeroU32::MIN),
         burst: NonZeroU32::new(config.rate_limit_burst).unwrap_or(NonZeroU32::MIN),
     };
+    let api_state_keys = keys.clone();
     let api_state = ApiState::new(
         service.clone(),
         keys,
@@ -546,6 +624,13 @@ pub async fn launch_with_clock(
         scheduler_waker,
         stopped(stop_rx.clone()),
     ));
+    // Keys revoked or made elsewhere (another server, an admin command) take effect here
+    // within a refresh.
+    let key_refresh = tokio::spawn(
+        api_state_keys
+            .clone()
+            .run_refresh(snitch_http::keys::REFRESH_EVERY, stopped(stop_rx.clone())),
+    );
     let dispatching = tokio::spawn(dispatcher.run(stopped(stop_rx)));
 
     let stop_service = service.clone();
@@ -557,6 +642,7 @@ pub async fn launch_with_clock(
         let _ = scheduler.await;
         // Deliveries in flight finish and are recorded; pending ones stay in the outbox.
         let _ = dispatching.await;
+        let _ = key_refresh.await;
         // A planned stop is measured exactly by the next start.
         if let Err(e) = stop_service.record_stop(stop_service.now()).await {
             tracing::warn!(error = %e, "cannot record the clean stop");
@@ -588,11 +674,22 @@ fn request_timeout_text() -> Response {
         .into_response()
 }
 
-/// The in-memory store, or PostgreSQL (migrated) when `database_url` is set.
-async fn open_storage(config: &Config) -> Result<Arc<dyn Storage>, ServerError> {
-    let Some(url) = &config.database_url else {
-        return Ok(Arc::new(MemoryStorage::new()));
-    };
+/// The store of [`Config::store_location`], opened and migrated.
+pub async fn open_storage(config: &Config) -> Result<Arc<dyn Storage>, ServerError> {
+    Ok(match config.store_location()? {
+        StoreLocation::Memory => {
+            tracing::info!("using the in-memory store: data is lost when the server stops");
+            Arc::new(MemoryStorage::new())
+        }
+        StoreLocation::Postgres(url) => {
+            Arc::new(PgStorage::new(open_postgres(config, &url).await?))
+        }
+        location => Arc::new(SqliteStorage::new(open_sqlite(config, &location).await?)),
+    })
+}
+
+/// A pool on PostgreSQL at `url`, migrated.
+pub async fn open_postgres(config: &Config, url: &str) -> Result<sqlx::PgPool, ServerError> {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(config.database_max_connections)
         .acquire_timeout(Duration::from_secs(10))
@@ -600,16 +697,67 @@ async fn open_storage(config: &Config) -> Result<Arc<dyn Storage>, ServerError> 
         .await
         // The URL may hold a password: name the failure, not the URL.
         .map_err(|e| ServerError::Config(format!("cannot connect to database_url: {e}")))?;
-    MIGRATOR
+    snitch_store_postgres::MIGRATOR
         .run(&pool)
         .await
         .map_err(|e| ServerError::Config(format!("cannot migrate the database: {e}")))?;
     tracing::info!("using PostgreSQL storage");
-    Ok(Arc::new(PgStorage::new(pool)))
+    Ok(pool)
 }
 
-/// Stores the configured cases, their keys and hooks; with none, makes a `demo` case and
-/// returns its fresh key.
+/// A pool on the SQLite database of `location` (a file, created with its directory if
+/// missing, or a `sqlite:` URL), migrated.
+pub async fn open_sqlite(
+    config: &Config,
+    location: &StoreLocation,
+) -> Result<sqlx::SqlitePool, ServerError> {
+    let connections = config.database_max_connections;
+    let pool = match location {
+        StoreLocation::SqliteFile(path) => {
+            create_parent_dir(path)?;
+            snitch_store_sqlite::connect(path, connections)
+                .await
+                .map_err(|e| ServerError::Config(format!("cannot open {}: {e}", path.display())))?
+        }
+        StoreLocation::SqliteUrl(url) => {
+            snitch_store_sqlite::connect_url(url, connections)
+                .await
+                .map_err(|e| ServerError::Config(format!("cannot open database_url: {e}")))?
+        }
+        other => {
+            return Err(ServerError::Config(format!(
+                "not a SQLite location: {other:?}"
+            )))
+        }
+    };
+    snitch_store_sqlite::MIGRATOR
+        .run(&pool)
+        .await
+        .map_err(|e| ServerError::Config(format!("cannot migrate the database: {e}")))?;
+    match location {
+        StoreLocation::SqliteFile(path) => {
+            tracing::info!(path = %path.display(), "using SQLite storage");
+        }
+        _ => tracing::info!("using SQLite storage at database_url"),
+    }
+    Ok(pool)
+}
+
+/// Creates the directory a database file goes in, if missing.
+fn create_parent_dir(path: &Path) -> Result<(), ServerError> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir).map_err(|e| {
+            ServerError::Config(format!(
+                "cannot create the directory {}: {e}",
+                dir.display()
+            ))
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Stores the configured cases, their keys (once) and hooks; with none, makes a `demo`
+/// case with a key on the first start and returns that key (`None` on later starts).
 async fn load_cases(
     config: &Config,
     service: &SnitchService,
@@ -617,9 +765,16 @@ async fn load_cases(
 ) -> Result<Option<String>, ServerError> {
     let invalid = |case: &str, what: String| ServerError::Config(format!("case {case:?}: {what}"));
     if config.cases.is_empty() {
-        let case = Case::new(CaseId::parse("demo").map_err(|v| invalid("demo", v.message))?);
-        service.storage().upsert_case(&case).await?;
-        return Ok(Some(keys.generate(case.id)));
+        // Made once, on the first start, and kept: a later start finds it with its key.
+        let id = CaseId::parse("demo").map_err(|v| invalid("demo", v.message))?;
+        let storage = service.storage();
+        if storage.case(&id).await?.is_some()
+            && !storage.api_keys(Some(id.clone())).await?.is_empty()
+        {
+            return Ok(None);
+        }
+        storage.upsert_case(&Case::new(id.clone())).await?;
+        return Ok(Some(keys.create(&id, "demo").await?.key));
     }
     for c in &config.cases {
         let id = CaseId::parse(&c.name).map_err(|v| invalid(&c.name, v.message))?;
@@ -636,7 +791,8 @@ async fn load_cases(
         };
         service.storage().upsert_case(&case).await?;
         for key in &c.api_keys {
-            keys.add_plain(key, id.clone())
+            keys.ensure_plain(key, &id, "configuration")
+                .await
                 .map_err(|e| invalid(&c.name, e))?;
         }
         // Hooks go through the service so they are validated like API input; a case on
@@ -730,6 +886,10 @@ mod tests {
         assert_eq!(c.check_in_base(), "http://127.0.0.1:8081");
         assert_eq!((c.rate_limit_per_second, c.rate_limit_burst), (10, 60));
         assert!(c.cases.is_empty() && !c.maintenance && c.database_url.is_none());
+        assert_eq!(
+            c.store_location().expect("valid"),
+            StoreLocation::SqliteFile(PathBuf::from("./snitch.db"))
+        );
         assert_eq!(c.max_connections, 10_000);
         assert_eq!(
             (c.auth_failures_per_minute, c.auth_failures_burst),
@@ -797,6 +957,54 @@ webhooks = ["https://hooks.acme.test/snitch"]
         let err =
             Config::parse("", env_from(&[("SNITCH_MAINTENANCE", "yes")])).expect_err("not a bool");
         assert!(err.to_string().contains("SNITCH_MAINTENANCE"), "{err}");
+    }
+
+    #[test]
+    fn the_store_is_picked_by_store_then_database_url_then_data_path() {
+        let location = |text: &str| config_from_toml(text).map(|c| c.store_location());
+        let ok = |text: &str| location(text).expect("valid").expect("valid");
+        assert_eq!(ok("store = \"memory\""), StoreLocation::Memory);
+        assert_eq!(
+            ok("store = \"memory\"\ndatabase_url = \"postgres://x/y\""),
+            StoreLocation::Memory
+        );
+        assert_eq!(
+            ok("data_path = \"/var/lib/snitch/data.db\""),
+            StoreLocation::SqliteFile(PathBuf::from("/var/lib/snitch/data.db"))
+        );
+        assert_eq!(
+            ok("database_url = \"sqlite:///tmp/s.db\""),
+            StoreLocation::SqliteUrl("sqlite:///tmp/s.db".into())
+        );
+        assert_eq!(
+            ok("database_url = \"postgres://u@h/db\""),
+            StoreLocation::Postgres("postgres://u@h/db".into())
+        );
+        assert_eq!(
+            ok("store = \"postgres\"\ndatabase_url = \"postgresql://u@h/db\""),
+            StoreLocation::Postgres("postgresql://u@h/db".into())
+        );
+        for bad in [
+            "store = \"postgres\"",
+            "store = \"sqlite\"\ndatabase_url = \"postgres://u@h/db\"",
+            "database_url = \"mysql://u:secret@h/db\"",
+            "store = \"redis\"",
+            "data_path = \"\"",
+        ] {
+            let err = config_from_toml(bad).expect_err(bad);
+            assert!(!err.to_string().contains("secret"), "{err}");
+        }
+        let env = env_from(&[
+            ("SNITCH_STORE", "sqlite"),
+            ("SNITCH_DATA_PATH", "/data/s.db"),
+        ]);
+        assert_eq!(
+            Config::parse("", env)
+                .expect("valid")
+                .store_location()
+                .expect("valid"),
+            StoreLocation::SqliteFile(PathBuf::from("/data/s.db"))
+        );
     }
 
     #[test]

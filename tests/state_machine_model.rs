@@ -2,8 +2,8 @@
 //!
 //! Random sequences of operations (create, check-ins, time jumps with a deadline sweep,
 //! pause, unpause, update, delete, check-ins to deleted tokens) are applied both to the real
-//! service — on [`MemoryStorage`] (1,000 cases) and on PostgreSQL (fewer: each case needs a
-//! clean database), a [`ManualClock`] and [`SequentialTokens`] — and to a
+//! service — on [`MemoryStorage`] (1,000 cases), on PostgreSQL and on SQLite (fewer: each
+//! case needs a clean database), a [`ManualClock`] and [`SequentialTokens`] — and to a
 //! small model written here from behaviour.md sections 1, 3 and 4. After every step the
 //! status, `checked_in_at`, the deadline and the events that step emitted must agree.
 //!
@@ -1396,7 +1396,7 @@ async fn empty_postgres_store(url: &str) -> Arc<dyn Storage> {
         .expect("connect to the test database");
     sqlx::query(
         "TRUNCATE snitch.deliveries, snitch.events, snitch.check_ins, snitch.snitches, \
-         snitch.webhooks, snitch.cases",
+         snitch.webhooks, snitch.api_keys, snitch.cases",
     )
     .execute(&pool)
     .await
@@ -1422,6 +1422,53 @@ proptest! {
             .build()
             .expect("a tokio runtime");
         let outcome = runtime.block_on(async { run(empty_postgres_store(url).await, &ops).await });
+        prop_assert!(outcome.is_ok(), "{}", outcome.unwrap_err());
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The same on SQLite: a fresh database file per case, as many cases as on PostgreSQL.
+
+/// A store on a fresh database file, with the directory that holds it (removed when
+/// dropped, so it must outlive the store).
+async fn empty_sqlite_store() -> (Arc<dyn Storage>, tempfile::TempDir) {
+    let dir = tempfile::Builder::new()
+        .prefix("model-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("a temporary directory");
+    let pool = snitch::store::sqlite::connect(&dir.path().join("snitch.db"), 2)
+        .await
+        .expect("open the test database");
+    snitch::store::sqlite::MIGRATOR
+        .run(&pool)
+        .await
+        .expect("migrate the test database");
+    (
+        Arc::new(snitch::store::sqlite::SqliteStorage::new(pool)),
+        dir,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        failure_persistence: None,
+        ..ProptestConfig::with_cases(64)
+    })]
+
+    #[test]
+    fn service_on_sqlite_agrees_with_the_reference_model(
+        creates in proptest::collection::vec(create_strategy(), 1..=3),
+        ops in proptest::collection::vec(proptest::option::weighted(0.98, op_strategy()), 20..=40),
+    ) {
+        let ops: Vec<Op> = creates.into_iter().chain(ops.into_iter().flatten()).collect();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        let outcome = runtime.block_on(async {
+            let (store, _dir) = empty_sqlite_store().await;
+            run(store, &ops).await
+        });
         prop_assert!(outcome.is_ok(), "{}", outcome.unwrap_err());
     }
 }

@@ -89,7 +89,17 @@ impl Server {
             .await
             .expect("bind check-in");
         let check_in_base = format!("http://{}", check_in.local_addr().expect("address"));
-        let text = format!("check_in_base = \"{check_in_base}\"\n{top}\n{cases}");
+        // The server's default is a SQLite file in the working directory: a test that
+        // names no store gets the in-memory one.
+        let store = if ["store", "database_url", "data_path"]
+            .iter()
+            .any(|key| top.lines().any(|l| l.trim_start().starts_with(key)))
+        {
+            ""
+        } else {
+            "store = \"memory\"\n"
+        };
+        let text = format!("check_in_base = \"{check_in_base}\"\n{store}{top}\n{cases}");
         let config = config_from_toml(&text).expect("valid test configuration");
         let (tx, rx) = oneshot::channel::<()>();
         let running = launch_with_clock(config, api, check_in, clock, async move {

@@ -34,7 +34,7 @@ use crate::outbox::{
 };
 use crate::service::{SnitchFields, SnitchService};
 use crate::snitch::{CheckIn, PauseUntil, Snitch, CHECK_INS_KEPT};
-use crate::storage::{Change, Storage, StorageError};
+use crate::storage::{ApiKeyRecord, Change, Storage, StorageError};
 use crate::types::{
     AlertEmails, AlertType, Case, CaseId, CheckInMessage, EmailAddress, Notes, Outcome, Plan,
     SnitchName, Status, Tag, Tags, Token, CONTAINS_NUL,
@@ -112,6 +112,12 @@ macro_rules! storage_contract_tests {
             a_flooded_case_does_not_keep_others_out_of_a_claim,
             claims_take_what_is_in_flight_into_account,
             destination_caps_count_only_what_the_case_caps_let_through,
+            // Cases and API keys.
+            cases_are_listed_by_id,
+            api_keys_round_trip_oldest_first_per_case,
+            api_key_ids_and_digests_are_unique_and_cases_must_exist,
+            revoked_api_keys_stay_listed_as_revoked,
+            api_key_use_keeps_the_latest_time,
         );
     };
     (@each $make:expr; $($name:ident),* $(,)?) => {
@@ -1809,4 +1815,111 @@ pub async fn deferred_snitches_are_counted_per_case_and_outage(store: Arc<dyn St
     assert_eq!(counts(seen(&quiet).await), [(second.id, 0), (first.id, 0)]);
     let limited = store.case_outages(&acme.id, 1).await.expect("read");
     assert_eq!(counts(limited), [(second.id, 0)]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Cases and API keys (kept as opaque digests)
+// ---------------------------------------------------------------------------------------
+
+/// A key of `case` with id `key-<n>` and digest `digest-<n>`, made at minute `n`.
+pub fn api_key(case: &Case, n: i64) -> ApiKeyRecord {
+    ApiKeyRecord {
+        id: format!("key-{n}"),
+        case_id: case.id.clone(),
+        digest: format!("digest-{n}"),
+        prefix: format!("pre{n}"),
+        label: format!("label {n}"),
+        created_at: at(n),
+        last_used_at: None,
+        revoked: false,
+    }
+}
+
+/// Every stored case, by id, each as stored last.
+pub async fn cases_are_listed_by_id(store: Arc<dyn Storage>) {
+    assert_eq!(store.cases().await.expect("list"), Vec::<Case>::new());
+    let beta = with_case(&store, "beta").await;
+    let mut acme = with_case(&store, "acme").await;
+    acme.on_hold = true;
+    store.upsert_case(&acme).await.expect("upsert");
+    assert_eq!(store.cases().await.expect("list"), [acme, beta]);
+}
+
+pub async fn api_keys_round_trip_oldest_first_per_case(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let beta = with_case(&store, "beta").await;
+    let (second, first, other) = (api_key(&acme, 2), api_key(&acme, 1), api_key(&beta, 3));
+    for key in [&second, &first, &other] {
+        store.insert_api_key(key).await.expect("insert");
+    }
+    assert_eq!(
+        store.api_keys(Some(acme.id.clone())).await.expect("list"),
+        [first.clone(), second.clone()]
+    );
+    assert_eq!(
+        store.api_keys(None).await.expect("list"),
+        [first, second, other]
+    );
+    assert!(store
+        .api_keys(Some(case("nobody").id))
+        .await
+        .expect("list")
+        .is_empty());
+}
+
+pub async fn api_key_ids_and_digests_are_unique_and_cases_must_exist(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let key = api_key(&acme, 1);
+    store.insert_api_key(&key).await.expect("insert");
+    let mut same_id = api_key(&acme, 2);
+    same_id.id = key.id.clone();
+    let mut same_digest = api_key(&acme, 3);
+    same_digest.digest = key.digest.clone();
+    for taken in [&same_id, &same_digest] {
+        let err = store.insert_api_key(taken).await;
+        assert!(matches!(err, Err(StorageError::DuplicateToken)), "{err:?}");
+    }
+    let orphan = api_key(&case("nobody"), 4);
+    let err = store.insert_api_key(&orphan).await;
+    assert!(matches!(err, Err(StorageError::UnknownCase(_))), "{err:?}");
+    assert_eq!(store.api_keys(None).await.expect("list"), [key]);
+}
+
+pub async fn revoked_api_keys_stay_listed_as_revoked(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let (one, two) = (api_key(&acme, 1), api_key(&acme, 2));
+    store.insert_api_key(&one).await.expect("insert");
+    store.insert_api_key(&two).await.expect("insert");
+    assert!(store.revoke_api_key(&one.id).await.expect("revoke"));
+    assert!(
+        store.revoke_api_key(&one.id).await.expect("again"),
+        "still there"
+    );
+    assert!(!store.revoke_api_key("key-404").await.expect("revoke"));
+    let mut revoked = one;
+    revoked.revoked = true;
+    assert_eq!(
+        store.api_keys(Some(acme.id.clone())).await.expect("list"),
+        [revoked, two]
+    );
+}
+
+pub async fn api_key_use_keeps_the_latest_time(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let key = api_key(&acme, 1);
+    store.insert_api_key(&key).await.expect("insert");
+    store
+        .record_api_key_use(&[(key.id.clone(), at(10)), ("key-404".into(), at(11))])
+        .await
+        .expect("record");
+    store
+        .record_api_key_use(&[(key.id.clone(), at(5))])
+        .await
+        .expect("record an older use");
+    let listed = store.api_keys(None).await.expect("list");
+    assert_eq!(listed[0].last_used_at, Some(at(10)));
+    store
+        .record_api_key_use(&[])
+        .await
+        .expect("nothing to record");
 }

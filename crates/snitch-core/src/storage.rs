@@ -89,6 +89,26 @@ impl Change {
     }
 }
 
+/// An API key as a store keeps it: never the key itself, only its digest, computed by the
+/// host (the core treats it as an opaque string and compares nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKeyRecord {
+    /// Unique, chosen by the host; what admin commands name a key by.
+    pub id: String,
+    pub case_id: CaseId,
+    /// The host's digest of the key (e.g. SHA-256, hex): unique.
+    pub digest: String,
+    /// The first characters of the key, so a person can tell keys apart.
+    pub prefix: String,
+    /// What the key is for, given by whoever made it; may be empty.
+    pub label: String,
+    pub created_at: Timestamp,
+    /// The latest use recorded by [`Storage::record_api_key_use`].
+    pub last_used_at: Option<Timestamp>,
+    /// A revoked key is kept (and listed) but authenticates nothing.
+    pub revoked: bool,
+}
+
 /// A backend that keeps cases, snitches, their recent check-ins and their events.
 ///
 /// Object-safe: hosts hold an `Arc<dyn Storage>`.
@@ -99,6 +119,24 @@ pub trait Storage: Send + Sync {
     async fn upsert_case(&self, case: &Case) -> Result<(), StorageError>;
 
     async fn case(&self, id: &CaseId) -> Result<Option<Case>, StorageError>;
+
+    /// Every case, by id.
+    async fn cases(&self) -> Result<Vec<Case>, StorageError>;
+
+    /// Stores a new API key. A taken id or digest is [`StorageError::DuplicateToken`]; a
+    /// case that is not stored is [`StorageError::UnknownCase`].
+    async fn insert_api_key(&self, key: &ApiKeyRecord) -> Result<(), StorageError>;
+
+    /// The API keys of `case` (of every case when `None`), revoked ones included, oldest
+    /// first (by `created_at`, then by order of insertion).
+    async fn api_keys(&self, case: Option<CaseId>) -> Result<Vec<ApiKeyRecord>, StorageError>;
+
+    /// Revokes a key for good; `false` when there is no key with this id.
+    async fn revoke_api_key(&self, id: &str) -> Result<bool, StorageError>;
+
+    /// Records uses of keys: each key's `last_used_at` becomes the later of the stored one
+    /// and the given one. Unknown ids are ignored (the key may be gone).
+    async fn record_api_key_use(&self, uses: &[(String, Timestamp)]) -> Result<(), StorageError>;
 
     /// Stores a new snitch, unless its case already holds `max_snitches`
     /// ([`StorageError::LimitReached`]); the count and the insert are one atomic step.

@@ -7,12 +7,12 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use async_trait::async_trait;
 use snitch_core::snitch::CHECK_INS_KEPT;
+use snitch_core::{ApiKeyRecord, CaseOutage, Outage};
 use snitch_core::{Attempt, AttemptResult, ClaimLimits, Delivery, DeliveryState};
 use snitch_core::{
     Case, CaseId, Change, CheckIn, Event, Snitch, Storage, StorageError, Tag, Timestamp, Token,
     Webhook,
 };
-use snitch_core::{CaseOutage, Outage};
 
 /// How many events are kept per snitch.
 pub const EVENTS_KEPT: usize = 100;
@@ -52,6 +52,8 @@ struct Inner {
     outages: Vec<Outage>,
     /// Snitches deferred by an outage, per (outage id, case).
     deferred: HashMap<(u64, CaseId), u64>,
+    /// API keys (as digests) in order of insertion.
+    api_keys: Vec<ApiKeyRecord>,
 }
 
 #[derive(Debug)]
@@ -156,6 +158,60 @@ impl Storage for MemoryStorage {
 
     async fn case(&self, id: &CaseId) -> Result<Option<Case>, StorageError> {
         Ok(self.read().cases.get(id).cloned())
+    }
+
+    async fn cases(&self) -> Result<Vec<Case>, StorageError> {
+        let mut cases: Vec<Case> = self.read().cases.values().cloned().collect();
+        cases.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+        Ok(cases)
+    }
+
+    async fn insert_api_key(&self, key: &ApiKeyRecord) -> Result<(), StorageError> {
+        let mut inner = self.write();
+        if !inner.cases.contains_key(&key.case_id) {
+            return Err(StorageError::UnknownCase(key.case_id.clone()));
+        }
+        if inner
+            .api_keys
+            .iter()
+            .any(|k| k.id == key.id || k.digest == key.digest)
+        {
+            return Err(StorageError::DuplicateToken);
+        }
+        inner.api_keys.push(key.clone());
+        Ok(())
+    }
+
+    async fn api_keys(&self, case: Option<CaseId>) -> Result<Vec<ApiKeyRecord>, StorageError> {
+        let mut keys: Vec<ApiKeyRecord> = self
+            .read()
+            .api_keys
+            .iter()
+            .filter(|k| case.as_ref().is_none_or(|c| k.case_id == *c))
+            .cloned()
+            .collect();
+        // Stable: insertion order breaks ties.
+        keys.sort_by_key(|k| k.created_at);
+        Ok(keys)
+    }
+
+    async fn revoke_api_key(&self, id: &str) -> Result<bool, StorageError> {
+        let mut inner = self.write();
+        let Some(key) = inner.api_keys.iter_mut().find(|k| k.id == id) else {
+            return Ok(false);
+        };
+        key.revoked = true;
+        Ok(true)
+    }
+
+    async fn record_api_key_use(&self, uses: &[(String, Timestamp)]) -> Result<(), StorageError> {
+        let mut inner = self.write();
+        for (id, at) in uses {
+            if let Some(key) = inner.api_keys.iter_mut().find(|k| k.id == *id) {
+                key.last_used_at = key.last_used_at.max(Some(*at));
+            }
+        }
+        Ok(())
     }
 
     async fn insert_snitch(&self, snitch: &Snitch, max_snitches: u32) -> Result<(), StorageError> {

@@ -35,11 +35,11 @@ use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use snitch_core::snitch::CHECK_INS_KEPT;
+use snitch_core::{ApiKeyRecord, CaseOutage, Outage};
 use snitch_core::{
     Attempt, AttemptResult, Case, CaseId, Change, CheckIn, ClaimLimits, Delivery, DeliveryState,
     Event, Snitch, Storage, StorageError, Tag, Timestamp, Token, Webhook,
 };
-use snitch_core::{CaseOutage, Outage};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::types::Json;
@@ -49,8 +49,9 @@ use group_commit::GroupCommit;
 pub use group_commit::PgStorageOptions;
 
 use records::{
-    AttemptRecord, CaseRow, CheckInRecord, DeliveryFields, DeliveryRow, EventRecord, SnitchFields,
-    SnitchRow, WebhookRow, DELIVERY_COLUMNS, EVENT_COLUMNS, SNITCH_COLUMNS, SNITCH_FIELDS,
+    ApiKeyRow, AttemptRecord, CaseRow, CheckInRecord, DeliveryFields, DeliveryRow, EventRecord,
+    SnitchFields, SnitchRow, WebhookRow, DELIVERY_COLUMNS, EVENT_COLUMNS, SNITCH_COLUMNS,
+    SNITCH_FIELDS,
 };
 
 /// How many events are kept per snitch.
@@ -384,6 +385,91 @@ impl Storage for PgStorage {
         .map_err(backend)?
         .map(CaseRow::into_case)
         .transpose()
+    }
+
+    async fn cases(&self) -> Result<Vec<Case>, StorageError> {
+        sqlx::query_as::<_, CaseRow>(
+            "SELECT id, members, max_snitches, error_notices, on_hold \
+             FROM snitch.cases ORDER BY id COLLATE \"C\"",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(CaseRow::into_case)
+        .collect()
+    }
+
+    async fn insert_api_key(&self, key: &ApiKeyRecord) -> Result<(), StorageError> {
+        let inserted = sqlx::query(
+            "INSERT INTO snitch.api_keys (id, case_id, digest, prefix, label, created_at, \
+             last_used_at, revoked) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(&key.id)
+        .bind(key.case_id.as_str())
+        .bind(&key.digest)
+        .bind(&key.prefix)
+        .bind(&key.label)
+        .bind(key.created_at)
+        .bind(key.last_used_at)
+        .bind(key.revoked)
+        .execute(&self.pool)
+        .await;
+        match inserted {
+            Ok(_) => Ok(()),
+            Err(e) if violates(&e, "api_keys_pkey") || violates(&e, "api_keys_digest_key") => {
+                Err(StorageError::DuplicateToken)
+            }
+            Err(e) if violates(&e, "api_keys_case_id_fkey") => {
+                Err(StorageError::UnknownCase(key.case_id.clone()))
+            }
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn api_keys(&self, case: Option<CaseId>) -> Result<Vec<ApiKeyRecord>, StorageError> {
+        sqlx::query_as::<_, ApiKeyRow>(
+            "SELECT id, case_id, digest, prefix, label, created_at, last_used_at, revoked \
+             FROM snitch.api_keys WHERE $1::text IS NULL OR case_id = $1 \
+             ORDER BY created_at, seq",
+        )
+        .bind(case.as_ref().map(CaseId::as_str))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(ApiKeyRow::into_record)
+        .collect()
+    }
+
+    async fn revoke_api_key(&self, id: &str) -> Result<bool, StorageError> {
+        let revoked = sqlx::query("UPDATE snitch.api_keys SET revoked = true WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(backend)?;
+        Ok(revoked.rows_affected() > 0)
+    }
+
+    async fn record_api_key_use(&self, uses: &[(String, Timestamp)]) -> Result<(), StorageError> {
+        if uses.is_empty() {
+            return Ok(());
+        }
+        let (ids, times): (Vec<&str>, Vec<Timestamp>) =
+            uses.iter().map(|(id, at)| (id.as_str(), *at)).unzip();
+        sqlx::query(
+            "UPDATE snitch.api_keys k \
+             SET last_used_at = GREATEST(k.last_used_at, u.at) \
+             FROM (SELECT id, max(at) AS at FROM unnest($1::text[], $2::timestamptz[]) \
+                   AS u(id, at) GROUP BY id) u \
+             WHERE k.id = u.id",
+        )
+        .bind(ids)
+        .bind(times)
+        .execute(&self.pool)
+        .await
+        .map_err(backend)?;
+        Ok(())
     }
 
     async fn insert_snitch(&self, snitch: &Snitch, max_snitches: u32) -> Result<(), StorageError> {

@@ -12,10 +12,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use snitch_core::calendar::Interval;
 use snitch_core::{
-    AlertEmails, AlertType, Attempt, Case, CaseId, Channel, CheckIn, CheckInMessage, Delivery,
-    DeliveryState, EmailAddress, Event, EventKind, Notes, Outcome, Pause, PauseUntil, Plan, Snitch,
-    SnitchName, SnitchState, Status, StorageError, Tag, Tags, Token, Validation, Webhook,
-    WebhookSecret, WebhookUrl,
+    AlertEmails, AlertType, ApiKeyRecord, Attempt, Case, CaseId, Channel, CheckIn, CheckInMessage,
+    Delivery, DeliveryState, EmailAddress, Event, EventKind, Notes, Outcome, Pause, PauseUntil,
+    Plan, Snitch, SnitchName, SnitchState, Status, StorageError, Tag, Tags, Token, Validation,
+    Webhook, WebhookSecret, WebhookUrl,
 };
 use sqlx::types::Json;
 
@@ -631,6 +631,37 @@ impl DeliveryRow {
                 .into_iter()
                 .map(AttemptRecord::into_attempt)
                 .collect(),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// API keys
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ApiKeyRow {
+    id: String,
+    case_id: String,
+    digest: String,
+    prefix: String,
+    label: String,
+    created_at: DateTime<Utc>,
+    last_used_at: Option<DateTime<Utc>>,
+    revoked: bool,
+}
+
+impl ApiKeyRow {
+    pub(crate) fn into_record(self) -> Result<ApiKeyRecord, StorageError> {
+        Ok(ApiKeyRecord {
+            id: self.id,
+            case_id: case_id(&self.case_id)?,
+            digest: self.digest,
+            prefix: self.prefix,
+            label: self.label,
+            created_at: self.created_at,
+            last_used_at: self.last_used_at,
+            revoked: self.revoked,
         })
     }
 }

@@ -1,0 +1,1003 @@
+//! SQLite storage for Snitch: a [`Storage`] in one file, durable, with no server to run.
+//!
+//! [`SqliteStorage`] takes the host's [`SqlitePool`]; its tables are created by the
+//! embedded migrations in [`MIGRATOR`], which the host runs. [`connect`] opens a pool
+//! with the settings the store is meant for (see [`connect_options`]):
+//!
+//! ```no_run
+//! # async fn start() -> Result<(), Box<dyn std::error::Error>> {
+//! let pool = snitch_store_sqlite::connect(std::path::Path::new("snitch.db"), 8).await?;
+//! snitch_store_sqlite::MIGRATOR.run(&pool).await?;
+//! let store = snitch_store_sqlite::SqliteStorage::new(pool);
+//! # Ok(()) }
+//! ```
+//!
+//! How the contract of [`Storage`] maps onto SQLite:
+//! - Durability: WAL journal with `synchronous = FULL`, so a save that returned `Ok` (a
+//!   check-in answered 202) is on disk, even if the machine loses power.
+//! - One writer: SQLite has one write lock per file. Every write of a store waits for its
+//!   turn (an async mutex, see `writer.rs`) and then runs in a `BEGIN IMMEDIATE`
+//!   transaction, so writers of one process never see `SQLITE_BUSY`; another process on
+//!   the same file is waited for by the busy timeout. Reads go to the pool and, thanks to
+//!   WAL, never wait for the writer.
+//! - Group commit: concurrent saves share one transaction, each in a savepoint of its own,
+//!   answered once it committed ([`SqliteStorageOptions`]).
+//! - Optimistic concurrency: a save's `UPDATE … WHERE version = expected` either applies
+//!   (and then the check-ins, events and deliveries are inserted with it) or touches no
+//!   row, which is a conflict or a missing snitch.
+//! - The plan limit: the count and the insert are one write transaction.
+//! - The deadline sweep reads a partial index on `wake_at` (kept equal to
+//!   [`Snitch::wake_at`]); sweep leases and delivery claims are write transactions, so
+//!   concurrent claims never take the same row.
+//! - Instants are INTEGER milliseconds since the epoch (UTC); lists are JSON text.
+//! - History is bounded: each snitch keeps its newest [`CHECK_INS_KEPT`] check-ins and
+//!   [`EVENTS_KEPT`] events; finished deliveries go with their event, pending ones stay
+//!   until they finish.
+
+mod records;
+mod writer;
+
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use snitch_core::snitch::CHECK_INS_KEPT;
+use snitch_core::{
+    ApiKeyRecord, Attempt, AttemptResult, Case, CaseId, CaseOutage, Change, CheckIn, ClaimLimits,
+    Delivery, DeliveryState, Event, Outage, Snitch, Storage, StorageError, Tag, Timestamp, Token,
+    Webhook,
+};
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
+};
+use sqlx::types::Json;
+
+use records::{
+    ms, ApiKeyRow, AttemptRecord, CaseRow, CheckInRecord, DeliveryFields, DeliveryRow, EventRecord,
+    SnitchFields, SnitchRow, WebhookRow, DELIVERY_COLUMNS, EVENT_COLUMNS, SNITCH_COLUMNS,
+    SNITCH_FIELDS,
+};
+pub use writer::SqliteStorageOptions;
+use writer::Writer;
+
+/// How many events are kept per snitch.
+pub const EVENTS_KEPT: usize = 100;
+
+/// How long a connection waits for another process's write lock before it fails.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The migrations that create and evolve the schema; hosts run them before use.
+pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| sqlx::migrate!("./migrations"));
+
+/// The connection settings the store is meant for, for the database file at `path`
+/// (created if missing; its directory must exist): WAL journal, `synchronous = FULL`
+/// (a commit is on disk when it returns), foreign keys on, a busy timeout of
+/// [`BUSY_TIMEOUT`].
+pub fn connect_options(path: &Path) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .foreign_keys(true)
+        .busy_timeout(BUSY_TIMEOUT)
+}
+
+/// A pool of up to `max_connections` on the database file at `path`, with
+/// [`connect_options`]. The file is created if missing; its directory must exist.
+pub async fn connect(path: &Path, max_connections: u32) -> Result<SqlitePool, sqlx::Error> {
+    pool_with(connect_options(path), max_connections).await
+}
+
+/// A pool on a `sqlite://…` URL, with the settings of [`connect_options`] (options in the
+/// URL's query come first and are then overridden).
+pub async fn connect_url(url: &str, max_connections: u32) -> Result<SqlitePool, sqlx::Error> {
+    let options = SqliteConnectOptions::from_str(url)?
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .foreign_keys(true)
+        .busy_timeout(BUSY_TIMEOUT);
+    pool_with(options, max_connections).await
+}
+
+async fn pool_with(
+    options: SqliteConnectOptions,
+    max_connections: u32,
+) -> Result<SqlitePool, sqlx::Error> {
+    SqlitePoolOptions::new()
+        .max_connections(max_connections.max(1))
+        .acquire_timeout(Duration::from_secs(30))
+        .connect_with(options)
+        .await
+}
+
+/// A [`Storage`] in a SQLite database.
+///
+/// Clones share the pool, the writer's turn and the group commit of saves. Saves need a
+/// Tokio runtime: the first one spawns the task that groups them, and it ends when the
+/// last clone is dropped. A save whose caller stops waiting is not withdrawn: it may still
+/// commit.
+#[derive(Debug, Clone)]
+pub struct SqliteStorage {
+    pool: SqlitePool,
+    writer: Arc<Writer>,
+}
+
+impl SqliteStorage {
+    /// A store on the host's pool, grouping saves by [`SqliteStorageOptions::default`];
+    /// [`MIGRATOR`] must have run on its database.
+    pub fn new(pool: SqlitePool) -> Self {
+        Self::with_options(pool, SqliteStorageOptions::default())
+    }
+
+    /// A store on the host's pool, grouping saves as `options` say.
+    pub fn with_options(pool: SqlitePool, options: SqliteStorageOptions) -> Self {
+        SqliteStorage {
+            writer: Arc::new(Writer::new(pool.clone(), options)),
+            pool,
+        }
+    }
+
+    /// The pool the store reads from.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// How many transactions of grouped saves committed so far.
+    pub fn batches_committed(&self) -> u64 {
+        self.writer.batches_committed()
+    }
+}
+
+/// A failure of the database itself. A value that cannot be decoded from its column is
+/// stored data that is not valid; anything else may pass if retried.
+pub(crate) fn backend(e: sqlx::Error) -> StorageError {
+    match e {
+        sqlx::Error::ColumnDecode { .. } => StorageError::Corrupt(e.to_string()),
+        e => StorageError::Backend(Box::new(e)),
+    }
+}
+
+/// Whether `e` is a violation of a UNIQUE or PRIMARY KEY constraint.
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .is_some_and(|d| d.kind() == sqlx::error::ErrorKind::UniqueViolation)
+}
+
+/// A count for `LIMIT`.
+fn limit(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// `INSERT` of a whole snitch: token, case and creation, then [`SNITCH_FIELDS`].
+static INSERT_SNITCH: LazyLock<String> = LazyLock::new(|| {
+    let params: Vec<String> = (0..SNITCH_FIELDS.len())
+        .map(|i| format!("?{}", i + 4))
+        .collect();
+    format!(
+        "INSERT INTO snitches (token, case_id, created_at, {}) VALUES (?1, ?2, ?3, {})",
+        SNITCH_FIELDS.join(", "),
+        params.join(", ")
+    )
+});
+
+/// `UPDATE` of [`SNITCH_FIELDS`] by token (`?1`) from an expected version (`?2`). Identity
+/// and creation never change; a save ends any sweep lease.
+static UPDATE_SNITCH: LazyLock<String> = LazyLock::new(|| {
+    let sets: Vec<String> = SNITCH_FIELDS
+        .iter()
+        .enumerate()
+        .map(|(i, field)| format!("{field} = ?{}", i + 3))
+        .collect();
+    format!(
+        "UPDATE snitches SET {}, sweep_lease_until = NULL WHERE token = ?1 AND version = ?2",
+        sets.join(", ")
+    )
+});
+
+static SELECT_SNITCHES: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {SNITCH_COLUMNS} FROM snitches"));
+
+async fn insert_events(conn: &mut SqliteConnection, events: &[Event]) -> Result<(), StorageError> {
+    // Only the newest EVENTS_KEPT can be kept: older ones of a long change are not written.
+    let newest = &events[events.len().saturating_sub(EVENTS_KEPT)..];
+    for e in newest.iter().map(EventRecord::of) {
+        sqlx::query(&format!(
+            "INSERT INTO events ({EVENT_COLUMNS}) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+        ))
+        .bind(e.id)
+        .bind(e.kind)
+        .bind(e.at)
+        .bind(e.case_id)
+        .bind(e.token)
+        .bind(e.name)
+        .bind(e.notes)
+        .bind(e.tags)
+        .bind(e.alert_email)
+        .bind(e.status)
+        .bind(e.previous_status)
+        .bind(e.checked_in_at)
+        .bind(e.check_in_at)
+        .bind(e.check_in_exit_status)
+        .bind(e.check_in_message)
+        .bind(e.missed_periods)
+        .execute(&mut *conn)
+        .await
+        .map_err(backend)?;
+    }
+    Ok(())
+}
+
+/// Stores deliveries. A delivery id is taken again only when a deleted snitch's token is
+/// reused; the new delivery then replaces the old one (with a new place in the order of
+/// storing), as the other stores do.
+async fn insert_deliveries(
+    conn: &mut SqliteConnection,
+    deliveries: &[Delivery],
+) -> Result<(), StorageError> {
+    for d in deliveries.iter().map(DeliveryFields::of) {
+        sqlx::query(
+            "INSERT OR REPLACE INTO deliveries (id, event_id, event, case_id, destination, \
+             channel, hook_id, url, secret, recipients, state, next_attempt_at, attempts) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        )
+        .bind(d.id)
+        .bind(d.event_id)
+        .bind(d.event)
+        .bind(d.case_id)
+        .bind(d.destination)
+        .bind(d.channel)
+        .bind(d.hook_id)
+        .bind(d.url)
+        .bind(d.secret)
+        .bind(d.recipients)
+        .bind(d.state)
+        .bind(d.next_attempt_at)
+        .bind(d.attempts)
+        .execute(&mut *conn)
+        .await
+        .map_err(backend)?;
+    }
+    Ok(())
+}
+
+/// Appends check-ins in order, then trims the history to the newest [`CHECK_INS_KEPT`].
+async fn insert_check_ins(
+    conn: &mut SqliteConnection,
+    token: &str,
+    check_ins: &[CheckIn],
+) -> Result<(), StorageError> {
+    let newest = &check_ins[check_ins.len().saturating_sub(CHECK_INS_KEPT)..];
+    for c in newest.iter().map(CheckInRecord::of) {
+        sqlx::query(
+            "INSERT INTO check_ins (token, at, exit_status, message) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .bind(token)
+        .bind(c.at)
+        .bind(c.exit_status)
+        .bind(c.message)
+        .execute(&mut *conn)
+        .await
+        .map_err(backend)?;
+    }
+    sqlx::query(
+        "DELETE FROM check_ins WHERE token = ?1 AND seq <= \
+         (SELECT seq FROM check_ins WHERE token = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)",
+    )
+    .bind(token)
+    .bind(limit(CHECK_INS_KEPT))
+    .execute(&mut *conn)
+    .await
+    .map_err(backend)?;
+    Ok(())
+}
+
+/// Applies one change in the caller's transaction: the new state, then its check-ins,
+/// events, deferrals and deliveries. Nothing is written when the version is stale
+/// ([`StorageError::Conflict`]) or the snitch is gone ([`StorageError::NotFound`]); after
+/// any other error part of it may be, so the caller rolls back to a savepoint set before.
+pub(crate) async fn save_change(
+    conn: &mut SqliteConnection,
+    change: &Change,
+) -> Result<(), StorageError> {
+    let snitch = &change.snitch;
+    let token = snitch.token.as_str();
+    let expected = records::to_integer("version", change.expected_version())?;
+
+    let updated = SnitchFields::of(snitch)?
+        .bind(sqlx::query(&UPDATE_SNITCH).bind(token).bind(expected))
+        .execute(&mut *conn)
+        .await
+        .map_err(backend)?;
+    if updated.rows_affected() == 0 {
+        let exists: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM snitches WHERE token = ?1)")
+                .bind(token)
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(backend)?;
+        return Err(if exists {
+            StorageError::Conflict
+        } else {
+            StorageError::NotFound
+        });
+    }
+
+    if !change.check_ins.is_empty() {
+        insert_check_ins(conn, token, &change.check_ins).await?;
+    }
+
+    if !change.events.is_empty() {
+        insert_events(conn, &change.events).await?;
+        // Events that fall out of the history take their finished deliveries along.
+        const EVICTED: &str = "SELECT id FROM events WHERE token = ?1 AND seq <= \
+             (SELECT seq FROM events WHERE token = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)";
+        sqlx::query(&format!(
+            "DELETE FROM deliveries WHERE state <> 'pending' AND event_id IN ({EVICTED})"
+        ))
+        .bind(token)
+        .bind(limit(EVENTS_KEPT))
+        .execute(&mut *conn)
+        .await
+        .map_err(backend)?;
+        sqlx::query(&format!("DELETE FROM events WHERE id IN ({EVICTED})"))
+            .bind(token)
+            .bind(limit(EVENTS_KEPT))
+            .execute(&mut *conn)
+            .await
+            .map_err(backend)?;
+    }
+
+    for outage in &change.deferred_by {
+        sqlx::query(
+            "INSERT INTO outage_deferrals (outage_id, case_id, snitches) VALUES (?1, ?2, 1) \
+             ON CONFLICT (outage_id, case_id) DO UPDATE SET snitches = snitches + 1",
+        )
+        .bind(records::to_integer("outage id", *outage)?)
+        .bind(snitch.case_id.as_str())
+        .execute(&mut *conn)
+        .await
+        .map_err(backend)?;
+    }
+
+    insert_deliveries(conn, &change.deliveries).await
+}
+
+/// Liveness records of servers not seen for this long are dropped; the latest is always
+/// kept, as the heartbeat writes it just before.
+const SERVERS_KEPT_FOR: chrono::Duration = chrono::Duration::days(7);
+
+fn outage_of(id: i64, started_at: i64, ended_at: i64) -> Result<Outage, StorageError> {
+    Ok(Outage {
+        id: u64::try_from(id)
+            .map_err(|_| StorageError::Corrupt(format!("outage id {id} is negative")))?,
+        started_at: records::instant("outage start", started_at)?,
+        ended_at: records::instant("outage end", ended_at)?,
+    })
+}
+
+fn snitches_of(rows: Vec<SnitchRow>) -> Result<Vec<Snitch>, StorageError> {
+    rows.into_iter().map(SnitchRow::into_snitch).collect()
+}
+
+#[async_trait]
+impl Storage for SqliteStorage {
+    async fn upsert_case(&self, case: &Case) -> Result<(), StorageError> {
+        let mut w = self.writer.begin().await?;
+        sqlx::query(
+            "INSERT INTO cases (id, members, max_snitches, error_notices, on_hold) \
+             VALUES (?1, ?2, ?3, ?4, ?5) \
+             ON CONFLICT (id) DO UPDATE SET members = excluded.members, \
+             max_snitches = excluded.max_snitches, error_notices = excluded.error_notices, \
+             on_hold = excluded.on_hold",
+        )
+        .bind(case.id.as_str())
+        .bind(records::members(case))
+        .bind(i64::from(case.plan.max_snitches))
+        .bind(case.plan.error_notices)
+        .bind(case.on_hold)
+        .execute(&mut *w.tx)
+        .await
+        .map_err(backend)?;
+        w.commit().await
+    }
+
+    async fn case(&self, id: &CaseId) -> Result<Option<Case>, StorageError> {
+        sqlx::query_as::<_, CaseRow>(
+            "SELECT id, members, max_snitches, error_notices, on_hold FROM cases WHERE id = ?1",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(backend)?
+        .map(CaseRow::into_case)
+        .transpose()
+    }
+
+    async fn cases(&self) -> Result<Vec<Case>, StorageError> {
+        sqlx::query_as::<_, CaseRow>(
+            "SELECT id, members, max_snitches, error_notices, on_hold FROM cases ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(CaseRow::into_case)
+        .collect()
+    }
+
+    async fn insert_api_key(&self, key: &ApiKeyRecord) -> Result<(), StorageError> {
+        let mut w = self.writer.begin().await?;
+        let (case, taken): (bool, bool) = sqlx::query_as(
+            "SELECT EXISTS (SELECT 1 FROM cases WHERE id = ?1), \
+             EXISTS (SELECT 1 FROM api_keys WHERE id = ?2 OR digest = ?3)",
+        )
+        .bind(key.case_id.as_str())
+        .bind(&key.id)
+        .bind(&key.digest)
+        .fetch_one(&mut *w.tx)
+        .await
+        .map_err(backend)?;
+        if !case {
+            return Err(StorageError::UnknownCase(key.case_id.clone()));
+        }
+        if taken {
+            return Err(StorageError::DuplicateToken);
+        }
+        sqlx::query(
+            "INSERT INTO api_keys (id, case_id, digest, prefix, label, created_at, \
+             last_used_at, revoked) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .bind(&key.id)
+        .bind(key.case_id.as_str())
+        .bind(&key.digest)
+        .bind(&key.prefix)
+        .bind(&key.label)
+        .bind(ms(key.created_at))
+        .bind(records::opt_ms(key.last_used_at))
+        .bind(key.revoked)
+        .execute(&mut *w.tx)
+        .await
+        .map_err(backend)?;
+        w.commit().await
+    }
+
+    async fn api_keys(&self, case: Option<CaseId>) -> Result<Vec<ApiKeyRecord>, StorageError> {
+        sqlx::query_as::<_, ApiKeyRow>(
+            "SELECT id, case_id, digest, prefix, label, created_at, last_used_at, revoked \
+             FROM api_keys WHERE ?1 IS NULL OR case_id = ?1 ORDER BY created_at, seq",
+        )
+        .bind(case.as_ref().map(CaseId::as_str))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(ApiKeyRow::into_record)
+        .collect()
+    }
+
+    async fn revoke_api_key(&self, id: &str) -> Result<bool, StorageError> {
+        let mut w = self.writer.begin().await?;
+        let revoked = sqlx::query("UPDATE api_keys SET revoked = 1 WHERE id = ?1")
+            .bind(id)
+            .execute(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        w.commit().await?;
+        Ok(revoked.rows_affected() > 0)
+    }
+
+    async fn record_api_key_use(&self, uses: &[(String, Timestamp)]) -> Result<(), StorageError> {
+        if uses.is_empty() {
+            return Ok(());
+        }
+        let mut w = self.writer.begin().await?;
+        for (id, at) in uses {
+            sqlx::query(
+                "UPDATE api_keys SET last_used_at = max(coalesce(last_used_at, ?2), ?2) \
+                 WHERE id = ?1",
+            )
+            .bind(id)
+            .bind(ms(*at))
+            .execute(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        }
+        w.commit().await
+    }
+
+    async fn insert_snitch(&self, snitch: &Snitch, max_snitches: u32) -> Result<(), StorageError> {
+        let fields = SnitchFields::of(snitch)?;
+        // One write transaction: the count and the insert cannot be interleaved.
+        let mut w = self.writer.begin().await?;
+        let (case, taken, held): (bool, bool, i64) = sqlx::query_as(
+            "SELECT EXISTS (SELECT 1 FROM cases WHERE id = ?2), \
+             EXISTS (SELECT 1 FROM snitches WHERE token = ?1), \
+             (SELECT count(*) FROM snitches WHERE case_id = ?2)",
+        )
+        .bind(snitch.token.as_str())
+        .bind(snitch.case_id.as_str())
+        .fetch_one(&mut *w.tx)
+        .await
+        .map_err(backend)?;
+        if !case {
+            return Err(StorageError::UnknownCase(snitch.case_id.clone()));
+        }
+        if taken {
+            return Err(StorageError::DuplicateToken);
+        }
+        if held >= i64::from(max_snitches) {
+            return Err(StorageError::LimitReached { max: max_snitches });
+        }
+        fields
+            .bind(
+                sqlx::query(&INSERT_SNITCH)
+                    .bind(snitch.token.as_str())
+                    .bind(snitch.case_id.as_str())
+                    .bind(ms(snitch.created_at)),
+            )
+            .execute(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        w.commit().await
+    }
+
+    async fn snitch(&self, token: &Token) -> Result<Option<Snitch>, StorageError> {
+        sqlx::query_as::<_, SnitchRow>(&format!("{} WHERE token = ?1", *SELECT_SNITCHES))
+            .bind(token.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(backend)?
+            .map(SnitchRow::into_snitch)
+            .transpose()
+    }
+
+    async fn snitches(&self, case: &CaseId, tags: &[Tag]) -> Result<Vec<Snitch>, StorageError> {
+        let rows = sqlx::query_as::<_, SnitchRow>(&format!(
+            "{} WHERE case_id = ?1 ORDER BY created_at, seq",
+            *SELECT_SNITCHES
+        ))
+        .bind(case.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?;
+        // Tags are a JSON list: the filter runs on the parsed values, within one case.
+        Ok(snitches_of(rows)?
+            .into_iter()
+            .filter(|s| s.tags.contains_all(tags))
+            .collect())
+    }
+
+    async fn save(&self, change: &Change) -> Result<(), StorageError> {
+        self.writer.save(change).await
+    }
+
+    async fn delete_snitch(&self, token: &Token) -> Result<bool, StorageError> {
+        let mut w = self.writer.begin().await?;
+        let found = sqlx::query("SELECT 1 FROM snitches WHERE token = ?1")
+            .bind(token.as_str())
+            .fetch_optional(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        if found.is_none() {
+            return Ok(false);
+        }
+        sqlx::query(
+            "DELETE FROM deliveries WHERE state <> 'pending' \
+             AND event_id IN (SELECT id FROM events WHERE token = ?1)",
+        )
+        .bind(token.as_str())
+        .execute(&mut *w.tx)
+        .await
+        .map_err(backend)?;
+        // Explicitly, whether or not the host's pool enforces foreign keys.
+        for table in ["check_ins", "events", "snitches"] {
+            sqlx::query(&format!("DELETE FROM {table} WHERE token = ?1"))
+                .bind(token.as_str())
+                .execute(&mut *w.tx)
+                .await
+                .map_err(backend)?;
+        }
+        w.commit().await?;
+        Ok(true)
+    }
+
+    async fn due(&self, now: Timestamp, limit_to: usize) -> Result<Vec<Snitch>, StorageError> {
+        let rows = sqlx::query_as::<_, SnitchRow>(&format!(
+            "{} WHERE wake_at IS NOT NULL AND wake_at <= ?1 ORDER BY wake_at, token LIMIT ?2",
+            *SELECT_SNITCHES
+        ))
+        .bind(ms(now))
+        .bind(limit(limit_to))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?;
+        snitches_of(rows)
+    }
+
+    async fn claim_due(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit_to: usize,
+    ) -> Result<Vec<Snitch>, StorageError> {
+        let mut w = self.writer.begin().await?;
+        let rows = sqlx::query_as::<_, SnitchRow>(&format!(
+            "{} WHERE wake_at IS NOT NULL AND wake_at <= ?1 \
+             AND (sweep_lease_until IS NULL OR sweep_lease_until <= ?1) \
+             ORDER BY wake_at, token LIMIT ?2",
+            *SELECT_SNITCHES
+        ))
+        .bind(ms(now))
+        .bind(limit(limit_to))
+        .fetch_all(&mut *w.tx)
+        .await
+        .map_err(backend)?;
+        let claimed = snitches_of(rows)?;
+        let tokens: Vec<&str> = claimed.iter().map(|s| s.token.as_str()).collect();
+        sqlx::query(
+            "UPDATE snitches SET sweep_lease_until = ?1 \
+             WHERE token IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(ms(lease_until))
+        .bind(Json(tokens))
+        .execute(&mut *w.tx)
+        .await
+        .map_err(backend)?;
+        w.commit().await?;
+        Ok(claimed)
+    }
+
+    async fn next_wake_at(&self) -> Result<Option<Timestamp>, StorageError> {
+        let next: Option<i64> =
+            sqlx::query_scalar("SELECT min(wake_at) FROM snitches WHERE wake_at IS NOT NULL")
+                .fetch_one(&self.pool)
+                .await
+                .map_err(backend)?;
+        next.map(|t| records::instant("wake_at", t)).transpose()
+    }
+
+    async fn check_ins(
+        &self,
+        token: &Token,
+        limit_to: usize,
+    ) -> Result<Vec<CheckIn>, StorageError> {
+        sqlx::query_as::<_, CheckInRecord>(
+            "SELECT at, exit_status, message FROM check_ins \
+             WHERE token = ?1 ORDER BY seq DESC LIMIT ?2",
+        )
+        .bind(token.as_str())
+        .bind(limit(limit_to))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(CheckInRecord::into_check_in)
+        .collect()
+    }
+
+    async fn events(&self, token: &Token, limit_to: usize) -> Result<Vec<Event>, StorageError> {
+        sqlx::query_as::<_, EventRecord>(&format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE token = ?1 ORDER BY seq DESC LIMIT ?2"
+        ))
+        .bind(token.as_str())
+        .bind(limit(limit_to))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(EventRecord::into_event)
+        .collect()
+    }
+
+    async fn insert_webhook(&self, hook: &Webhook) -> Result<(), StorageError> {
+        let mut w = self.writer.begin().await?;
+        let case: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM cases WHERE id = ?1)")
+            .bind(hook.case_id.as_str())
+            .fetch_one(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        if !case {
+            return Err(StorageError::UnknownCase(hook.case_id.clone()));
+        }
+        let inserted = sqlx::query(
+            "INSERT INTO webhooks (id, case_id, url, secret, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .bind(&hook.id)
+        .bind(hook.case_id.as_str())
+        .bind(hook.url.as_str())
+        .bind(hook.secret.as_ref().map(|s| s.expose()))
+        .bind(ms(hook.created_at))
+        .execute(&mut *w.tx)
+        .await;
+        match inserted {
+            Ok(_) => w.commit().await,
+            Err(e) if is_unique_violation(&e) => Err(StorageError::DuplicateToken),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn webhooks(&self, case: &CaseId) -> Result<Vec<Webhook>, StorageError> {
+        sqlx::query_as::<_, WebhookRow>(
+            "SELECT id, case_id, url, secret, created_at FROM webhooks \
+             WHERE case_id = ?1 ORDER BY created_at, seq",
+        )
+        .bind(case.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(WebhookRow::into_webhook)
+        .collect()
+    }
+
+    async fn delete_webhook(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {
+        let mut w = self.writer.begin().await?;
+        let deleted = sqlx::query("DELETE FROM webhooks WHERE case_id = ?1 AND id = ?2")
+            .bind(case.as_str())
+            .bind(id)
+            .execute(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        w.commit().await?;
+        Ok(deleted.rows_affected() > 0)
+    }
+
+    async fn claim_deliveries(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limits: &ClaimLimits,
+    ) -> Result<Vec<Delivery>, StorageError> {
+        // The three rounds of ClaimLimits, set-based as on Postgres: rank the due
+        // deliveries per (case, channel) and keep those under the key's room, rank the
+        // survivors per destination, then per channel. The write transaction keeps any
+        // other claim out until the chosen rows carry their lease.
+        let busy_cases: Vec<(&str, &str, i64)> = limits
+            .case_channels_in_flight
+            .iter()
+            .map(|(case, kind, n)| (case.as_str(), kind.as_str(), limit(*n)))
+            .collect();
+        let busy_destinations: Vec<(&str, i64)> = limits
+            .destinations_in_flight
+            .iter()
+            .map(|(d, n)| (d.as_str(), limit(*n)))
+            .collect();
+        let mut w = self.writer.begin().await?;
+        let rows = sqlx::query_as::<_, DeliveryRow>(&format!(
+            "WITH due AS ( \
+               SELECT id, next_attempt_at, seq, case_id, channel, destination, \
+                 row_number() OVER (PARTITION BY case_id, channel \
+                                    ORDER BY next_attempt_at, seq) AS n \
+               FROM deliveries WHERE state = 'pending' AND next_attempt_at <= ?1), \
+             busy_case AS ( \
+               SELECT value ->> 0 AS case_id, value ->> 1 AS channel, sum(value ->> 2) AS n \
+               FROM json_each(?2) GROUP BY 1, 2), \
+             case_ok AS ( \
+               SELECT due.id, due.next_attempt_at, due.seq, due.channel, due.destination, \
+                 row_number() OVER (PARTITION BY due.destination \
+                                    ORDER BY due.next_attempt_at, due.seq) AS n \
+               FROM due LEFT JOIN busy_case b \
+                 ON b.case_id = due.case_id AND b.channel = due.channel \
+               WHERE due.n <= ?3 - coalesce(b.n, 0)), \
+             busy_destination AS ( \
+               SELECT value ->> 0 AS destination, sum(value ->> 1) AS n \
+               FROM json_each(?4) GROUP BY 1), \
+             destination_ok AS ( \
+               SELECT c.id, c.channel, c.next_attempt_at, c.seq, \
+                 row_number() OVER (PARTITION BY c.channel \
+                                    ORDER BY c.next_attempt_at, c.seq) AS n \
+               FROM case_ok c LEFT JOIN busy_destination b ON b.destination = c.destination \
+               WHERE c.destination IS NULL OR c.n <= ?5 - coalesce(b.n, 0)) \
+             SELECT {} FROM destination_ok x JOIN deliveries d ON d.id = x.id \
+             WHERE x.n <= CASE x.channel WHEN 'webhook' THEN ?6 ELSE ?7 END \
+             ORDER BY x.next_attempt_at, x.seq",
+            DELIVERY_COLUMNS
+                .split(", ")
+                .map(|c| format!("d.{c}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+        .bind(ms(now))
+        .bind(Json(busy_cases))
+        .bind(limit(limits.per_case_channel))
+        .bind(Json(busy_destinations))
+        .bind(limit(limits.per_destination))
+        .bind(limit(limits.webhooks))
+        .bind(limit(limits.emails))
+        .fetch_all(&mut *w.tx)
+        .await
+        .map_err(backend)?;
+        let mut claimed = rows
+            .into_iter()
+            .map(DeliveryRow::into_delivery)
+            .collect::<Result<Vec<_>, _>>()?;
+        let ids: Vec<&str> = claimed.iter().map(|d| d.id.as_str()).collect();
+        sqlx::query(
+            "UPDATE deliveries SET next_attempt_at = ?1 \
+             WHERE id IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(ms(lease_until))
+        .bind(Json(ids))
+        .execute(&mut *w.tx)
+        .await
+        .map_err(backend)?;
+        w.commit().await?;
+        for d in &mut claimed {
+            d.next_attempt_at = Some(lease_until);
+        }
+        Ok(claimed)
+    }
+
+    async fn record_attempt(
+        &self,
+        delivery_id: &str,
+        attempt: &Attempt,
+        result: AttemptResult,
+    ) -> Result<(), StorageError> {
+        let (state, next_attempt_at) = match result {
+            AttemptResult::Delivered => (DeliveryState::Delivered, None),
+            AttemptResult::GaveUp => (DeliveryState::Failed, None),
+            AttemptResult::RetryAt(at) => (DeliveryState::Pending, Some(ms(at))),
+        };
+        let mut w = self.writer.begin().await?;
+        let updated = sqlx::query(
+            "UPDATE deliveries SET attempts = json_insert(attempts, '$[#]', json(?2)), \
+             state = ?3, next_attempt_at = ?4 WHERE id = ?1",
+        )
+        .bind(delivery_id)
+        .bind(Json(AttemptRecord::of(attempt)))
+        .bind(state.as_str())
+        .bind(next_attempt_at)
+        .execute(&mut *w.tx)
+        .await
+        .map_err(backend)?;
+        if updated.rows_affected() == 0 {
+            return Err(StorageError::NotFound);
+        }
+        // A finished delivery of an event no longer in its snitch's history has no one
+        // left to read it.
+        sqlx::query(
+            "DELETE FROM deliveries WHERE id = ?1 AND state <> 'pending' \
+             AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = deliveries.event_id)",
+        )
+        .bind(delivery_id)
+        .execute(&mut *w.tx)
+        .await
+        .map_err(backend)?;
+        w.commit().await
+    }
+
+    async fn next_delivery_at(&self) -> Result<Option<Timestamp>, StorageError> {
+        let next: Option<i64> = sqlx::query_scalar(
+            "SELECT min(next_attempt_at) FROM deliveries WHERE state = 'pending'",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .map_err(backend)?;
+        next.map(|t| records::instant("next_attempt_at", t))
+            .transpose()
+    }
+
+    async fn heartbeat(
+        &self,
+        server: &str,
+        now: Timestamp,
+        threshold: chrono::Duration,
+    ) -> Result<Option<Outage>, StorageError> {
+        // The write transaction serializes heartbeats of every server on the file, so of
+        // servers racing after one outage exactly one finds it.
+        let mut w = self.writer.begin().await?;
+        let last_alive: Option<i64> = sqlx::query_scalar("SELECT max(last_seen) FROM servers")
+            .fetch_one(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        let now_ms = ms(now);
+        let outage = match last_alive {
+            Some(last) if now - records::instant("last_seen", last)? > threshold => {
+                let id: i64 = sqlx::query_scalar(
+                    "INSERT INTO outages (started_at, ended_at) VALUES (?1, ?2) RETURNING id",
+                )
+                .bind(last)
+                .bind(now_ms)
+                .fetch_one(&mut *w.tx)
+                .await
+                .map_err(backend)?;
+                Some(outage_of(id, last, now_ms)?)
+            }
+            _ => None,
+        };
+        sqlx::query(
+            "INSERT INTO servers (id, last_seen, stopped) VALUES (?1, ?2, 0) \
+             ON CONFLICT (id) DO UPDATE \
+             SET last_seen = max(servers.last_seen, excluded.last_seen), stopped = 0",
+        )
+        .bind(server)
+        .bind(now_ms)
+        .execute(&mut *w.tx)
+        .await
+        .map_err(backend)?;
+        sqlx::query("DELETE FROM servers WHERE last_seen < ?1")
+            .bind(ms(now - SERVERS_KEPT_FOR))
+            .execute(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        w.commit().await?;
+        Ok(outage)
+    }
+
+    async fn record_stop(&self, server: &str, at: Timestamp) -> Result<(), StorageError> {
+        let mut w = self.writer.begin().await?;
+        sqlx::query(
+            "INSERT INTO servers (id, last_seen, stopped) VALUES (?1, ?2, 1) \
+             ON CONFLICT (id) DO UPDATE \
+             SET last_seen = max(servers.last_seen, excluded.last_seen), stopped = 1",
+        )
+        .bind(server)
+        .bind(ms(at))
+        .execute(&mut *w.tx)
+        .await
+        .map_err(backend)?;
+        w.commit().await
+    }
+
+    async fn outages(&self, since: Timestamp) -> Result<Vec<Outage>, StorageError> {
+        let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
+            "SELECT id, started_at, ended_at FROM outages WHERE ended_at >= ?1 ORDER BY id",
+        )
+        .bind(ms(since))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?;
+        rows.into_iter()
+            .map(|(id, started_at, ended_at)| outage_of(id, started_at, ended_at))
+            .collect()
+    }
+
+    async fn case_outages(
+        &self,
+        case: &CaseId,
+        limit_to: usize,
+    ) -> Result<Vec<CaseOutage>, StorageError> {
+        let rows: Vec<(i64, i64, i64, i64)> = sqlx::query_as(
+            "SELECT o.id, o.started_at, o.ended_at, coalesce(d.snitches, 0) \
+             FROM outages o LEFT JOIN outage_deferrals d \
+             ON d.outage_id = o.id AND d.case_id = ?1 \
+             ORDER BY o.id DESC LIMIT ?2",
+        )
+        .bind(case.as_str())
+        .bind(limit(limit_to))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?;
+        rows.into_iter()
+            .map(|(id, started_at, ended_at, deferred)| {
+                Ok(CaseOutage {
+                    outage: outage_of(id, started_at, ended_at)?,
+                    snitches_deferred: u64::try_from(deferred).unwrap_or(0),
+                })
+            })
+            .collect()
+    }
+
+    async fn deliveries(&self, event_ids: &[String]) -> Result<Vec<Delivery>, StorageError> {
+        sqlx::query_as::<_, DeliveryRow>(&format!(
+            "SELECT {DELIVERY_COLUMNS} FROM deliveries \
+             WHERE event_id IN (SELECT value FROM json_each(?1)) ORDER BY seq"
+        ))
+        .bind(Json(event_ids))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?
+        .into_iter()
+        .map(DeliveryRow::into_delivery)
+        .collect()
+    }
+}

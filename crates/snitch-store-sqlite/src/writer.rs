@@ -1,0 +1,284 @@
+//! The one writer: SQLite takes one write transaction at a time, so every write of a store
+//! goes through [`Writer`], which makes them take turns inside the process instead of
+//! racing for the database lock and failing with `SQLITE_BUSY`.
+//!
+//! - [`Writer::begin`] waits for the writer's turn (a fair async mutex), then starts a
+//!   `BEGIN IMMEDIATE` transaction, which takes the database's write lock at once: a
+//!   transaction never starts as a reader and fails to upgrade later. Another process on
+//!   the same file (an admin command) is waited for by SQLite's busy timeout.
+//! - Saves are grouped (group commit, as on Postgres): [`Writer::save`] queues the change
+//!   and waits; a background task, spawned on the first save, takes every queued change
+//!   (gathering more for at most [`SqliteStorageOptions::max_wait`], up to
+//!   [`SqliteStorageOptions::max_batch`]), takes the writer's turn, and applies them in
+//!   ONE transaction, each change inside a savepoint of its own, so a change that is
+//!   refused or fails is rolled back alone. While one batch commits (an fsync with
+//!   `synchronous = FULL`), the next one gathers.
+//!
+//! Every reply goes out only after `COMMIT` returned: an `Ok` means the change is on
+//! disk, and when the commit (or anything outside a single change) fails, every change of
+//! the batch gets a [`StorageError::Backend`]. The changes of a batch apply one after
+//! another in the order they were queued: two changes to one snitch behave as two
+//! sequential saves.
+//!
+//! The batching task holds the only receiver of the queue; when it stops (its runtime
+//! shut down), pending saves get a `Backend` error instead of waiting forever, and the
+//! next save spawns a new task. It ends when the last clone of the store is dropped.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use snitch_core::{Change, StorageError};
+use sqlx::sqlite::SqlitePool;
+use sqlx::{Executor, Sqlite, Transaction};
+use tokio::sync::{mpsc, oneshot, Mutex as AsyncMutex, OwnedMutexGuard};
+use tokio::time::{timeout_at, Instant};
+
+use crate::backend;
+
+/// How [`crate::SqliteStorage`] groups concurrent saves into transactions.
+///
+/// ```
+/// use std::time::Duration;
+/// use snitch_store_sqlite::SqliteStorageOptions;
+///
+/// let options = SqliteStorageOptions::default()
+///     .with_max_wait(Duration::from_millis(1))
+///     .with_max_batch(64);
+/// assert_eq!(options.max_batch, 64);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SqliteStorageOptions {
+    /// How long a batch waits for more changes after its first one. Zero (the default)
+    /// takes the changes already queued: those that arrived while the previous batch was
+    /// committing, which is where the grouping comes from.
+    pub max_wait: Duration,
+    /// The most changes in one transaction (at least 1; 1 turns grouping off).
+    pub max_batch: usize,
+}
+
+impl Default for SqliteStorageOptions {
+    /// Batches of up to 512 changes, with no extra wait.
+    fn default() -> Self {
+        SqliteStorageOptions {
+            max_wait: Duration::ZERO,
+            max_batch: 512,
+        }
+    }
+}
+
+impl SqliteStorageOptions {
+    /// These options with [`SqliteStorageOptions::max_wait`] set.
+    #[must_use]
+    pub fn with_max_wait(mut self, max_wait: Duration) -> Self {
+        self.max_wait = max_wait;
+        self
+    }
+
+    /// These options with [`SqliteStorageOptions::max_batch`] set (0 counts as 1).
+    #[must_use]
+    pub fn with_max_batch(mut self, max_batch: usize) -> Self {
+        self.max_batch = max_batch.max(1);
+        self
+    }
+}
+
+/// A write transaction holding the writer's turn: dropped without
+/// [`WriteTx::commit`], it rolls back.
+#[derive(Debug)]
+pub(crate) struct WriteTx {
+    pub(crate) tx: Transaction<'static, Sqlite>,
+    _turn: OwnedMutexGuard<()>,
+}
+
+impl WriteTx {
+    pub(crate) async fn commit(self) -> Result<(), StorageError> {
+        self.tx.commit().await.map_err(backend)
+    }
+}
+
+/// A change waiting for its batch, with where its result goes.
+#[derive(Debug)]
+struct Job {
+    change: Change,
+    reply: oneshot::Sender<Result<(), StorageError>>,
+}
+
+/// The writing side of a store.
+#[derive(Debug)]
+pub(crate) struct Writer {
+    pool: SqlitePool,
+    turn: Arc<AsyncMutex<()>>,
+    options: SqliteStorageOptions,
+    /// The queue to the running batching task; `None` before the first save.
+    queue: Mutex<Option<mpsc::Sender<Job>>>,
+    batches_committed: Arc<AtomicU64>,
+}
+
+impl Writer {
+    pub(crate) fn new(pool: SqlitePool, options: SqliteStorageOptions) -> Self {
+        Writer {
+            pool,
+            turn: Arc::new(AsyncMutex::new(())),
+            options: options.with_max_batch(options.max_batch),
+            queue: Mutex::new(None),
+            batches_committed: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Waits for the writer's turn and starts a write transaction.
+    pub(crate) async fn begin(&self) -> Result<WriteTx, StorageError> {
+        begin(&self.pool, &self.turn).await
+    }
+
+    /// Queues the change for the next batch and waits until its batch committed.
+    ///
+    /// A caller that stops waiting does not withdraw the change: it may still commit.
+    pub(crate) async fn save(&self, change: &Change) -> Result<(), StorageError> {
+        let (reply, result) = oneshot::channel();
+        let job = Job {
+            change: change.clone(),
+            reply,
+        };
+        self.queue()?.send(job).await.map_err(|_| stopped())?;
+        result.await.map_err(|_| stopped())?
+    }
+
+    pub(crate) fn batches_committed(&self) -> u64 {
+        self.batches_committed.load(Ordering::Relaxed)
+    }
+
+    /// The queue to the batching task, which is spawned on the current runtime when there
+    /// is none yet or the last one stopped.
+    fn queue(&self) -> Result<mpsc::Sender<Job>, StorageError> {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(running) = queue.as_ref().filter(|q| !q.is_closed()) {
+            return Ok(running.clone());
+        }
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|e| StorageError::Backend(Box::new(e)))?;
+        // Room for the batch being committed and the next one: saves beyond that wait
+        // for room, in order, which bounds the memory a burst takes.
+        let (sender, receiver) = mpsc::channel(self.options.max_batch.saturating_mul(2));
+        runtime.spawn(run(
+            self.pool.clone(),
+            Arc::clone(&self.turn),
+            self.options,
+            receiver,
+            Arc::clone(&self.batches_committed),
+        ));
+        *queue = Some(sender.clone());
+        Ok(sender)
+    }
+}
+
+async fn begin(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>) -> Result<WriteTx, StorageError> {
+    let turn = Arc::clone(turn).lock_owned().await;
+    let tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(backend)?;
+    Ok(WriteTx { tx, _turn: turn })
+}
+
+fn stopped() -> StorageError {
+    StorageError::Backend("the group-commit task stopped before answering".into())
+}
+
+/// The batching task: gathers one batch after another until every sender is gone, and
+/// applies each in one transaction; the next batch gathers meanwhile.
+async fn run(
+    pool: SqlitePool,
+    turn: Arc<AsyncMutex<()>>,
+    options: SqliteStorageOptions,
+    mut queue: mpsc::Receiver<Job>,
+    batches_committed: Arc<AtomicU64>,
+) {
+    loop {
+        let mut batch = Vec::with_capacity(options.max_batch);
+        if queue.recv_many(&mut batch, options.max_batch).await == 0 {
+            return;
+        }
+        if !options.max_wait.is_zero() {
+            let deadline = Instant::now() + options.max_wait;
+            while batch.len() < options.max_batch {
+                let room = options.max_batch - batch.len();
+                match timeout_at(deadline, queue.recv_many(&mut batch, room)).await {
+                    Ok(received) if received > 0 => {}
+                    _ => break,
+                }
+            }
+        }
+        if commit(&pool, &turn, batch).await {
+            batches_committed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Applies the batch in one transaction and answers each change once it is over: its own
+/// result when the transaction committed, a `Backend` error otherwise.
+async fn commit(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: Vec<Job>) -> bool {
+    match apply(pool, turn, &batch).await {
+        Ok(results) => {
+            for (job, result) in batch.into_iter().zip(results) {
+                // A caller that stopped waiting has no one to tell.
+                let _ = job.reply.send(result);
+            }
+            true
+        }
+        Err(e) => {
+            let e = Arc::new(e);
+            for job in batch {
+                let _ = job
+                    .reply
+                    .send(Err(StorageError::Backend(Box::new(e.clone()))));
+            }
+            false
+        }
+    }
+}
+
+/// One transaction with a savepoint per change: the result of each change, if the
+/// transaction committed. An error here (begin, a savepoint, the commit) is the batch's:
+/// dropping the transaction rolls all of it back.
+async fn apply(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: &[Job]) -> Results {
+    let mut write = begin(pool, turn).await.map_err(BatchError)?;
+    let tx = &mut write.tx;
+    tx.execute("SAVEPOINT change").await.map_err(batch_error)?;
+    let mut results = Vec::with_capacity(batch.len());
+    for job in batch {
+        let result = crate::save_change(tx, &job.change).await;
+        // Where the next change starts: a new savepoint after this one's work, or, when
+        // this one failed, the same savepoint once rolled back to (it stays set).
+        let next = match result {
+            Ok(()) => "RELEASE SAVEPOINT change; SAVEPOINT change",
+            Err(_) => "ROLLBACK TO SAVEPOINT change",
+        };
+        tx.execute(next).await.map_err(batch_error)?;
+        results.push(result);
+    }
+    // The last savepoint holds no work; it commits with the rest.
+    write.commit().await.map_err(BatchError)?;
+    Ok(results)
+}
+
+/// What failed a whole batch.
+#[derive(Debug)]
+struct BatchError(StorageError);
+
+impl std::fmt::Display for BatchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the batch's transaction failed: {}", self.0)
+    }
+}
+
+impl std::error::Error for BatchError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+fn batch_error(e: sqlx::Error) -> BatchError {
+    BatchError(backend(e))
+}
+
+/// Each change's result, or the error that failed the whole batch.
+type Results = Result<Vec<Result<(), StorageError>>, BatchError>;

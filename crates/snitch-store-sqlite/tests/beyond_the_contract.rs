@@ -1,0 +1,239 @@
+//! What only the SQLite store has to get right: the durability settings, group commit
+//! (few transactions, a refused change never undoes the others), no `SQLITE_BUSY` under
+//! concurrent writers (of one store, and of two stores on one file), unreadable rows,
+//! migrations that run again, and data that survives reopening the file.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::future::join_all;
+use snitch_core::contract::{at, case, checked_in, snitch, token};
+use snitch_core::{Case, Change, Snitch, Storage, StorageError};
+use snitch_store_sqlite::{connect, SqliteStorage, SqliteStorageOptions, MIGRATOR};
+use sqlx::SqlitePool;
+
+/// A fresh directory under Cargo's `target/tmp`.
+fn fresh_dir() -> PathBuf {
+    tempfile::Builder::new()
+        .prefix("sqlite-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("a temporary directory")
+        .keep()
+}
+
+async fn open(path: &std::path::Path) -> SqlitePool {
+    let pool = connect(path, 4).await.expect("open");
+    MIGRATOR.run(&pool).await.expect("migrate");
+    pool
+}
+
+async fn fresh_pool() -> SqlitePool {
+    open(&fresh_dir().join("snitch.db")).await
+}
+
+async fn acme_with_snitches(store: &SqliteStorage, count: u64) -> (Case, Vec<Snitch>) {
+    let acme = case("acme");
+    store.upsert_case(&acme).await.expect("upsert");
+    let snitches: Vec<Snitch> = (1..=count).map(|n| snitch(&acme, n, at(0))).collect();
+    for s in &snitches {
+        store.insert_snitch(s, 1_000_000).await.expect("insert");
+    }
+    (acme, snitches)
+}
+
+#[tokio::test]
+async fn connections_are_durable_wal_with_foreign_keys() {
+    let pool = fresh_pool().await;
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&pool)
+        .await
+        .expect("read");
+    assert_eq!(mode, "wal");
+    let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+        .fetch_one(&pool)
+        .await
+        .expect("read");
+    assert_eq!(synchronous, 2, "FULL");
+    let foreign_keys: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+        .fetch_one(&pool)
+        .await
+        .expect("read");
+    assert_eq!(foreign_keys, 1);
+    let timeout: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
+        .fetch_one(&pool)
+        .await
+        .expect("read");
+    assert!(timeout >= 1_000, "{timeout}");
+}
+
+/// 300 check-ins on 300 snitches at once all commit, in far fewer transactions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_saves_share_few_transactions() {
+    let store = SqliteStorage::new(fresh_pool().await);
+    let (_, snitches) = acme_with_snitches(&store, 300).await;
+    let changes: Vec<Change> = snitches.iter().map(|s| checked_in(s, at(5))).collect();
+    let before = store.batches_committed();
+    let saves = changes.iter().cloned().map(|change| {
+        let store = store.clone();
+        tokio::spawn(async move { store.save(&change).await })
+    });
+    for saved in join_all(saves).await {
+        saved.expect("the save task ran").expect("saved");
+    }
+    let transactions = store.batches_committed() - before;
+    assert!(
+        transactions < 150,
+        "300 saves took {transactions} transactions"
+    );
+    for change in &changes {
+        let stored = store.snitch(&change.snitch.token).await.expect("read");
+        assert_eq!(stored.as_ref(), Some(&change.snitch));
+        let check_ins = store
+            .check_ins(&change.snitch.token, 10)
+            .await
+            .expect("read");
+        assert_eq!(check_ins, change.check_ins);
+    }
+}
+
+/// In one batch, refused changes leave the others committed, and changes to one snitch
+/// apply one after another.
+#[tokio::test]
+async fn conflicts_in_a_batch_leave_the_others_committed() {
+    let pool = fresh_pool().await;
+    let setup = SqliteStorage::new(pool.clone());
+    let (_, read) = acme_with_snitches(&setup, 3).await;
+    let moved_on = checked_in(&read[1], at(1));
+    setup.save(&moved_on).await.expect("save");
+
+    let first = checked_in(&read[0], at(5));
+    let batch = [
+        first.clone(),
+        checked_in(&read[1], at(5)),
+        checked_in(&read[0], at(6)),
+        checked_in(&first.snitch, at(7)),
+        checked_in(&read[2], at(5)),
+    ];
+    // The batch closes when full: all five in one transaction.
+    let store = SqliteStorage::with_options(
+        pool,
+        SqliteStorageOptions::default()
+            .with_max_wait(Duration::from_secs(60))
+            .with_max_batch(batch.len()),
+    );
+    let results = join_all(batch.iter().map(|c| store.save(c))).await;
+    let outcomes: Vec<&str> = results
+        .iter()
+        .map(|r| match r {
+            Ok(()) => "ok",
+            Err(StorageError::Conflict) => "conflict",
+            Err(_) => "other",
+        })
+        .collect();
+    assert_eq!(outcomes, ["ok", "conflict", "conflict", "ok", "ok"]);
+    assert_eq!(store.batches_committed(), 1, "one transaction");
+    assert_eq!(
+        store.snitch(&read[0].token).await.expect("read"),
+        Some(batch[3].snitch.clone())
+    );
+    assert_eq!(
+        store
+            .check_ins(&read[0].token, 10)
+            .await
+            .expect("read")
+            .len(),
+        2
+    );
+    assert_eq!(
+        store.snitch(&read[1].token).await.expect("read"),
+        Some(moved_on.snitch)
+    );
+    assert_eq!(
+        store.snitch(&read[2].token).await.expect("read"),
+        Some(batch[4].snitch.clone())
+    );
+}
+
+/// Two stores on one file (two pools, as two processes would have) write at once: every
+/// write succeeds, none fails with SQLITE_BUSY.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_stores_on_one_file_never_fail_busy() {
+    let path = fresh_dir().join("snitch.db");
+    let one = SqliteStorage::new(open(&path).await);
+    let two = SqliteStorage::new(open(&path).await);
+    let (acme, snitches) = acme_with_snitches(&one, 100).await;
+    let mut tasks = Vec::new();
+    for (i, s) in snitches.iter().enumerate() {
+        let store = if i % 2 == 0 { one.clone() } else { two.clone() };
+        let change = checked_in(s, at(5));
+        tasks.push(tokio::spawn(async move { store.save(&change).await }));
+        let store = if i % 2 == 0 { two.clone() } else { one.clone() };
+        let extra = snitch(&acme, 1_000 + i as u64, at(0));
+        tasks.push(tokio::spawn(async move {
+            store.insert_snitch(&extra, 1_000_000).await
+        }));
+    }
+    for result in join_all(tasks).await {
+        result.expect("the task ran").expect("written");
+    }
+    assert_eq!(one.snitches(&acme.id, &[]).await.expect("list").len(), 200);
+}
+
+/// What was saved is there after the pool is closed and the file opened again.
+#[tokio::test]
+async fn saved_changes_survive_reopening_the_file() {
+    let path = fresh_dir().join("snitch.db");
+    let store = SqliteStorage::new(open(&path).await);
+    let (_, snitches) = acme_with_snitches(&store, 2).await;
+    let change = checked_in(&snitches[0], at(3));
+    store.save(&change).await.expect("save");
+    store.pool().close().await;
+
+    let again = SqliteStorage::new(open(&path).await);
+    assert_eq!(
+        again.snitch(&token(1)).await.expect("read"),
+        Some(change.snitch)
+    );
+    assert_eq!(
+        again.check_ins(&token(1), 10).await.expect("read"),
+        change.check_ins
+    );
+}
+
+/// A stored value that its domain type refuses reads as `Corrupt`, never as a value.
+#[tokio::test]
+async fn unreadable_rows_are_corrupt() {
+    let pool = fresh_pool().await;
+    let store = SqliteStorage::new(pool.clone());
+    acme_with_snitches(&store, 1).await;
+    sqlx::query("UPDATE snitches SET interval = 'fortnightly'")
+        .execute(&pool)
+        .await
+        .expect("spoil the row");
+    let read = store.snitch(&token(1)).await;
+    assert!(matches!(read, Err(StorageError::Corrupt(_))), "{read:?}");
+    sqlx::query("UPDATE snitches SET interval = 'daily', tags = 'not json'")
+        .execute(&pool)
+        .await
+        .expect("spoil the row");
+    let read = store.snitch(&token(1)).await;
+    assert!(matches!(read, Err(StorageError::Corrupt(_))), "{read:?}");
+}
+
+/// A closed pool is a `Backend` failure, which may be retried.
+#[tokio::test]
+async fn a_closed_database_is_a_backend_failure() {
+    let pool = fresh_pool().await;
+    let store = SqliteStorage::new(pool.clone());
+    pool.close().await;
+    let read = store.case(&case("acme").id).await;
+    assert!(matches!(read, Err(StorageError::Backend(_))), "{read:?}");
+    let write = store.upsert_case(&case("acme")).await;
+    assert!(matches!(write, Err(StorageError::Backend(_))), "{write:?}");
+}
+
+#[tokio::test]
+async fn migrations_run_again() {
+    let pool = fresh_pool().await;
+    MIGRATOR.run(&pool).await.expect("migrate again");
+}
