@@ -1300,18 +1300,33 @@ fn deadline_of(snitch: &Value) -> DateTime<Utc> {
 /// One-minute snitches check in; the server is stopped (SIGTERM, which records the stop)
 /// over their deadlines, far longer than the 5 s outage threshold, and started again.
 /// The jobs that resume checking in are never announced; the one that stays silent is
-/// announced once, at the deadline a check-in at the resume would have had. Real time:
-/// about four minutes, so it runs beside the rest of the suite.
+/// announced once, at the deadline a check-in at the resume would have had. On the
+/// PostgreSQL and the SQLite store at once: real time, about four minutes, so it runs
+/// beside the rest of the suite.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_restart_after_downtime_pages_nobody_and_a_dead_job_once() {
     let db = fresh_database().await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let sqlite_url = format!("sqlite://{}", dir.path().join("snitch.db").display());
+    tokio::join!(
+        restart_after_downtime("postgres", &db.url),
+        restart_after_downtime("sqlite", &sqlite_url),
+    );
+}
+
+async fn restart_after_downtime(store: &str, database_url: &str) {
     let receiver = Receiver::start(true).await;
     let config = ConfigFile::write(&config_text(
-        &db.url,
+        database_url,
         "allow_private_webhooks = true\noutage_threshold_secs = 5",
         Some(&receiver.url),
     ));
-    let first = ServerProcess::start("before the outage", &config.path, &db.url).await;
+    let first = ServerProcess::start(
+        &format!("{store}: before the outage"),
+        &config.path,
+        database_url,
+    )
+    .await;
     let api = Api::of(&first);
     let mut healthy = Vec::new();
     for i in 0..3 {
@@ -1335,9 +1350,14 @@ async fn a_restart_after_downtime_pages_nobody_and_a_dead_job_once() {
     let wait = (down_until - SystemClock.now())
         .to_std()
         .unwrap_or_default();
-    eprintln!("down for {} s", wait.as_secs());
+    eprintln!("{store}: down for {} s", wait.as_secs());
     tokio::time::sleep(wait).await;
-    let second = ServerProcess::start("after the outage", &config.path, &db.url).await;
+    let second = ServerProcess::start(
+        &format!("{store}: after the outage"),
+        &config.path,
+        database_url,
+    )
+    .await;
     let resumed = SystemClock.now();
     let api = Api::of(&second);
     for token in &healthy {
@@ -1345,7 +1365,7 @@ async fn a_restart_after_downtime_pages_nobody_and_a_dead_job_once() {
     }
     let outages = api.get("/v1/outages").await;
     let outages = outages.as_array().expect("an array");
-    assert_eq!(outages.len(), 1, "{outages:?}");
+    assert_eq!(outages.len(), 1, "{store}: {outages:?}");
     assert!(str_of(&outages[0], "ended_at") > str_of(&outages[0], "started_at"));
 
     // The dead job is due one period after the resume; the others go on checking in.
@@ -1377,7 +1397,7 @@ async fn a_restart_after_downtime_pages_nobody_and_a_dead_job_once() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let hits = receiver.hits();
     let missing: Vec<&Hit> = hits.iter().filter(|h| h.kind == "snitch.missing").collect();
-    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert_eq!(missing.len(), 1, "{store}: {missing:?}");
     assert_eq!(missing[0].token, dead);
     assert_eq!(missing[0].timestamp, wire(due));
     for token in &healthy {
@@ -1387,7 +1407,11 @@ async fn a_restart_after_downtime_pages_nobody_and_a_dead_job_once() {
             .iter()
             .map(|e| str_of(e, "type").to_owned())
             .collect();
-        assert_eq!(kinds, ["snitch.reporting"], "{token} was never announced");
+        assert_eq!(
+            kinds,
+            ["snitch.reporting"],
+            "{store}: {token} was never announced"
+        );
     }
     let outages = api.get("/v1/outages").await;
     assert_eq!(outages[0]["snitches_deferred"], 4);
