@@ -3,11 +3,16 @@
 //! With no `database_url` it keeps its data in the SQLite file `data_path` (default
 //! `./snitch.db`, created if missing). With no configured case it makes a `demo` case and
 //! prints its API key.
+//!
+//! Admin commands (`cases list|create|update`, `keys create|list|revoke`, `migrate`) work
+//! on the store the same configuration names; `serve` is the default. See
+//! `snitch::admin`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
+use snitch::admin::{AdminCommand, CaseOptions};
 use snitch::server::{launch, process_env, Config};
 use tokio::net::TcpListener;
 
@@ -15,19 +20,153 @@ use tokio::net::TcpListener;
 #[command(about = "Snitch: a monitor of scheduled jobs")]
 struct Args {
     /// A TOML configuration file; every key can also be set as SNITCH_<KEY>.
-    #[arg(long)]
+    #[arg(long, global = true)]
     config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the server (the default).
+    Serve,
+    /// Lists, makes and changes cases.
+    #[command(subcommand)]
+    Cases(CasesCommand),
+    /// Makes, lists and revokes API keys.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Runs the store's migrations and exits.
+    Migrate,
+}
+
+#[derive(Subcommand)]
+enum CasesCommand {
+    /// Lists every case.
+    List,
+    /// Makes a case.
+    Create {
+        name: String,
+        #[command(flatten)]
+        options: CaseArgs,
+    },
+    /// Changes the given settings of a case.
+    Update {
+        name: String,
+        #[command(flatten)]
+        options: CaseArgs,
+    },
+}
+
+#[derive(clap::Args)]
+struct CaseArgs {
+    /// Team members who get alerts, comma-separated (an empty string clears them).
+    #[arg(long, value_name = "a@x,b@y")]
+    members: Option<String>,
+    /// The most snitches the case may hold [new cases: 100].
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    max_snitches: Option<String>,
+    /// Whether error check-ins make a snitch errored [new cases: true].
+    #[arg(long, value_name = "true|false")]
+    error_notices: Option<String>,
+    /// On hold: the API refuses every call, check-ins still count [new cases: false].
+    #[arg(long, value_name = "true|false")]
+    on_hold: Option<String>,
+}
+
+impl From<CaseArgs> for CaseOptions {
+    fn from(a: CaseArgs) -> Self {
+        CaseOptions {
+            members: a.members,
+            max_snitches: a.max_snitches,
+            error_notices: a.error_notices,
+            on_hold: a.on_hold,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Makes an API key for a case and prints it (only this once).
+    Create {
+        #[arg(long, value_name = "NAME")]
+        case: String,
+        /// What the key is for.
+        #[arg(long, default_value = "")]
+        label: String,
+    },
+    /// Lists a case's keys: id, label, prefix, created, last used, revoked (never a key).
+    List {
+        #[arg(long, value_name = "NAME")]
+        case: String,
+    },
+    /// Revokes a key by its id (as `keys list` shows it).
+    Revoke { id: String },
+}
+
+impl Command {
+    fn admin(self) -> Option<AdminCommand> {
+        Some(match self {
+            Command::Serve => return None,
+            Command::Migrate => AdminCommand::Migrate,
+            Command::Cases(CasesCommand::List) => AdminCommand::CasesList,
+            Command::Cases(CasesCommand::Create { name, options }) => AdminCommand::CasesCreate {
+                name,
+                options: options.into(),
+            },
+            Command::Cases(CasesCommand::Update { name, options }) => AdminCommand::CasesUpdate {
+                name,
+                options: options.into(),
+            },
+            Command::Keys(KeysCommand::Create { case, label }) => {
+                AdminCommand::KeysCreate { case, label }
+            }
+            Command::Keys(KeysCommand::List { case }) => AdminCommand::KeysList { case },
+            Command::Keys(KeysCommand::Revoke { id }) => AdminCommand::KeysRevoke { id },
+        })
+    }
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,tower_http=info".into()),
+    let args = Args::parse();
+    let admin = args.command.and_then(Command::admin);
+    // Admin commands print their results on stdout: logs go to stderr, warnings only
+    // unless RUST_LOG says otherwise.
+    let default_filter = if admin.is_some() {
+        "warn"
+    } else {
+        "info,tower_http=info"
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| default_filter.into());
+    if admin.is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    } else {
+        tracing_subscriber::fmt().with_env_filter(filter).init();
+    }
+    let config = match read_config(args.config.as_ref()) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("snitch: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = match admin {
+        Some(command) => snitch::admin::run(
+            &config,
+            &command,
+            &mut std::io::stdout(),
+            &mut std::io::stderr(),
         )
-        .init();
-    match run(Args::parse()).await {
+        .await
+        .map_err(Into::into),
+        None => serve(config).await,
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("snitch: {e}");
@@ -36,13 +175,16 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let text = match &args.config {
+fn read_config(path: Option<&PathBuf>) -> Result<Config, Box<dyn std::error::Error>> {
+    let text = match path {
         Some(path) => std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
         None => String::new(),
     };
-    let config = Config::parse(&text, process_env)?;
+    Ok(Config::parse(&text, process_env)?)
+}
+
+async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let api = TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;

@@ -10,6 +10,7 @@
 //! - [`store::memory`], [`store::sqlite`], [`store::postgres`]: the in-memory, SQLite and
 //!   PostgreSQL stores;
 //! - [`server`]: a runnable server (configuration, scheduler, graceful shutdown);
+//! - [`admin`]: its admin commands (cases, API keys, migrations);
 //! - [`serve`]: its accept loop with timeouts and a connection cap.
 //!
 //! ```
@@ -37,6 +38,7 @@
 //! # }
 //! ```
 
+pub mod admin;
 pub mod serve;
 pub mod server;
 
