@@ -7,15 +7,17 @@
 //! cargo run --release --example bench                 # every row, writes BENCHMARKS.md
 //! cargo run --release --example bench -- --quick      # small sizes, prints only
 //! cargo run --release --example bench -- --only sweep-memory,api-list
+//! cargo run --release --example bench -- --only check-in-sqlite,sweep-sqlite
 //! ```
 //!
 //! Everything runs in this one process on 127.0.0.1: the servers under test, the load
 //! generator, the webhook receiver. The Postgres rows use a fresh database
 //! `snitch_test_bench_<random>` on `--database-url` (default `$DATABASE_URL`, else the local
-//! server of `scripts/ensure-postgres.sh`) and drop it afterwards.
+//! server of `scripts/ensure-postgres.sh`) and drop it afterwards. The SQLite rows use a
+//! fresh file in a temporary directory (`$TMPDIR`), removed afterwards.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,6 +37,7 @@ use snitch::machine;
 use snitch::server::{launch_with_clock, CaseConfig, Config, Running, StoreKind};
 use snitch::store::memory::MemoryStorage;
 use snitch::store::postgres::{PgStorage, MIGRATOR};
+use snitch::store::sqlite::SqliteStorage;
 use snitch::{
     Case, CaseId, CheckIn, Clock, EmailAddress, Interval, ManualClock, Notes, Outcome,
     RandomTokens, Snitch, SnitchFields, SnitchName, SnitchService, Storage, SystemClock, Tags,
@@ -55,6 +58,8 @@ const DEFAULT_OUTPUT: &str = "BENCHMARKS.md";
 const FINDINGS_HEADING: &str = "## Findings";
 /// Concurrent `insert_snitch` calls when filling the Postgres store.
 const PG_INSERT_WORKERS: usize = 32;
+/// Concurrent `insert_snitch` calls when filling the SQLite store (one writer: they queue).
+const SQLITE_INSERT_WORKERS: usize = 8;
 /// How far ahead of the alert boundary the shifted clock is set once all is ready.
 const ALERT_LEAD: chrono::Duration = chrono::Duration::seconds(2);
 /// The API key of the API row's case.
@@ -87,20 +92,24 @@ enum RowId {
     CheckInMemory,
     CheckInPostgres,
     CheckInPostgresOneToken,
+    CheckInSqlite,
     SweepMemory,
     SweepPostgres,
+    SweepSqlite,
     Memory,
     AlertDelay,
     ApiList,
 }
 
 impl RowId {
-    const ALL: [RowId; 8] = [
+    const ALL: [RowId; 10] = [
         RowId::CheckInMemory,
         RowId::CheckInPostgres,
         RowId::CheckInPostgresOneToken,
+        RowId::CheckInSqlite,
         RowId::SweepMemory,
         RowId::SweepPostgres,
+        RowId::SweepSqlite,
         RowId::Memory,
         RowId::AlertDelay,
         RowId::ApiList,
@@ -108,13 +117,15 @@ impl RowId {
 
     /// The order rows run in: the memory row first, while the heap holds nothing freed
     /// that the snitches could reuse (which would hide their cost).
-    const RUN_ORDER: [RowId; 8] = [
+    const RUN_ORDER: [RowId; 10] = [
         RowId::Memory,
         RowId::CheckInMemory,
         RowId::CheckInPostgres,
         RowId::CheckInPostgresOneToken,
+        RowId::CheckInSqlite,
         RowId::SweepMemory,
         RowId::SweepPostgres,
+        RowId::SweepSqlite,
         RowId::AlertDelay,
         RowId::ApiList,
     ];
@@ -124,8 +135,10 @@ impl RowId {
             RowId::CheckInMemory => "1",
             RowId::CheckInPostgres => "2",
             RowId::CheckInPostgresOneToken => "2b",
+            RowId::CheckInSqlite => "2c",
             RowId::SweepMemory => "3a",
             RowId::SweepPostgres => "3b",
+            RowId::SweepSqlite => "3c",
             RowId::Memory => "4",
             RowId::AlertDelay => "5",
             RowId::ApiList => "6",
@@ -148,6 +161,11 @@ impl RowId {
                 "Check-ins on one token, Postgres store ({} connections), vs many tokens",
                 sizes.connections
             ),
+            RowId::CheckInSqlite => format!(
+                "Check-in throughput, SQLite store ({} snitches, {} connections)",
+                thousands(sizes.check_in_snitches),
+                sizes.connections
+            ),
             RowId::SweepMemory => format!(
                 "Sweep, memory store ({} snitches, {} due at one boundary)",
                 thousands(sizes.sweep_memory.total),
@@ -155,6 +173,11 @@ impl RowId {
             ),
             RowId::SweepPostgres => format!(
                 "Sweep, Postgres store ({} snitches, {} due at one boundary)",
+                thousands(sizes.sweep_postgres.total),
+                thousands(sizes.sweep_postgres.due)
+            ),
+            RowId::SweepSqlite => format!(
+                "Sweep, SQLite store ({} snitches, {} due at one boundary)",
                 thousands(sizes.sweep_postgres.total),
                 thousands(sizes.sweep_postgres.due)
             ),
@@ -178,8 +201,10 @@ impl RowId {
             RowId::CheckInMemory => "≥ 0.8 of baseline",
             RowId::CheckInPostgres => "≥ 0.5 of baseline",
             RowId::CheckInPostgresOneToken => "≥ 0.8 of many tokens",
+            RowId::CheckInSqlite => "≥ 0.25 of baseline (ours: the issue sets none)",
             RowId::SweepMemory => "< 1 s",
             RowId::SweepPostgres => "< 2 s",
+            RowId::SweepSqlite => "< 2 s (ours: the issue sets none)",
             RowId::Memory => "< 1 KiB",
             RowId::AlertDelay => "p99 < 1 s",
             RowId::ApiList => "p99 < 500 ms (ours: the issue sets none)",
@@ -353,6 +378,8 @@ async fn run_row(id: RowId, sizes: &Sizes, database_url: &str) -> Result<Measure
         RowId::CheckInPostgresOneToken => check_in_postgres_one_token(sizes, database_url).await,
         RowId::SweepMemory => sweep_memory(sizes.sweep_memory).await,
         RowId::SweepPostgres => sweep_postgres(sizes.sweep_postgres, database_url).await,
+        RowId::CheckInSqlite => check_in_sqlite(sizes).await,
+        RowId::SweepSqlite => sweep_sqlite(sizes.sweep_postgres).await,
         RowId::Memory => memory_per_snitch(sizes.memory_snitches).await,
         RowId::AlertDelay => alert_delay(sizes.alert_snitches).await,
         RowId::ApiList => api_list(sizes).await,
@@ -364,26 +391,50 @@ async fn run_row(id: RowId, sizes: &Sizes, database_url: &str) -> Result<Measure
 
 /// Row 1: check-ins through the whole in-memory server.
 async fn check_in_memory(sizes: &Sizes) -> Result<Measured, BoxError> {
-    let comparison = check_in_throughput(sizes, None).await?;
+    let comparison = check_in_throughput(sizes, BenchStore::Memory).await?;
     Ok(comparison.measured(0.8))
 }
 
 /// Row 2: the same on the Postgres store, in a fresh database.
 async fn check_in_postgres(sizes: &Sizes, database_url: &str) -> Result<Measured, BoxError> {
     let db = FreshDatabase::create(database_url).await?;
-    let result = check_in_throughput(sizes, Some(db.url.clone())).await;
+    let result = check_in_throughput(sizes, BenchStore::Postgres(db.url.clone())).await;
     db.drop_it().await;
     Ok(result?.measured(0.5))
 }
 
-/// Starts the server (Postgres when `database_url` is given), makes the snitches, checks
-/// each in once (so the measured check-ins are the steady state, healthy to healthy), then
-/// loads it and the baseline in alternating rounds.
-async fn check_in_throughput(
-    sizes: &Sizes,
-    database_url: Option<String>,
-) -> Result<Comparison, BoxError> {
-    let (server, paths) = check_in_server(sizes, database_url).await?;
+/// Row 2c: the same on the SQLite store (the default durable one), in a fresh file.
+async fn check_in_sqlite(sizes: &Sizes) -> Result<Measured, BoxError> {
+    let dir = fresh_sqlite_dir()?;
+    let path = dir.path().join("bench.db");
+    let result = check_in_throughput(sizes, BenchStore::Sqlite(path)).await;
+    Ok(result?.measured(0.25))
+}
+
+/// A temporary directory for a SQLite row's database file, removed when dropped.
+fn fresh_sqlite_dir() -> Result<tempfile::TempDir, BoxError> {
+    let dir = tempfile::Builder::new()
+        .prefix("snitch-bench-sqlite-")
+        .tempdir()?;
+    eprintln!("   database {}", dir.path().join("bench.db").display());
+    Ok(dir)
+}
+
+/// The store a whole-server row runs on.
+#[derive(Debug, Clone)]
+enum BenchStore {
+    Memory,
+    /// A `postgres://` URL.
+    Postgres(String),
+    /// A SQLite database file (the server's settings: WAL, `synchronous = FULL`).
+    Sqlite(PathBuf),
+}
+
+/// Starts the server on `store`, makes the snitches, checks each in once (so the measured
+/// check-ins are the steady state, healthy to healthy), then loads it and the baseline in
+/// alternating rounds.
+async fn check_in_throughput(sizes: &Sizes, store: BenchStore) -> Result<Comparison, BoxError> {
+    let (server, paths) = check_in_server(sizes, store).await?;
     let result = compare_with_baseline(server.running.check_in_addr, paths, sizes).await;
     server.stop().await?;
     result
@@ -393,19 +444,26 @@ async fn check_in_throughput(
 /// check-in paths of those snitches.
 async fn check_in_server(
     sizes: &Sizes,
-    database_url: Option<String>,
+    store: BenchStore,
 ) -> Result<(BenchServer, Arc<[Uri]>), BoxError> {
     // Several cases: the Postgres store makes inserts into one case take turns.
     let cases: Vec<String> = (0..10).map(|i| format!("bench-{i}")).collect();
     let per_case = sizes.check_in_snitches.div_ceil(cases.len());
+    let defaults = Config::default();
+    let (store, database_url, data_path) = match store {
+        BenchStore::Memory => (Some(StoreKind::Memory), None, defaults.data_path.clone()),
+        BenchStore::Postgres(url) => (None, Some(url), defaults.data_path.clone()),
+        BenchStore::Sqlite(path) => (Some(StoreKind::Sqlite), None, path),
+    };
     let config = Config {
-        store: database_url.is_none().then_some(StoreKind::Memory),
+        store,
         database_url,
+        data_path,
         cases: cases
             .iter()
             .map(|name| case_config(name, per_case, &[], &[]))
             .collect(),
-        ..Config::default()
+        ..defaults
     };
     let server = BenchServer::start(config, Arc::new(SystemClock)).await?;
     let service = server.running.service.clone();
@@ -426,7 +484,7 @@ async fn check_in_postgres_one_token(
 ) -> Result<Measured, BoxError> {
     let db = FreshDatabase::create(database_url).await?;
     let result = async {
-        let (server, many) = check_in_server(sizes, Some(db.url.clone())).await?;
+        let (server, many) = check_in_server(sizes, BenchStore::Postgres(db.url.clone())).await?;
         let one: Arc<[Uri]> = many.iter().take(1).cloned().collect();
         let addr = server.running.check_in_addr;
         let loads = alternate_loads(("many", addr, many), ("one", addr, one), sizes).await;
@@ -680,6 +738,55 @@ async fn sweep_postgres_in(
         ),
         met: took < Duration::from_secs(2),
     })
+}
+
+/// Row 3c: the sweep of the SQLite store, in a fresh file, at the Postgres row's size.
+/// The file is filled with `synchronous = OFF` (set-up, not measured: one writer with an
+/// fsync per insert would take minutes), then reopened with the server's settings
+/// (`synchronous = FULL`) for the timed sweep.
+async fn sweep_sqlite(population: Population) -> Result<Measured, BoxError> {
+    let dir = fresh_sqlite_dir()?;
+    let path = dir.path().join("bench.db");
+    let snitches = Snitches::new(population)?;
+    let inserted = fill_sqlite(&path, &snitches).await?;
+    eprintln!(
+        "   inserted {} snitches in {:.1} s ({SQLITE_INSERT_WORKERS} at a time, synchronous = OFF)",
+        thousands(population.total),
+        inserted.as_secs_f64()
+    );
+    let pool = snitch::store::sqlite::connect(&path, 16).await?;
+    let storage: Arc<dyn Storage> = Arc::new(SqliteStorage::new(pool.clone()));
+    let took = snitches.sweep(storage).await;
+    pool.close().await;
+    let took = took?;
+    Ok(Measured {
+        figure: format!(
+            "{:.3} s to detect and store {} events (insert of {}: {:.1} s, \
+             {SQLITE_INSERT_WORKERS} concurrent `insert_snitch`, `synchronous = OFF`; swept \
+             with `synchronous = FULL`)",
+            took.as_secs_f64(),
+            thousands(population.due),
+            thousands(population.total),
+            inserted.as_secs_f64()
+        ),
+        met: took < Duration::from_secs(2),
+    })
+}
+
+/// Makes the database at `path`, migrated, with `snitches` in it; the insert's time.
+async fn fill_sqlite(path: &Path, snitches: &Snitches) -> Result<Duration, BoxError> {
+    let options = snitch::store::sqlite::connect_options(path)
+        .synchronous(sqlx::sqlite::SqliteSynchronous::Off);
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(SQLITE_INSERT_WORKERS as u32)
+        .connect_with(options)
+        .await?;
+    snitch::store::sqlite::MIGRATOR.run(&pool).await?;
+    let storage: Arc<dyn Storage> = Arc::new(SqliteStorage::new(pool.clone()));
+    snitches.store_cases(storage.as_ref()).await?;
+    let inserted = snitches.insert(storage, SQLITE_INSERT_WORKERS).await;
+    pool.close().await;
+    inserted
 }
 
 /// Row 4: the growth of resident memory while the memory store takes the snitches.
@@ -1418,16 +1525,19 @@ fn header(sizes: &Sizes, elapsed: Duration, load_at_start: &str) -> String {
          How to read it:\n\
          - Everything runs in one process on 127.0.0.1, so the load generator shares the \
          {cores} cores with the server under test: absolute request rates understate what a \
-         server alone would do. Rows 1 and 2 are therefore given as a ratio to a bare axum \
+         server alone would do. Rows 1, 2 and 2c are therefore given as a ratio to a bare axum \
          server in the same binary that answers 202 doing no work, loaded the same way: \
          {} keep-alive HTTP/1 connections (one task each), {} s warm-up then {} s measured, \
          baseline and Snitch alternately ({} rounds each), medians reported.\n\
-         - Rows 1, 2, 5 and 6 run the whole server (`snitch::server::launch_with_clock`); \
-         rows 3 and 4 write snitches straight into the store with `Storage::insert_snitch` \
+         - Rows 1, 2, 2c, 5 and 6 run the whole server (`snitch::server::launch_with_clock`); \
+         rows 3a–3c and 4 write snitches straight into the store with `Storage::insert_snitch` \
          (states made by `machine::check_in`) and time `SnitchService::tick`. Each case has \
          one team member, so every event also queues an e-mail delivery.\n\
          - Postgres rows use a fresh database on the local server with its default \
          settings (durable commits); row 2 uses the server's default pool of 16 connections.\n\
+         - SQLite rows use a fresh file in a temporary directory with the server's settings \
+         (WAL, `synchronous = FULL`: each commit on disk); row 3c fills it with \
+         `synchronous = OFF` first (set-up, not measured). Their targets are ours.\n\
          - Row 6 raises `rate_limit_per_second` and `rate_limit_burst` to {} so the limiter \
          does not interfere; its target is ours, as the issue gives none.\n\
          - Latencies are nearest-rank percentiles of every request in the measured time.\n",
