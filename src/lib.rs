@@ -9,6 +9,8 @@
 //! - [`http`]: the v1 API and check-in routers for axum;
 //! - [`store::memory`], [`store::sqlite`], [`store::postgres`]: the in-memory, SQLite and
 //!   PostgreSQL stores;
+//! - [`runtime`]: [`SnitchRuntime`], the runtime a host application embeds (routers plus the
+//!   scheduler, dispatcher and key refresh on the host's tokio runtime);
 //! - [`server`]: a runnable server (configuration, scheduler, graceful shutdown);
 //! - [`serve`]: its accept loop with timeouts and a connection cap.
 //!
@@ -37,8 +39,12 @@
 //! # }
 //! ```
 
+pub mod runtime;
 pub mod serve;
 pub mod server;
+
+// Not `Snitch`: that is the domain type of `snitch_core`.
+pub use runtime::{BuildError, SnitchBuilder, SnitchRuntime};
 
 pub use snitch_core as core;
 pub use snitch_core::*;
