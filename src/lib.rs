@@ -50,6 +50,11 @@ pub use snitch_core as core;
 pub use snitch_core::*;
 pub use snitch_http as http;
 
+/// The Rust snippets of README.md, compiled and run as doc-tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 /// The storage backends.
 pub mod store {
     pub use snitch_store_memory as memory;
