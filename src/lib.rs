@@ -9,6 +9,8 @@
 //! - [`http`]: the v1 API and check-in routers for axum;
 //! - [`store::memory`], [`store::sqlite`], [`store::postgres`]: the in-memory, SQLite and
 //!   PostgreSQL stores;
+//! - [`runtime`]: [`SnitchRuntime`], the runtime a host application embeds (routers plus the
+//!   scheduler, dispatcher and key refresh on the host's tokio runtime);
 //! - [`server`]: a runnable server (configuration, scheduler, graceful shutdown);
 //! - [`admin`]: its admin commands (cases, API keys, migrations);
 //! - [`serve`]: its accept loop with timeouts and a connection cap.
@@ -39,12 +41,21 @@
 //! ```
 
 pub mod admin;
+pub mod runtime;
 pub mod serve;
 pub mod server;
+
+// Not `Snitch`: that is the domain type of `snitch_core`.
+pub use runtime::{BuildError, SnitchBuilder, SnitchRuntime};
 
 pub use snitch_core as core;
 pub use snitch_core::*;
 pub use snitch_http as http;
+
+/// The Rust snippets of README.md, compiled and run as doc-tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 /// The storage backends.
 pub mod store {

@@ -1,5 +1,6 @@
-//! A runnable Snitch server: configuration, start-up, the deadline scheduler and graceful
-//! shutdown. `examples/server.rs` is a thin command line over [`launch`]; tests call
+//! A runnable Snitch server: configuration, store selection, listeners and graceful
+//! shutdown over the [`SnitchRuntime`] runtime (which runs the scheduler, the dispatcher and the
+//! key refresh). `examples/server.rs` is a thin command line over [`launch`]; tests call
 //! [`launch`] with listeners on port 0.
 
 use std::collections::BTreeMap;
@@ -14,31 +15,26 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use snitch_core::{
-    AlertEmails, Case, CaseId, Clock, Notifier, Plan, RetryPolicy, ServiceError, SnitchService,
-    Storage, SystemClock, Timestamp, WebhookUrl,
+    AlertEmails, Case, CaseId, Clock, Plan, RetryPolicy, SnitchService, Storage, SystemClock,
+    WebhookUrl,
 };
-use snitch_http::outbound::dispatcher::{Dispatcher, DispatcherOptions};
-use snitch_http::outbound::email::{LogEmailNotifier, SmtpEmailNotifier};
-use snitch_http::outbound::webhook::{WebhookNotifier, WebhookOptions};
-use snitch_http::{
-    api_router, check_in_router, ApiConfig, ApiError, ApiKeys, ApiState, AuthFailureLimit,
-    RateLimit,
-};
+use snitch_http::outbound::dispatcher::DispatcherOptions;
+use snitch_http::outbound::webhook::WebhookOptions;
+use snitch_http::{ApiError, ApiKeys, ApiState, AuthFailureLimit, RateLimit};
 use snitch_store_memory::MemoryStorage;
 use snitch_store_postgres::PgStorage;
 use snitch_store_sqlite::SqliteStorage;
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tower_http::trace::TraceLayer;
 
+use crate::runtime::{BuildError, SnitchBuilder, SnitchRuntime};
 use crate::serve::{
     fitting_max_connections, raise_fd_limit, serve, with_request_timeout, ServeOptions,
 };
 
-/// The longest the scheduler sleeps between sweeps: a missed deadline is noticed within
-/// this time even if the store's earliest deadline moved meanwhile.
-pub const MAX_SWEEP_SLEEP: Duration = Duration::from_secs(1);
+pub use crate::runtime::MAX_SWEEP_SLEEP;
 
 /// The server's settings: a TOML file, each key overridable by `SNITCH_<KEY>`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -286,6 +282,16 @@ pub enum ServerError {
     Io(#[from] std::io::Error),
 }
 
+impl From<BuildError> for ServerError {
+    fn from(e: BuildError) -> Self {
+        match e {
+            BuildError::Storage(e) => ServerError::Storage(e),
+            BuildError::Notifier(m) => ServerError::Config(m),
+            BuildError::Liveness(e) => ServerError::Config(format!("cannot record liveness: {e}")),
+        }
+    }
+}
+
 impl Config {
     /// Reads the TOML text `toml_text`, then overrides its keys from `env` (called with
     /// variable names such as `SNITCH_LISTEN` or `DATABASE_URL`). Unknown keys are an error
@@ -429,7 +435,33 @@ impl Config {
         }
     }
 
-    /// The backoff of failed deliveries.
+    /// A [`SnitchRuntime`] runtime over `storage` with these settings (clock: the system's).
+    pub fn snitch_builder(&self, storage: Arc<dyn Storage>) -> SnitchBuilder {
+        let nonzero = |n: u32| NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN);
+        let mut builder = SnitchRuntime::builder(storage)
+            .webhooks(WebhookOptions {
+                allow_private: self.allow_private_webhooks,
+                ..WebhookOptions::default()
+            })
+            .check_in_base(self.check_in_base())
+            .rate_limit(RateLimit {
+                per_second: nonzero(self.rate_limit_per_second),
+                burst: nonzero(self.rate_limit_burst),
+            })
+            .auth_failures(AuthFailureLimit {
+                per_minute: nonzero(self.auth_failures_per_minute),
+                burst: nonzero(self.auth_failures_burst),
+            })
+            .maintenance(self.maintenance)
+            .dispatcher(self.dispatcher_options())
+            .outage_threshold(self.outage_threshold());
+        if let Some(url) = &self.smtp_url {
+            builder = builder.smtp(url, &self.mail_from);
+        }
+        builder
+    }
+
+    /// How long no server may be alive before the gap is an outage.
     pub fn outage_threshold(&self) -> chrono::Duration {
         i64::try_from(self.outage_threshold_secs)
             .ok()
@@ -437,6 +469,7 @@ impl Config {
             .unwrap_or(chrono::Duration::MAX)
     }
 
+    /// The backoff of failed deliveries.
     pub fn retry_policy(&self) -> RetryPolicy {
         let ms = |v: u64| chrono::Duration::milliseconds(i64::try_from(v).unwrap_or(i64::MAX));
         RetryPolicy {
@@ -513,82 +546,25 @@ pub async fn launch_with_clock(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Running, ServerError> {
     let storage = open_storage(&config).await?;
-    let webhooks = WebhookNotifier::new(WebhookOptions {
-        allow_private: config.allow_private_webhooks,
-        ..WebhookOptions::default()
-    })
-    .map_err(|e| ServerError::Config(format!("cannot build the webhook client: {e}")))?
-    .with_clock(clock.clone());
-    let email: Arc<dyn Notifier> = match &config.smtp_url {
-        Some(url) => Arc::new(
-            SmtpEmailNotifier::new(url, &config.mail_from)
-                .map_err(|e| ServerError::Config(format!("smtp_url or mail_from: {e}")))?
-                .with_check_in_base(config.check_in_base()),
-        ),
-        None => Arc::new(LogEmailNotifier::new().with_check_in_base(config.check_in_base())),
+    let snitch = config.snitch_builder(storage).clock(clock).build().await?;
+    let demo_key = match load_cases(&config, snitch.service(), snitch.keys()).await {
+        Ok(demo_key) => demo_key,
+        Err(e) => {
+            snitch.shutdown().await;
+            return Err(e);
+        }
     };
-    let dispatcher = Arc::new(Dispatcher::new(
-        storage.clone(),
-        clock.clone(),
-        Arc::new(webhooks),
-        email,
-        config.dispatcher_options(),
-    ));
-    let waker = dispatcher.waker();
-    let scheduler_waker = Arc::new(Notify::new());
-    let wake_scheduler = scheduler_waker.clone();
-    let clock_for_keys = clock.clone();
-    let service = SnitchService::new(storage.clone(), clock)
-        .with_events_hook(Arc::new(move || waker.notify_one()))
-        .with_wake_hook(Arc::new(move |_| wake_scheduler.notify_one()))
-        .with_outage_threshold(config.outage_threshold())
-        .with_outage_hook(Arc::new(|outage| {
-            tracing::warn!(
-                started_at = %outage.started_at,
-                ended_at = %outage.ended_at,
-                "outage: no server of this store was alive; deadlines inside it are deferred"
-            );
-        }));
-    // Before anything is served: a check-in must never be stepped past deadlines of an
-    // outage this start ends.
-    service
-        .heartbeat(service.now())
-        .await
-        .map_err(|e| match e {
-            ServiceError::Storage(e) => ServerError::Storage(e),
-            other => ServerError::Config(format!("cannot record liveness: {other}")),
-        })?;
-    let keys = Arc::new(ApiKeys::with_storage(storage.clone(), clock_for_keys));
-    let demo_key = load_cases(&config, &service, &keys).await?;
-    keys.refresh().await?;
+    if let Err(e) = snitch.keys().refresh().await {
+        snitch.shutdown().await;
+        return Err(e.into());
+    }
 
-    let rate_limit = RateLimit {
-        per_second: NonZeroU32::new(config.rate_limit_per_second).unwrap_or(NonZeroU32::MIN),
-        burst: NonZeroU32::new(config.rate_limit_burst).unwrap_or(NonZeroU32::MIN),
-    };
-    let api_state_keys = keys.clone();
-    let api_state = ApiState::new(
-        service.clone(),
-        keys,
-        ApiConfig {
-            check_in_base: config.check_in_base(),
-            rate_limit,
-            auth_failures: AuthFailureLimit {
-                per_minute: NonZeroU32::new(config.auth_failures_per_minute)
-                    .unwrap_or(NonZeroU32::MIN),
-                burst: NonZeroU32::new(config.auth_failures_burst).unwrap_or(NonZeroU32::MIN),
-            },
-            maintenance: config.maintenance,
-        },
-    );
-    let api_app = with_request_timeout(
-        api_router(api_state.clone()),
-        config.request_timeout(),
-        || ApiError::request_timeout().into_response(),
-    )
+    let api_app = with_request_timeout(snitch.api_router(), config.request_timeout(), || {
+        ApiError::request_timeout().into_response()
+    })
     .layer(TraceLayer::new_for_http());
     let check_in_app = with_request_timeout(
-        check_in_router(service.clone()),
+        snitch.check_in_router(),
         config.request_timeout(),
         request_timeout_text,
     )
@@ -613,40 +589,18 @@ pub async fn launch_with_clock(
         );
     }
     let api_server = tokio::spawn(serve(api, api_app, options, stopped(stop_rx.clone())));
-    let check_in_server = tokio::spawn(serve(
-        check_in,
-        check_in_app,
-        options,
-        stopped(stop_rx.clone()),
-    ));
-    let scheduler = tokio::spawn(run_scheduler(
-        service.clone(),
-        scheduler_waker,
-        stopped(stop_rx.clone()),
-    ));
-    // Keys revoked or made elsewhere (another server, an admin command) take effect here
-    // within a refresh.
-    let key_refresh = tokio::spawn(
-        api_state_keys
-            .clone()
-            .run_refresh(snitch_http::keys::REFRESH_EVERY, stopped(stop_rx.clone())),
-    );
-    let dispatching = tokio::spawn(dispatcher.run(stopped(stop_rx)));
+    let check_in_server = tokio::spawn(serve(check_in, check_in_app, options, stopped(stop_rx)));
 
-    let stop_service = service.clone();
+    let service = snitch.service().clone();
+    let api_state = snitch.api_state().clone();
     let task = tokio::spawn(async move {
         shutdown.await;
         tracing::info!("shutting down: finishing requests in flight");
         let _ = stop_tx.send(true);
         let results = [api_server.await, check_in_server.await];
-        let _ = scheduler.await;
-        // Deliveries in flight finish and are recorded; pending ones stay in the outbox.
-        let _ = dispatching.await;
-        let _ = key_refresh.await;
-        // A planned stop is measured exactly by the next start.
-        if let Err(e) = stop_service.record_stop(stop_service.now()).await {
-            tracing::warn!(error = %e, "cannot record the clean stop");
-        }
+        // The scheduler, the dispatcher (deliveries in flight are recorded) and the key
+        // refresh stop; the clean stop is recorded.
+        snitch.shutdown().await;
         for result in results {
             result.map_err(std::io::Error::other)??;
         }
@@ -819,40 +773,6 @@ async fn load_cases(
         }
     }
     Ok(None)
-}
-
-/// Sweeps due snitches, then sleeps until the store's earliest wake-up time (at most
-/// [`MAX_SWEEP_SLEEP`]), until `wake` (a change moved a deadline earlier) or `stop`.
-async fn run_scheduler(service: SnitchService, wake: Arc<Notify>, stop: impl Future<Output = ()>) {
-    tokio::pin!(stop);
-    loop {
-        let now = service.now();
-        match service.tick(now).await {
-            Ok(report) if report.events > 0 || report.deferred > 0 => {
-                tracing::info!(
-                    snitches = report.snitches,
-                    events = report.events,
-                    deferred = report.deferred,
-                    "deadline sweep"
-                );
-            }
-            Ok(_) => {}
-            Err(e) => tracing::error!(error = %e, "deadline sweep failed"),
-        }
-        let next = service.storage().next_wake_at().await.ok().flatten();
-        let sleep = sleep_until(now, next);
-        tokio::select! {
-            () = &mut stop => return,
-            () = wake.notified() => {}
-            () = tokio::time::sleep(sleep) => {}
-        }
-    }
-}
-
-/// How long to sleep at `now` before the wake-up time `next`, capped.
-fn sleep_until(now: Timestamp, next: Option<Timestamp>) -> Duration {
-    next.and_then(|n| (n - now).to_std().ok())
-        .map_or(MAX_SWEEP_SLEEP, |d| d.min(MAX_SWEEP_SLEEP))
 }
 
 /// Env-free convenience for tests and embedding: TOML text only.
@@ -1050,19 +970,5 @@ webhooks = ["https://hooks.acme.test/snitch"]
         assert!(config_from_toml("max_connections = 0").is_err());
         assert!(config_from_toml("header_timeout_ms = 0").is_err());
         assert!(config_from_toml("[[case]]\nname = \"a\"\n[[case]]\nname = \"a\"\n").is_err());
-    }
-
-    #[test]
-    fn the_scheduler_sleeps_until_the_next_deadline_but_at_most_a_second() {
-        let now = chrono::DateTime::from_timestamp(1_000_000, 0).expect("valid");
-        let soon = now + chrono::Duration::milliseconds(250);
-        assert_eq!(sleep_until(now, Some(soon)), Duration::from_millis(250));
-        assert_eq!(sleep_until(now, None), MAX_SWEEP_SLEEP);
-        assert_eq!(
-            sleep_until(now, Some(now - chrono::Duration::seconds(5))),
-            MAX_SWEEP_SLEEP
-        );
-        let later = now + chrono::Duration::hours(1);
-        assert_eq!(sleep_until(now, Some(later)), MAX_SWEEP_SLEEP);
     }
 }

@@ -47,6 +47,24 @@ pub enum StorageError {
     Corrupt(String),
 }
 
+impl StorageError {
+    /// Whether the same operation may succeed if tried again: the backend failed
+    /// (connection lost, pool exhausted, database busy) or the snitch changed since it
+    /// was read (read it again, then retry). Everything else is permanent: retrying the
+    /// same call gives the same answer (not found, a limit, a taken token, an unknown case,
+    /// corrupt data).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StorageError::Backend(_) | StorageError::Conflict => true,
+            StorageError::NotFound
+            | StorageError::LimitReached { .. }
+            | StorageError::DuplicateToken
+            | StorageError::UnknownCase(_)
+            | StorageError::Corrupt(_) => false,
+        }
+    }
+}
+
 /// One atomic change to a snitch: its new state, the check-ins that caused it (oldest
 /// first; several when concurrent check-ins of one snitch are saved together), the events
 /// it emitted and their deliveries (the outbox). A store keeps all of it or none.
@@ -247,4 +265,26 @@ pub trait Storage: Send + Sync {
 
     /// The deliveries of these events (any state), in the order they were stored.
     async fn deliveries(&self, event_ids: &[String]) -> Result<Vec<Delivery>, StorageError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_failures_and_conflicts_are_transient_the_rest_permanent() {
+        let backend = StorageError::Backend("connection reset".into());
+        assert!(backend.is_transient());
+        assert!(StorageError::Conflict.is_transient());
+        let case = CaseId::parse("acme").expect("valid");
+        for permanent in [
+            StorageError::NotFound,
+            StorageError::LimitReached { max: 3 },
+            StorageError::DuplicateToken,
+            StorageError::UnknownCase(case),
+            StorageError::Corrupt("bad row".into()),
+        ] {
+            assert!(!permanent.is_transient(), "{permanent}");
+        }
+    }
 }

@@ -74,6 +74,19 @@ pub struct ApiConfig {
     pub maintenance: bool,
 }
 
+impl Default for ApiConfig {
+    /// Check-in URLs on `http://127.0.0.1:8081` (the server's default check-in listener),
+    /// the default rate and authentication limits, not in maintenance.
+    fn default() -> Self {
+        ApiConfig {
+            check_in_base: "http://127.0.0.1:8081".into(),
+            rate_limit: RateLimit::default(),
+            auth_failures: AuthFailureLimit::default(),
+            maintenance: false,
+        }
+    }
+}
+
 type KeyedLimiter = RateLimiter<KeyDigest, DefaultKeyedStateStore<KeyDigest>, DefaultClock>;
 
 /// What the API handlers share. Keep a clone to switch maintenance mode at run time.

@@ -71,7 +71,16 @@ pub const EVENTS_KEPT: usize = 100;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The migrations that create and evolve the schema; hosts run them before use.
-pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| sqlx::migrate!("./migrations"));
+///
+/// sqlx records applied migrations in the database's `_sqlx_migrations` table, which a
+/// host using sqlx migrations of its own shares: this migrator ignores versions it does
+/// not know, and the host's own needs [`Migrator::set_ignore_missing`] for the same
+/// reason (and versions other than Snitch's, which are dates: `2026…`).
+pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
+    let mut migrator = sqlx::migrate!("./migrations");
+    migrator.set_ignore_missing(true);
+    migrator
+});
 
 /// The connection settings the store is meant for, for the database file at `path`
 /// (created if missing; its directory must exist): WAL journal, `synchronous = FULL`

@@ -237,3 +237,38 @@ async fn migrations_run_again() {
     let pool = fresh_pool().await;
     MIGRATOR.run(&pool).await.expect("migrate again");
 }
+
+/// A host that keeps its own tables in the same file with sqlx migrations of its own: both
+/// migrators record into the one `_sqlx_migrations` table, and each runs again on every
+/// start without tripping over the other's versions.
+#[tokio::test]
+async fn migrations_share_the_file_with_a_hosts_own() {
+    let dir = fresh_dir();
+    let path = dir.join("host.db");
+    let host_migrations = dir.join("host-migrations");
+    std::fs::create_dir(&host_migrations).expect("a directory");
+    std::fs::write(
+        host_migrations.join("1_teams.sql"),
+        "CREATE TABLE teams (name TEXT PRIMARY KEY);",
+    )
+    .expect("a migration");
+    let mut host = sqlx::migrate::Migrator::new(host_migrations)
+        .await
+        .expect("the host's migrations");
+    host.set_ignore_missing(true);
+    for _start in 0..2 {
+        let pool = connect(&path, 4).await.expect("open");
+        host.run(&pool).await.expect("the host's migrations");
+        MIGRATOR.run(&pool).await.expect("Snitch's migrations");
+        let store = SqliteStorage::new(pool.clone());
+        store
+            .upsert_case(&case("acme"))
+            .await
+            .expect("Snitch's tables");
+        sqlx::query("INSERT OR IGNORE INTO teams (name) VALUES ('acme')")
+            .execute(&pool)
+            .await
+            .expect("the host's tables");
+        pool.close().await;
+    }
+}

@@ -11,7 +11,7 @@
 //!
 //! Claims are leases: a dispatcher that dies mid-delivery leaves its deliveries to be
 //! claimed again when the lease ends (at least once; `Snitch-Event-Id` lets receivers drop
-//! duplicates). A permanent failure ([`NotifyError::permanent`]) is given up at once.
+//! duplicates). A permanent failure ([`snitch_core::NotifyError::permanent`]) is given up at once.
 
 use std::collections::HashMap;
 use std::future::Future;

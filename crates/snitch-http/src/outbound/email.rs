@@ -304,7 +304,7 @@ impl Notifier for LogEmailNotifier {
 /// A small SMTP server that accepts every message and keeps it in memory.
 ///
 /// Made for tests, and handy for trying Snitch locally without a mail server: start one
-/// with [`SmtpSink::bind`]`("127.0.0.1:2525")` and set `smtp_url` to
+/// with [`smtp_sink::SmtpSink::bind`]`("127.0.0.1:2525")` and set `smtp_url` to
 /// `smtp://127.0.0.1:2525`; each message is also logged with `tracing::info!`.
 /// It speaks just enough SMTP for ordinary clients (no TLS, no AUTH, no extensions),
 /// serves connections concurrently, and stops when dropped. Not for production use.

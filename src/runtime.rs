@@ -1,0 +1,461 @@
+//! The Snitch runtime: everything a host application needs to run Snitch inside its own
+//! process, on its own tokio runtime and its own store.
+//!
+//! [`SnitchRuntime::builder`] takes a [`Storage`] (migrated: see the stores' `MIGRATOR`s) and
+//! optional settings; [`SnitchBuilder::build`] records that this server is alive, loads
+//! the API keys and starts the background work on the current tokio runtime:
+//!
+//! - the deadline scheduler (sweeps due snitches, keeps this server's heartbeat);
+//! - the dispatcher (sends the outbox through the webhook and e-mail notifiers);
+//! - the API-key refresh (keys revoked or made elsewhere take effect within a second).
+//!
+//! The returned [`SnitchRuntime`] hands out the two axum routers (mount them anywhere, e.g.
+//! `Router::new().nest("/monitor", snitch.api_router())`) and stops the background work
+//! with [`SnitchRuntime::shutdown`], which records the clean stop. [`crate::server::launch`] is
+//! this runtime plus configuration and listeners.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use snitch::store::memory::MemoryStorage;
+//! use snitch::SnitchRuntime;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let snitch = SnitchRuntime::builder(Arc::new(MemoryStorage::new()))
+//!     .check_in_base("https://example.com/monitor/check-in")
+//!     .build()
+//!     .await
+//!     .expect("the store answers");
+//! let app: axum::Router = axum::Router::new()
+//!     .nest("/monitor/api", snitch.api_router())
+//!     .nest("/monitor/check-in", snitch.check_in_router());
+//! # drop(app);
+//! // … serve `app`; when the host stops:
+//! snitch.shutdown().await;
+//! # });
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use snitch_core::{Clock, Notifier, ServiceError, SnitchService, Storage, SystemClock, Timestamp};
+use snitch_http::outbound::dispatcher::{Dispatcher, DispatcherOptions};
+use snitch_http::outbound::email::{LogEmailNotifier, SmtpEmailNotifier};
+use snitch_http::outbound::webhook::{WebhookNotifier, WebhookOptions};
+use snitch_http::{
+    api_router, check_in_router, ApiConfig, ApiKeys, ApiState, AuthFailureLimit, RateLimit,
+};
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+
+/// The longest the scheduler sleeps between sweeps: a missed deadline is noticed within
+/// this time even if the store's earliest deadline moved meanwhile.
+pub const MAX_SWEEP_SLEEP: Duration = Duration::from_secs(1);
+
+/// Why [`SnitchBuilder::build`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A notifier could not be built from its settings (SMTP URL, sender, HTTP client).
+    #[error("invalid notifier settings: {0}")]
+    Notifier(String),
+    /// The store failed while recording liveness or loading the API keys.
+    #[error("storage failed at start-up: {0}")]
+    Storage(#[from] snitch_core::StorageError),
+    /// This server's liveness could not be recorded.
+    #[error("cannot record liveness: {0}")]
+    Liveness(ServiceError),
+}
+
+/// How alert e-mails are sent.
+enum EmailChoice {
+    /// Written to the log (`tracing`), for development.
+    Log,
+    Smtp {
+        url: String,
+        from: String,
+    },
+    Custom(Arc<dyn Notifier>),
+}
+
+/// How webhooks are sent.
+enum WebhookChoice {
+    Builtin(WebhookOptions),
+    Custom(Arc<dyn Notifier>),
+}
+
+/// Settings of a [`SnitchRuntime`] runtime; made by [`SnitchRuntime::builder`].
+#[must_use = "a builder does nothing until `build().await`"]
+pub struct SnitchBuilder {
+    storage: Arc<dyn Storage>,
+    clock: Arc<dyn Clock>,
+    webhooks: WebhookChoice,
+    email: EmailChoice,
+    check_in_base: String,
+    rate_limit: RateLimit,
+    auth_failures: AuthFailureLimit,
+    maintenance: bool,
+    dispatcher: DispatcherOptions,
+    outage_threshold: chrono::Duration,
+    key_refresh_every: Duration,
+}
+
+impl std::fmt::Debug for SnitchBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let webhooks = match &self.webhooks {
+            WebhookChoice::Builtin(options) => format!("{options:?}"),
+            WebhookChoice::Custom(_) => "custom".into(),
+        };
+        let email = match &self.email {
+            EmailChoice::Log => "log",
+            EmailChoice::Smtp { .. } => "smtp",
+            EmailChoice::Custom(_) => "custom",
+        };
+        f.debug_struct("SnitchBuilder")
+            .field("webhooks", &webhooks)
+            .field("email", &email)
+            .field("check_in_base", &self.check_in_base)
+            .field("rate_limit", &self.rate_limit)
+            .field("auth_failures", &self.auth_failures)
+            .field("maintenance", &self.maintenance)
+            .field("dispatcher", &self.dispatcher)
+            .field("outage_threshold", &self.outage_threshold)
+            .field("key_refresh_every", &self.key_refresh_every)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SnitchBuilder {
+    /// The clock of the service, the dispatcher, the webhook signatures and the API keys
+    /// (default: [`SystemClock`]).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Settings of the built-in webhook notifier (default: [`WebhookOptions::default`],
+    /// which refuses private addresses).
+    pub fn webhooks(mut self, options: WebhookOptions) -> Self {
+        self.webhooks = WebhookChoice::Builtin(options);
+        self
+    }
+
+    /// Sends webhook deliveries through `notifier` instead of the built-in one.
+    pub fn webhook_notifier(mut self, notifier: Arc<dyn Notifier>) -> Self {
+        self.webhooks = WebhookChoice::Custom(notifier);
+        self
+    }
+
+    /// Sends alert e-mails through the SMTP relay at `url` (`smtp://…`, `smtps://…`) from
+    /// `from`. Without this (or [`SnitchBuilder::email_notifier`]) e-mails go to the log.
+    pub fn smtp(mut self, url: impl Into<String>, from: impl Into<String>) -> Self {
+        self.email = EmailChoice::Smtp {
+            url: url.into(),
+            from: from.into(),
+        };
+        self
+    }
+
+    /// Sends e-mail deliveries through `notifier`.
+    pub fn email_notifier(mut self, notifier: Arc<dyn Notifier>) -> Self {
+        self.email = EmailChoice::Custom(notifier);
+        self
+    }
+
+    /// Where check-in URLs point: the base the check-in router is reachable at from
+    /// outside, e.g. `https://example.com/monitor/check-in` (default
+    /// [`ApiConfig::default`]'s).
+    pub fn check_in_base(mut self, base: impl Into<String>) -> Self {
+        self.check_in_base = base.into();
+        self
+    }
+
+    /// The API's settings at once: check-in base, rate limit, authentication failures and
+    /// maintenance mode.
+    pub fn api_config(mut self, config: ApiConfig) -> Self {
+        self.check_in_base = config.check_in_base;
+        self.rate_limit = config.rate_limit;
+        self.auth_failures = config.auth_failures;
+        self.maintenance = config.maintenance;
+        self
+    }
+
+    /// The per-key request rate of the API.
+    pub fn rate_limit(mut self, limit: RateLimit) -> Self {
+        self.rate_limit = limit;
+        self
+    }
+
+    /// Failed authentications allowed per client address.
+    pub fn auth_failures(mut self, limit: AuthFailureLimit) -> Self {
+        self.auth_failures = limit;
+        self
+    }
+
+    /// Starts the API in maintenance mode (503; check-ins keep working).
+    pub fn maintenance(mut self, on: bool) -> Self {
+        self.maintenance = on;
+        self
+    }
+
+    /// Delivery slots, caps, retries and lease of the dispatcher.
+    pub fn dispatcher(mut self, options: DispatcherOptions) -> Self {
+        self.dispatcher = options;
+        self
+    }
+
+    /// How long no server of the store may be alive before the gap is an outage whose
+    /// deadlines are deferred (default 60 s).
+    pub fn outage_threshold(mut self, threshold: chrono::Duration) -> Self {
+        self.outage_threshold = threshold;
+        self
+    }
+
+    /// How often the API keys are reloaded from the store (default
+    /// [`snitch_http::keys::REFRESH_EVERY`]).
+    pub fn key_refresh_every(mut self, every: Duration) -> Self {
+        self.key_refresh_every = every;
+        self
+    }
+
+    /// Records that this server is alive (before anything is served, so no check-in is
+    /// stepped past the deadlines of an outage this start ends), loads the API keys, and
+    /// starts the scheduler, the dispatcher and the key refresh on the current tokio
+    /// runtime.
+    pub async fn build(self) -> Result<SnitchRuntime, BuildError> {
+        let SnitchBuilder {
+            storage,
+            clock,
+            webhooks,
+            email,
+            check_in_base,
+            rate_limit,
+            auth_failures,
+            maintenance,
+            dispatcher,
+            outage_threshold,
+            key_refresh_every,
+        } = self;
+        let webhooks: Arc<dyn Notifier> = match webhooks {
+            WebhookChoice::Builtin(options) => Arc::new(
+                WebhookNotifier::new(options)
+                    .map_err(|e| {
+                        BuildError::Notifier(format!("cannot build the webhook client: {e}"))
+                    })?
+                    .with_clock(clock.clone()),
+            ),
+            WebhookChoice::Custom(notifier) => notifier,
+        };
+        let email: Arc<dyn Notifier> = match email {
+            EmailChoice::Log => {
+                Arc::new(LogEmailNotifier::new().with_check_in_base(check_in_base.clone()))
+            }
+            EmailChoice::Smtp { url, from } => Arc::new(
+                SmtpEmailNotifier::new(&url, &from)
+                    .map_err(|e| BuildError::Notifier(format!("SMTP URL or sender: {e}")))?
+                    .with_check_in_base(check_in_base.clone()),
+            ),
+            EmailChoice::Custom(notifier) => notifier,
+        };
+        let dispatcher = Arc::new(Dispatcher::new(
+            storage.clone(),
+            clock.clone(),
+            webhooks,
+            email,
+            dispatcher,
+        ));
+        let waker = dispatcher.waker();
+        let scheduler_waker = Arc::new(Notify::new());
+        let wake_scheduler = scheduler_waker.clone();
+        let service = SnitchService::new(storage.clone(), clock.clone())
+            .with_events_hook(Arc::new(move || waker.notify_one()))
+            .with_wake_hook(Arc::new(move |_| wake_scheduler.notify_one()))
+            .with_outage_threshold(outage_threshold)
+            .with_outage_hook(Arc::new(|outage| {
+                tracing::warn!(
+                    started_at = %outage.started_at,
+                    ended_at = %outage.ended_at,
+                    "outage: no server of this store was alive; deadlines inside it are deferred"
+                );
+            }));
+        service
+            .heartbeat(service.now())
+            .await
+            .map_err(|e| match e {
+                ServiceError::Storage(e) => BuildError::Storage(e),
+                other => BuildError::Liveness(other),
+            })?;
+        let keys = Arc::new(ApiKeys::with_storage(storage, clock));
+        keys.refresh().await?;
+        let api = ApiState::new(
+            service.clone(),
+            keys.clone(),
+            ApiConfig {
+                check_in_base,
+                rate_limit,
+                auth_failures,
+                maintenance,
+            },
+        );
+
+        let (stop, stop_rx) = watch::channel(false);
+        let stopped = move |mut rx: watch::Receiver<bool>| async move {
+            // Also when the handle is dropped (the sender with it).
+            let _ = rx.wait_for(|stop| *stop).await;
+        };
+        let tasks = vec![
+            tokio::spawn(run_scheduler(
+                service.clone(),
+                scheduler_waker,
+                stopped(stop_rx.clone()),
+            )),
+            // Deliveries in flight finish and are recorded; pending ones stay in the
+            // outbox.
+            tokio::spawn(dispatcher.run(stopped(stop_rx.clone()))),
+            tokio::spawn(
+                keys.clone()
+                    .run_refresh(key_refresh_every, stopped(stop_rx)),
+            ),
+        ];
+        Ok(SnitchRuntime {
+            service,
+            api,
+            keys,
+            stop,
+            tasks,
+        })
+    }
+}
+
+/// A running Snitch: its service, its routers and its background work. Call
+/// [`SnitchRuntime::shutdown`] when the host stops; dropping it also stops the background work,
+/// without recording a clean stop (the next start then sees the gap as downtime).
+#[derive(Debug)]
+pub struct SnitchRuntime {
+    service: SnitchService,
+    api: ApiState,
+    keys: Arc<ApiKeys>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl SnitchRuntime {
+    /// A builder over `storage`, which must be migrated already (e.g.
+    /// `snitch::store::sqlite::MIGRATOR.run(&pool)`). Every other setting has a default.
+    pub fn builder(storage: Arc<dyn Storage>) -> SnitchBuilder {
+        let api = ApiConfig::default();
+        SnitchBuilder {
+            storage,
+            clock: Arc::new(SystemClock),
+            webhooks: WebhookChoice::Builtin(WebhookOptions::default()),
+            email: EmailChoice::Log,
+            check_in_base: api.check_in_base,
+            rate_limit: api.rate_limit,
+            auth_failures: api.auth_failures,
+            maintenance: api.maintenance,
+            dispatcher: DispatcherOptions::default(),
+            outage_threshold: snitch_core::liveness::DEFAULT_OUTAGE_THRESHOLD,
+            key_refresh_every: snitch_http::keys::REFRESH_EVERY,
+        }
+    }
+
+    /// The v1 API (`/v1/…`), ready to serve or to `nest` under a prefix.
+    pub fn api_router(&self) -> Router {
+        api_router(self.api.clone())
+    }
+
+    /// The check-in endpoint (`/<token>`), ready to serve or to `nest` under the prefix
+    /// that [`SnitchBuilder::check_in_base`] names.
+    pub fn check_in_router(&self) -> Router {
+        check_in_router(self.service.clone())
+    }
+
+    /// The service, for operations without HTTP (create a case's snitch, check in, …).
+    pub fn service(&self) -> &SnitchService {
+        &self.service
+    }
+
+    /// The API's shared state (switch maintenance mode with it).
+    pub fn api_state(&self) -> &ApiState {
+        &self.api
+    }
+
+    /// The API keys: make one for a case with [`ApiKeys::create`].
+    pub fn keys(&self) -> &Arc<ApiKeys> {
+        &self.keys
+    }
+
+    /// Stops the scheduler, the key refresh and the dispatcher (its deliveries in flight
+    /// finish and are recorded), then records the clean stop, so the next start measures
+    /// the downtime exactly. Stop serving the routers first.
+    pub async fn shutdown(self) {
+        let SnitchRuntime {
+            service,
+            stop,
+            tasks,
+            ..
+        } = self;
+        let _ = stop.send(true);
+        for task in tasks {
+            if let Err(e) = task.await {
+                tracing::error!(error = %e, "a background task of Snitch failed");
+            }
+        }
+        if let Err(e) = service.record_stop(service.now()).await {
+            tracing::warn!(error = %e, "cannot record the clean stop");
+        }
+    }
+}
+
+/// Sweeps due snitches, then sleeps until the store's earliest wake-up time (at most
+/// [`MAX_SWEEP_SLEEP`]), until `wake` (a change moved a deadline earlier) or `stop`.
+async fn run_scheduler(service: SnitchService, wake: Arc<Notify>, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    loop {
+        let now = service.now();
+        match service.tick(now).await {
+            Ok(report) if report.events > 0 || report.deferred > 0 => {
+                tracing::info!(
+                    snitches = report.snitches,
+                    events = report.events,
+                    deferred = report.deferred,
+                    "deadline sweep"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => tracing::error!(error = %e, "deadline sweep failed"),
+        }
+        let next = service.storage().next_wake_at().await.ok().flatten();
+        let sleep = sleep_until(now, next);
+        tokio::select! {
+            () = &mut stop => return,
+            () = wake.notified() => {}
+            () = tokio::time::sleep(sleep) => {}
+        }
+    }
+}
+
+/// How long to sleep at `now` before the wake-up time `next`, capped.
+fn sleep_until(now: Timestamp, next: Option<Timestamp>) -> Duration {
+    next.and_then(|n| (n - now).to_std().ok())
+        .map_or(MAX_SWEEP_SLEEP, |d| d.min(MAX_SWEEP_SLEEP))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scheduler_sleeps_until_the_next_deadline_but_at_most_a_second() {
+        let now = chrono::DateTime::from_timestamp(1_000_000, 0).expect("valid");
+        let soon = now + chrono::Duration::milliseconds(250);
+        assert_eq!(sleep_until(now, Some(soon)), Duration::from_millis(250));
+        assert_eq!(sleep_until(now, None), MAX_SWEEP_SLEEP);
+        assert_eq!(
+            sleep_until(now, Some(now - chrono::Duration::seconds(5))),
+            MAX_SWEEP_SLEEP
+        );
+        let later = now + chrono::Duration::hours(1);
+        assert_eq!(sleep_until(now, Some(later)), MAX_SWEEP_SLEEP);
+    }
+}

@@ -1,0 +1,80 @@
+//! The embedded runtime ([`SnitchRuntime`]) on its own, without listeners: what `build`
+//! and `shutdown` record, and what `build` refuses. `tests/embed.rs` serves it inside a
+//! host application; every server test runs it through `launch`.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+use snitch::store::memory::MemoryStorage;
+use snitch::{BuildError, ManualClock, SnitchRuntime};
+
+fn start() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-11-22T03:00:00.123Z")
+        .expect("valid")
+        .to_utc()
+}
+
+#[tokio::test]
+async fn shutdown_records_the_clean_stop_so_the_next_start_measures_the_downtime_from_it() {
+    let storage = Arc::new(MemoryStorage::new());
+    let clock = Arc::new(ManualClock::new(start()));
+    let first = SnitchRuntime::builder(storage.clone())
+        .clock(clock.clone())
+        .build()
+        .await
+        .expect("starts");
+    assert!(first.service().known_outages().is_empty());
+    // Under the heartbeat interval (5 s): the last heartbeat stays the start's, so only
+    // the recorded stop can say the server was alive until now.
+    clock.advance(Duration::seconds(2));
+    first.shutdown().await;
+
+    clock.advance(Duration::hours(1));
+    let second = SnitchRuntime::builder(storage)
+        .clock(clock.clone())
+        .build()
+        .await
+        .expect("starts again");
+    let outages = second.service().known_outages();
+    assert_eq!(outages.len(), 1, "{outages:?}");
+    assert_eq!(outages[0].started_at, start() + Duration::seconds(2));
+    assert_eq!(
+        outages[0].ended_at,
+        start() + Duration::seconds(2) + Duration::hours(1)
+    );
+    second.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_gap_under_the_threshold_after_a_clean_stop_is_no_outage() {
+    let storage = Arc::new(MemoryStorage::new());
+    let clock = Arc::new(ManualClock::new(start()));
+    let first = SnitchRuntime::builder(storage.clone())
+        .clock(clock.clone())
+        .outage_threshold(Duration::minutes(10))
+        .build()
+        .await
+        .expect("starts");
+    first.shutdown().await;
+    clock.advance(Duration::minutes(9));
+    let second = SnitchRuntime::builder(storage)
+        .clock(clock)
+        .outage_threshold(Duration::minutes(10))
+        .build()
+        .await
+        .expect("starts again");
+    assert!(second.service().known_outages().is_empty());
+    second.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_unusable_smtp_url_is_refused_at_build() {
+    let built = SnitchRuntime::builder(Arc::new(MemoryStorage::new()))
+        .smtp("http://not-smtp.example", "snitch@example.com")
+        .build()
+        .await;
+    match built {
+        Err(BuildError::Notifier(message)) => assert!(message.contains("SMTP"), "{message}"),
+        other => panic!("expected a notifier error, got {other:?}"),
+    }
+}
