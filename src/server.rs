@@ -710,8 +710,9 @@ fn create_parent_dir(path: &Path) -> Result<(), ServerError> {
     }
 }
 
-/// Stores the configured cases, their keys (once) and hooks; with none, makes a `demo`
-/// case with a key on the first start and returns that key (`None` on later starts).
+/// Stores the configured cases, their keys (once) and hooks; with none configured and none
+/// stored, makes a `demo` case with a key on the first start and returns that key (`None`
+/// on later starts, or when the admin commands made cases).
 async fn load_cases(
     config: &Config,
     service: &SnitchService,
@@ -722,9 +723,11 @@ async fn load_cases(
         // Made once, on the first start, and kept: a later start finds it with its key.
         let id = CaseId::parse("demo").map_err(|v| invalid("demo", v.message))?;
         let storage = service.storage();
-        if storage.case(&id).await?.is_some()
-            && !storage.api_keys(Some(id.clone())).await?.is_empty()
-        {
+        let stored = storage.cases().await?;
+        let demo_ready = stored.iter().any(|c| c.id == id)
+            && !storage.api_keys(Some(id.clone())).await?.is_empty();
+        // Cases made with the admin commands are the store's own: no demo beside them.
+        if demo_ready || stored.iter().any(|c| c.id != id) {
             return Ok(None);
         }
         storage.upsert_case(&Case::new(id.clone())).await?;

@@ -78,3 +78,58 @@ async fn an_unusable_smtp_url_is_refused_at_build() {
         other => panic!("expected a notifier error, got {other:?}"),
     }
 }
+
+/// With no case configured, a store that already holds cases made by the admin commands
+/// gets no `demo` case (and no key printed); an empty store gets it once.
+#[tokio::test]
+async fn no_demo_case_beside_cases_made_with_the_admin_commands() {
+    use snitch::admin::{Admin, CaseOptions};
+    use snitch::server::{config_from_toml, launch};
+
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let start_on = |file: &str| {
+        let text = format!(
+            "listen = \"127.0.0.1:0\"\ncheck_in_listen = \"127.0.0.1:0\"\ndata_path = {:?}\n",
+            dir.path().join(file).display().to_string()
+        );
+        config_from_toml(&text).expect("valid configuration")
+    };
+    let serve = |config| async move {
+        let api = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let check_in = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = launch(config, api, check_in, async move {
+            let _ = stopped.await;
+        })
+        .await
+        .expect("starts");
+        let demo_key = running.demo_key.clone();
+        let _ = stop.send(());
+        running.wait().await.expect("stops");
+        demo_key
+    };
+
+    // A store the admin commands made a case in.
+    let config = start_on("admin.db");
+    let storage = snitch::server::open_sqlite(&config, &config.store_location().expect("sqlite"))
+        .await
+        .map(|pool| Arc::new(snitch::store::sqlite::SqliteStorage::new(pool)))
+        .expect("open");
+    Admin::new(storage)
+        .create_case("ops", &CaseOptions::default())
+        .await
+        .expect("create");
+    assert_eq!(serve(config).await, None, "no demo beside the admin's case");
+
+    // An empty store: the demo case, once.
+    assert!(serve(start_on("empty.db")).await.is_some());
+    assert_eq!(
+        serve(start_on("empty.db")).await,
+        None,
+        "kept from the first start"
+    );
+}
