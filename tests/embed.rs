@@ -224,7 +224,11 @@ async fn a_snitch_made_through_the_host_goes_missing_and_its_webhook_arrives() {
         .send()
         .await
         .expect("answered");
-    assert_eq!(duplicate.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        duplicate.status(),
+        StatusCode::CONFLICT,
+        "a clear error, not a 500"
+    );
     host.shut_down().await;
     // One alert: the restart announced nothing again.
     assert!(hooks.try_recv().is_err());

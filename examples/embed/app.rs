@@ -93,7 +93,13 @@ async fn create_team(
         .bind(id.as_str())
         .execute(&state.pool)
         .await
-        .map_err(|e| failed(&e))?;
+        .map_err(|e| match e.as_database_error() {
+            Some(db) if db.is_unique_violation() => (
+                StatusCode::CONFLICT,
+                format!("a team named {:?} exists already", id.as_str()),
+            ),
+            _ => failed(&e),
+        })?;
     state
         .service
         .storage()

@@ -160,6 +160,18 @@ impl From<ServiceError> for ApiError {
                 ErrorType::AccountOnHold,
                 "The account is on hold",
             ),
+            // A store that is down or kept changing under us: try again shortly (a
+            // conflict left after every retry, a lost connection). The cause is logged.
+            ServiceError::Storage(e) if e.is_transient() => {
+                tracing::warn!(cause = %e, "storage failed; answered 503");
+                ApiError::Typed {
+                    status: StatusCode::SERVICE_UNAVAILABLE,
+                    kind: ErrorType::ServiceUnavailable.as_str(),
+                    message: "The store is unavailable for a moment; try again".into(),
+                    validations: None,
+                    retry_after_secs: Some(1),
+                }
+            }
             ServiceError::Storage(e) => ApiError::Internal(e.to_string()),
         }
     }
@@ -207,5 +219,31 @@ impl IntoResponse for ApiError {
                 StatusCode::INTERNAL_SERVER_ERROR.into_response()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use snitch_core::StorageError;
+
+    #[test]
+    fn a_store_that_is_down_or_kept_changing_is_503_with_retry_after_not_500() {
+        for cause in [
+            StorageError::Conflict,
+            StorageError::Backend("connection refused".into()),
+        ] {
+            let response = ApiError::from(ServiceError::Storage(cause)).into_response();
+            assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(
+                response.headers().get(header::RETRY_AFTER),
+                Some(&HeaderValue::from(1))
+            );
+        }
+        let corrupt = ServiceError::Storage(StorageError::Corrupt("bad row".into()));
+        assert_eq!(
+            ApiError::from(corrupt).into_response().status(),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
     }
 }
