@@ -536,3 +536,66 @@ async fn the_wake_hook_hears_of_deadlines_that_moved_earlier_only() {
         "the first deadline, then the one the shorter interval moved earlier"
     );
 }
+
+/// One snitch the store fails to save does not stop the sweep: the other due snitches are
+/// saved (and their leases end), and the failure is reported at the end. The failing one
+/// keeps its lease and is taken again by a later sweep.
+#[tokio::test]
+async fn a_snitch_the_store_cannot_save_does_not_stop_the_sweep() {
+    use std::sync::Mutex;
+
+    use snitch::core::contract::{at, case, checked_in, snitch as fixture};
+    use snitch::core::storage::MockStorage;
+    use snitch::StorageError;
+
+    let acme = case("acme");
+    let due: Vec<snitch::Snitch> = (1..=3)
+        .map(|n| checked_in(&fixture(&acme, n, at(0)), at(1)).snitch)
+        .collect();
+    let poisoned = due[1].token.clone();
+    let saved = Arc::new(Mutex::new(Vec::new()));
+
+    let mut store = MockStorage::new();
+    store.expect_heartbeat().returning(|_, _, _| Ok(None));
+    store.expect_outages().returning(|_| Ok(Vec::new()));
+    // The failing snitch comes in a batch of its own, before the others: a sweep that
+    // stopped at the failure would never claim them.
+    let batches = Mutex::new(vec![
+        Vec::new(),
+        vec![due[0].clone(), due[2].clone()],
+        vec![due[1].clone()],
+    ]);
+    store.expect_claim_due().returning(move |_, _, _| {
+        Ok(batches
+            .lock()
+            .expect("not poisoned")
+            .pop()
+            .unwrap_or_default())
+    });
+    let owner = acme.clone();
+    store
+        .expect_case()
+        .returning(move |_| Ok(Some(owner.clone())));
+    store.expect_webhooks().returning(|_| Ok(Vec::new()));
+    let log = saved.clone();
+    store.expect_save().returning(move |change| {
+        if change.snitch.token == poisoned {
+            return Err(StorageError::Backend("disk full".into()));
+        }
+        log.lock()
+            .expect("not poisoned")
+            .push(change.snitch.token.clone());
+        Ok(())
+    });
+
+    let clock = Arc::new(ManualClock::new(at(125)));
+    let service = SnitchService::new(Arc::new(store), clock);
+    let result = service.tick(at(125)).await;
+    assert!(
+        matches!(result, Err(ServiceError::Storage(StorageError::Backend(_)))),
+        "the failure is reported: {result:?}"
+    );
+    let mut saved = saved.lock().expect("not poisoned").clone();
+    saved.sort();
+    assert_eq!(saved, [due[0].token.clone(), due[2].token.clone()]);
+}
