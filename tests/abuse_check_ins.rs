@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::str::FromStr;
 use std::sync::Arc;
 
 use common::{
@@ -13,11 +12,7 @@ use common::{
 };
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use snitch::{ManualClock, RandomTokens, SystemClock, Token, TokenSource};
-use sqlx::postgres::PgConnectOptions;
-use sqlx::{ConnectOptions, Connection, Executor, PgConnection};
-
-const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+use snitch::{ManualClock, SystemClock, Token};
 
 /// Which store a server under test keeps its data in.
 #[derive(Debug, Clone, Copy)]
@@ -26,34 +21,12 @@ enum Store {
     Postgres,
 }
 
-/// A fresh, empty database on the local server; the server under test migrates it.
-async fn fresh_database_url() -> String {
-    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
-    let server = PgConnectOptions::from_str(&url)
-        .unwrap_or_else(|e| panic!("DATABASE_URL {url:?} is not a Postgres URL: {e}"));
-    let mut admin = PgConnection::connect_with(&server)
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot reach Postgres at {url}: {e}\n\
-                 start it with `bash scripts/ensure-postgres.sh`, or set DATABASE_URL"
-            )
-        });
-    let name = format!("snitch_test_{}", RandomTokens.new_token().as_str());
-    admin
-        .execute(format!("CREATE DATABASE {name}").as_str())
-        .await
-        .unwrap_or_else(|e| panic!("cannot create the test database {name}: {e}"));
-    admin.close().await.ok();
-    server.database(&name).to_url_lossy().to_string()
-}
-
 async fn start(store: Store, clock: Option<Arc<ManualClock>>) -> Server {
     let top = match store {
         Store::Memory => NO_RATE_LIMIT.to_owned(),
         Store::Postgres => format!(
             "{NO_RATE_LIMIT}database_url = {:?}\n",
-            fresh_database_url().await
+            common::postgres::fresh_database(1).await.url
         ),
     };
     match clock {

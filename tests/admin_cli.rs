@@ -9,20 +9,17 @@
 //! with a bounded deadline. The process environment cannot leak in: `SNITCH_*` variables
 //! are removed and `DATABASE_URL` is set or removed for each child.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::str::FromStr;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use reqwest::{Client, StatusCode};
-use snitch::{RandomTokens, TokenSource};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection, Executor, PgConnection, PgPool};
-
-const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+use sqlx::PgPool;
 
 /// How long a revocation (or a new key) may take to reach a running server: it reloads
 /// keys every 0.5 s; the rest is margin for a loaded machine.
@@ -327,31 +324,8 @@ fn sqlite_store() -> (tempfile::TempDir, Store) {
 
 /// A fresh, empty Postgres database: its URL and a pool on it.
 async fn fresh_database() -> (String, PgPool) {
-    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
-    let server = PgConnectOptions::from_str(&url)
-        .unwrap_or_else(|e| panic!("DATABASE_URL {url:?} is not a Postgres URL: {e}"));
-    let mut admin = PgConnection::connect_with(&server)
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot reach Postgres at {url}: {e}\n\
-                 start it with `bash scripts/ensure-postgres.sh`, or set DATABASE_URL"
-            )
-        });
-    let name = format!("snitch_test_{}", RandomTokens.new_token().as_str());
-    admin
-        .execute(format!("CREATE DATABASE {name}").as_str())
-        .await
-        .unwrap_or_else(|e| panic!("cannot create the test database {name}: {e}"));
-    admin.close().await.ok();
-    let options = server.database(&name);
-    let pool = PgPoolOptions::new()
-        .max_connections(2)
-        .connect_with(options.clone())
-        .await
-        .unwrap_or_else(|e| panic!("cannot connect to the test database {name}: {e}"));
-    eprintln!("test database: {name}");
-    (options.to_url_lossy().to_string(), pool)
+    let db = common::postgres::fresh_database(2).await;
+    (db.url, db.pool)
 }
 
 /// Every byte of the SQLite database (the main file and its write-ahead log).

@@ -11,12 +11,13 @@
 //! lines it prints), and stop it with SIGTERM or SIGKILL. The third runs two servers in
 //! this process, so that their clocks can be moved (see its comments).
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -32,12 +33,9 @@ use serde_json::{json, Value};
 use snitch::server::{config_from_toml, launch_with_clock};
 use snitch::store::postgres::MIGRATOR;
 use snitch::{Clock, RandomTokens, SystemClock, TokenSource};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection, Executor, PgConnection, PgPool, Row};
+use sqlx::{PgPool, Row};
 use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
-
-const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 /// The API key of the one case, `acme`, of every test.
 const KEY: &str = "acme-key-pg-000000000000000000000000001";
@@ -96,34 +94,11 @@ struct TestDb {
 
 /// Creates a fresh, empty database (the server migrates it on start).
 async fn fresh_database() -> TestDb {
-    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
-    let server = PgConnectOptions::from_str(&url)
-        .unwrap_or_else(|e| panic!("DATABASE_URL {url:?} is not a Postgres URL: {e}"));
-    let mut admin = PgConnection::connect_with(&server)
-        .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot reach Postgres at {url}: {e}\n\
-                 start it with `bash scripts/ensure-postgres.sh`, or set DATABASE_URL"
-            )
-        });
-    let name = format!("snitch_test_{}", RandomTokens.new_token().as_str());
-    admin
-        .execute(format!("CREATE DATABASE {name}").as_str())
-        .await
-        .unwrap_or_else(|e| panic!("cannot create the test database {name}: {e}"));
-    admin.close().await.ok();
-    let options = server.database(&name);
-    let pool = PgPoolOptions::new()
-        .max_connections(4)
-        .connect_with(options.clone())
-        .await
-        .unwrap_or_else(|e| panic!("cannot connect to the test database {name}: {e}"));
-    eprintln!("test database: {name}");
+    let db = common::postgres::fresh_database(4).await;
     TestDb {
-        url: options.to_url_lossy().to_string(),
-        name,
-        pool,
+        name: db.name,
+        url: db.url,
+        pool: db.pool,
     }
 }
 

@@ -5,6 +5,8 @@
 // Each test crate uses only some of these helpers.
 #![allow(dead_code)]
 
+pub mod postgres;
+
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
