@@ -11,11 +11,11 @@
 
 mod common;
 
+use common::binary::server_binary;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use reqwest::{Client, StatusCode};
@@ -27,51 +27,6 @@ const KEY_PROPAGATION: Duration = Duration::from_secs(3);
 
 /// How often a poll looks again.
 const POLL: Duration = Duration::from_millis(50);
-
-/// `target/<profile>/examples/server`, built by this test process before first use (with
-/// `cargo test --test admin_cli` cargo builds no example; a no-op when it is fresh).
-fn server_binary() -> &'static Path {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let exe = std::env::current_exe().expect("the test executable's path");
-        // target/<profile>/deps/<this test>
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .unwrap_or_else(|| panic!("{} is not in target/<profile>/deps", exe.display()))
-            .to_path_buf();
-        let target_dir = profile_dir.parent().expect("target").to_path_buf();
-        let profile = profile_dir
-            .file_name()
-            .and_then(|n| n.to_str())
-            .expect("a profile directory name")
-            .to_owned();
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo
-            .args(["build", "--example", "server", "--manifest-path"])
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-            .arg("--target-dir")
-            .arg(&target_dir);
-        match profile.as_str() {
-            "debug" => {}
-            "release" => {
-                cargo.arg("--release");
-            }
-            other => {
-                cargo.args(["--profile", other]);
-            }
-        }
-        let status = cargo
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run cargo to build the server example: {e}"));
-        assert!(status.success(), "`cargo build --example server`: {status}");
-        let binary = profile_dir
-            .join("examples")
-            .join(format!("server{}", std::env::consts::EXE_SUFFIX));
-        assert!(binary.is_file(), "{} missing", binary.display());
-        binary
-    })
-}
 
 /// Where a child process keeps its data: a directory (SQLite's `./snitch.db` in it) and,
 /// for PostgreSQL, the database URL.

@@ -7,11 +7,14 @@
 //! the "listening on" lines it prints. The process environment cannot leak in: `SNITCH_*`
 //! variables and `DATABASE_URL` are removed.
 
+mod common;
+
+use common::binary::server_binary;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
@@ -19,32 +22,6 @@ use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 use snitch::store::sqlite::SqliteStorage;
 use snitch::{Storage, Token};
-
-/// `target/<profile>/examples/server`, built before first use (a no-op when fresh).
-fn server_binary() -> &'static Path {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let exe = std::env::current_exe().expect("the test executable's path");
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target/<profile>/deps")
-            .to_path_buf();
-        let target_dir = profile_dir.parent().expect("target").to_path_buf();
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo
-            .args(["build", "--example", "server", "--manifest-path"])
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-            .arg("--target-dir")
-            .arg(&target_dir);
-        if profile_dir.file_name().and_then(|n| n.to_str()) == Some("release") {
-            cargo.arg("--release");
-        }
-        let status = cargo.status().expect("run cargo build --example server");
-        assert!(status.success(), "cargo build --example server: {status}");
-        profile_dir.join("examples").join("server")
-    })
-}
 
 /// The server binary, running in `dir`; killed with SIGKILL when dropped.
 struct ServerProcess {

@@ -5,6 +5,7 @@
 // Each test crate uses only some of these helpers.
 #![allow(dead_code)]
 
+pub mod binary;
 pub mod postgres;
 
 use std::sync::Arc;
