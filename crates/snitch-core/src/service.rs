@@ -902,7 +902,7 @@ impl SnitchService {
                 return Ok(snitch);
             }
             let mut change = Change::new(&snitch, result.snitch, Vec::new(), result.events);
-            change.deferred_by = advanced.deferred_by.clone();
+            change.deferred_by = advanced.deferred_by;
             match self
                 .save_with_outbox(case, &mut hooks, &snitch, change)
                 .await
