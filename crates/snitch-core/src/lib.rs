@@ -33,7 +33,7 @@ pub use outbox::{
 };
 pub use service::{SnitchFields, SnitchService, SweepReport};
 pub use snitch::{CheckIn, Event, EventKind, Pause, PauseUntil, Snitch, SnitchState};
-pub use storage::{ApiKeyRecord, Change, Storage, StorageError};
+pub use storage::{ApiKeyRecord, Change, Storage, StorageError, StoreStats};
 pub use tokens::{RandomTokens, SequentialTokens, TokenSource};
 pub use types::{
     AlertEmails, AlertType, Case, CaseId, CheckInMessage, EmailAddress, Notes, Outcome, Plan,

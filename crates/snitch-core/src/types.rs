@@ -366,6 +366,15 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status, in the API's order.
+    pub const ALL: [Status; 5] = [
+        Status::Pending,
+        Status::Healthy,
+        Status::Failed,
+        Status::Errored,
+        Status::Paused,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Pending => "pending",
