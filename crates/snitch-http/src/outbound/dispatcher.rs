@@ -25,6 +25,8 @@ use snitch_core::{
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
+use crate::metrics::DeliveryOutcome;
+
 /// Settings of a [`Dispatcher`].
 #[derive(Debug, Clone)]
 pub struct DispatcherOptions {
@@ -135,6 +137,7 @@ pub struct Dispatcher {
     webhook_slots: Arc<Semaphore>,
     email_slots: Arc<Semaphore>,
     in_flight: Arc<Mutex<InFlight>>,
+    metrics: Option<Arc<crate::Metrics>>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -163,7 +166,15 @@ impl Dispatcher {
             options,
             wake: Arc::new(Notify::new()),
             in_flight: Arc::default(),
+            metrics: None,
         }
+    }
+
+    /// Counts every attempt in `metrics` (`snitch_deliveries_total`,
+    /// `snitch_delivery_latency_seconds`).
+    pub fn with_metrics(mut self, metrics: Arc<crate::Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// A handle that makes the dispatcher look at the outbox at once; give it to
@@ -268,10 +279,25 @@ impl Dispatcher {
                 rand::random::<f64>(),
             )
         };
+        let outcome = match result {
+            AttemptResult::Delivered => DeliveryOutcome::Delivered,
+            AttemptResult::GaveUp => DeliveryOutcome::Failed,
+            AttemptResult::RetryAt(_) => DeliveryOutcome::Retry,
+        };
+        if let Some(metrics) = &self.metrics {
+            // From the event to this delivery: the delay an owner sees.
+            let latency = (outcome == DeliveryOutcome::Delivered).then(|| {
+                (self.now() - delivery.event.at)
+                    .to_std()
+                    .unwrap_or_default()
+            });
+            metrics.delivery(delivery.channel.kind(), outcome, latency);
+        }
         tracing::info!(
             delivery = %delivery.id,
             event = %delivery.event.id,
             channel = delivery.channel.kind(),
+            outcome = outcome.as_str(),
             ok,
             permanent,
             %detail,
