@@ -96,8 +96,30 @@ pub struct Config {
     /// Webhook deliveries to one destination (`host:port`) in flight at once.
     #[serde(default = "default_delivery_cap_per_destination")]
     pub delivery_cap_per_destination: usize,
+    /// How many check-ins of each snitch are kept (and shown by
+    /// `GET /v1/snitches/<token>/check_ins`): 1 to 10,000.
+    #[serde(default = "default_check_in_history")]
+    pub check_in_history: usize,
+    /// Where `GET /metrics` (Prometheus) is served, with `/healthz` and `/readyz`;
+    /// absent: nowhere. Keep it to operators (e.g. `127.0.0.1:9090`).
+    pub metrics_listen: Option<SocketAddr>,
+    /// How logs are written: `pretty` (for people, the default) or `json` (one object a
+    /// line).
+    #[serde(default)]
+    pub log_format: LogFormat,
     #[serde(default, rename = "case")]
     pub cases: Vec<CaseConfig>,
+}
+
+/// How the server writes its logs.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Pretty,
+    /// One JSON object a line (timestamp, level, target, fields, message).
+    Json,
 }
 
 /// The kinds of store the server can keep its data in.
@@ -209,6 +231,9 @@ fn default_delivery_cap_per_case() -> usize {
 fn default_delivery_cap_per_destination() -> usize {
     DispatcherOptions::default().per_destination
 }
+fn default_check_in_history() -> usize {
+    snitch_core::snitch::CHECK_INS_KEPT
+}
 fn default_max_snitches() -> u32 {
     Plan::default().max_snitches
 }
@@ -223,7 +248,7 @@ impl Default for Config {
 }
 
 /// The top-level keys that an environment variable `SNITCH_<KEY>` can set.
-const ENV_KEYS: [&str; 27] = [
+const ENV_KEYS: [&str; 30] = [
     "listen",
     "check_in_listen",
     "base_url",
@@ -251,6 +276,9 @@ const ENV_KEYS: [&str; 27] = [
     "email_concurrency",
     "delivery_cap_per_case",
     "delivery_cap_per_destination",
+    "check_in_history",
+    "metrics_listen",
+    "log_format",
 ];
 
 impl Config {
@@ -292,7 +320,8 @@ impl Config {
                 | "webhook_concurrency"
                 | "email_concurrency"
                 | "delivery_cap_per_case"
-                | "delivery_cap_per_destination" => value
+                | "delivery_cap_per_destination"
+                | "check_in_history" => value
                     .trim()
                     .parse::<i64>()
                     .map(toml::Value::Integer)
@@ -337,6 +366,12 @@ impl Config {
                  delivery_cap_per_destination must be at least 1"
                     .into(),
             );
+        }
+        if !(1..=snitch_core::service::MAX_CHECK_IN_HISTORY).contains(&self.check_in_history) {
+            return bad(format!(
+                "check_in_history must be from 1 to {}",
+                snitch_core::service::MAX_CHECK_IN_HISTORY
+            ));
         }
         self.store_location()?;
         let mut names = std::collections::HashSet::new();
@@ -415,7 +450,8 @@ impl Config {
             })
             .maintenance(self.maintenance)
             .dispatcher(self.dispatcher_options())
-            .outage_threshold(self.outage_threshold());
+            .outage_threshold(self.outage_threshold())
+            .check_in_history(self.check_in_history);
         if let Some(url) = &self.smtp_url {
             builder = builder.smtp(url, &self.mail_from);
         }

@@ -14,7 +14,8 @@ mod launch;
 
 pub use bootstrap::{open_postgres, open_sqlite, open_storage};
 pub use config::{
-    config_from_toml, env_from, process_env, CaseConfig, Config, StoreKind, StoreLocation,
+    config_from_toml, env_from, process_env, CaseConfig, Config, LogFormat, StoreKind,
+    StoreLocation,
 };
 pub use launch::{launch, launch_with_clock, Running};
 
