@@ -23,7 +23,7 @@ pub struct CheckInJson {
     /// The exit status the job sent (`s`), cut to 64 characters; `null` for a success.
     #[schema(example = "2")]
     pub exit_status: Option<String>,
-    /// The message the job sent (`m`), cut to 255 characters; `null` when none.
+    /// The message the job sent (`m`), cut to 256 characters; `null` when none.
     #[schema(example = "disk full")]
     pub message: Option<String>,
 }

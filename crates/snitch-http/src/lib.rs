@@ -442,7 +442,7 @@ async fn get_snitch(
     post,
     path = "/v1/snitches",
     tag = "snitches",
-    request_body(content = openapi::SnitchRequest, content_type = "application/json"),
+    request_body(content = openapi::NewSnitchRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "The new snitch (200, not 201: compat)", body = wire::SnitchJson),
         (status = 401, response = openapi::Unauthorized),
@@ -528,7 +528,7 @@ async fn delete_snitch(
     path = "/v1/snitches/{token}/tags",
     tag = "snitches",
     params(("token" = String, Path, description = "The snitch's token")),
-    request_body(content = Vec<String>, content_type = "application/json"),
+    request_body(content = Vec<openapi::TagName>, content_type = "application/json"),
     responses(
         (status = 200, description = "Every tag of the snitch", body = Vec<String>),
         (status = 401, response = openapi::Unauthorized),

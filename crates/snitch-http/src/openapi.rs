@@ -11,7 +11,9 @@
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::RefOr;
 use utoipa::{Modify, OpenApi, ToResponse, ToSchema};
 
 /// The body of every API error (api-v1.md section 7).
@@ -79,24 +81,118 @@ pub struct Unavailable(#[to_schema] pub ErrorJson);
 /// `type: {interval}` stands in for a missing `interval`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SnitchRequest {
-    /// 1 to 255 characters; required on create.
-    #[schema(example = "Nightly backup")]
+    /// 1 to 255 characters, not blank; required on create.
+    #[schema(
+        example = "Nightly backup",
+        min_length = 1,
+        max_length = 255,
+        pattern = r"\S"
+    )]
     pub name: Option<String>,
-    /// `15_minute`, `30_minute`, `hourly`, `daily`, `weekly`, `monthly`, …; required on
-    /// create (or as `type.interval`).
+    /// Required on create (or as `type.interval`).
     #[schema(example = "daily")]
-    pub interval: Option<String>,
+    pub interval: Option<IntervalName>,
     #[schema(value_type = Option<Object>)]
     #[serde(rename = "type")]
     pub type_: Option<serde_json::Value>,
-    /// `basic` (default) or `smart`.
-    pub alert_type: Option<String>,
-    /// Addresses (a list, or one comma-separated string) that get this snitch's alerts
-    /// instead of the team.
-    #[schema(value_type = Option<Object>)]
+    /// `basic` (default) or `smart` (only for intervals over 30 minutes).
+    pub alert_type: Option<AlertTypeName>,
+    /// Addresses that get this snitch's alerts instead of the team (at most 20; one
+    /// comma-separated string is accepted too).
+    #[schema(value_type = Option<Vec<String>>)]
     pub alert_email: Option<serde_json::Value>,
+    /// At most 10,000 characters.
+    #[schema(max_length = 10_000)]
     pub notes: Option<String>,
-    pub tags: Option<Vec<String>>,
+    /// At most 50 tags of 1 to 64 characters.
+    #[schema(max_items = 50)]
+    pub tags: Option<Vec<TagName>>,
+}
+
+/// The body of create: [`SnitchRequest`] with `name` and `interval` required.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NewSnitchRequest {
+    #[schema(
+        example = "Nightly backup",
+        min_length = 1,
+        max_length = 255,
+        pattern = r"\S"
+    )]
+    pub name: String,
+    pub interval: IntervalName,
+    pub alert_type: Option<AlertTypeName>,
+    #[schema(value_type = Option<Vec<String>>)]
+    pub alert_email: Option<serde_json::Value>,
+    #[schema(max_length = 10_000)]
+    pub notes: Option<String>,
+    #[schema(max_items = 50)]
+    pub tags: Option<Vec<TagName>>,
+}
+
+/// The 17 intervals.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum IntervalName {
+    #[serde(rename = "1_minute")]
+    Minute1,
+    #[serde(rename = "2_minute")]
+    Minute2,
+    #[serde(rename = "3_minute")]
+    Minute3,
+    #[serde(rename = "5_minute")]
+    Minute5,
+    #[serde(rename = "10_minute")]
+    Minute10,
+    #[serde(rename = "15_minute")]
+    Minute15,
+    #[serde(rename = "30_minute")]
+    Minute30,
+    Hourly,
+    #[serde(rename = "2_hour")]
+    Hour2,
+    #[serde(rename = "3_hour")]
+    Hour3,
+    #[serde(rename = "4_hour")]
+    Hour4,
+    #[serde(rename = "6_hour")]
+    Hour6,
+    #[serde(rename = "8_hour")]
+    Hour8,
+    #[serde(rename = "12_hour")]
+    Hour12,
+    Daily,
+    Weekly,
+    Monthly,
+}
+
+/// `basic` or `smart`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertTypeName {
+    Basic,
+    Smart,
+}
+
+/// A tag: 1 to 64 characters, not blank.
+#[derive(Debug, Serialize)]
+pub struct TagName(pub String);
+
+impl utoipa::PartialSchema for TagName {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .min_length(Some(1))
+            .max_length(Some(64))
+            .pattern(Some(r"\S"))
+            .description(Some("A tag: 1 to 64 characters, not blank"))
+            .into()
+    }
+}
+
+impl ToSchema for TagName {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "TagName".into()
+    }
 }
 
 /// The body of a pause: until the next healthy check-in (default), until unpaused, or
@@ -209,4 +305,26 @@ pub fn document() -> String {
 )]
 pub async fn openapi_json() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], document()).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The documented intervals are exactly the core's 17.
+    #[test]
+    fn the_interval_names_are_the_cores() {
+        let doc: serde_json::Value = serde_json::from_str(&document()).expect("JSON");
+        let names: Vec<&str> = doc["components"]["schemas"]["IntervalName"]["enum"]
+            .as_array()
+            .expect("enum")
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        let core: Vec<&str> = snitch_core::Interval::ALL
+            .iter()
+            .map(|i| i.as_str())
+            .collect();
+        assert_eq!(names, core);
+    }
 }
