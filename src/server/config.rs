@@ -575,6 +575,41 @@ webhooks = ["https://hooks.acme.test/snitch"]
     }
 
     #[test]
+    fn operator_settings_default_parse_and_are_checked() {
+        let c = Config::default();
+        assert_eq!(c.check_in_history, 100);
+        assert_eq!(c.metrics_listen, None);
+        assert_eq!(c.log_format, LogFormat::Pretty);
+        let c = config_from_toml(
+            "check_in_history = 500\nmetrics_listen = \"127.0.0.1:9090\"\nlog_format = \"json\"",
+        )
+        .expect("valid");
+        assert_eq!(c.check_in_history, 500);
+        assert_eq!(
+            c.metrics_listen,
+            Some(SocketAddr::from(([127, 0, 0, 1], 9090)))
+        );
+        assert_eq!(c.log_format, LogFormat::Json);
+        let env = env_from(&[
+            ("SNITCH_CHECK_IN_HISTORY", "7"),
+            ("SNITCH_LOG_FORMAT", "json"),
+            ("SNITCH_METRICS_LISTEN", "127.0.0.1:0"),
+        ]);
+        let c = Config::parse("", env).expect("valid");
+        assert_eq!((c.check_in_history, c.log_format), (7, LogFormat::Json));
+        assert!(c.metrics_listen.is_some());
+        for bad in [
+            "check_in_history = 0",
+            "check_in_history = 10001",
+            "check_in_history = -1",
+            "log_format = \"xml\"",
+            "metrics_listen = \"somewhere\"",
+        ] {
+            assert!(config_from_toml(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn unknown_keys_are_named_in_the_error() {
         let err = config_from_toml("lisen = \"127.0.0.1:1\"").expect_err("typo");
         assert!(err.to_string().contains("lisen"), "{err}");
