@@ -406,6 +406,7 @@ mod tests {
         hooks: Arc<Receiver>,
         mail: Arc<Receiver>,
         case: Case,
+        metrics: Arc<crate::Metrics>,
     }
 
     async fn world(hook_failures: usize) -> World {
@@ -444,13 +445,11 @@ mod tests {
             },
             ..Default::default()
         };
-        let dispatcher = Arc::new(Dispatcher::new(
-            storage,
-            clock.clone(),
-            hooks.clone(),
-            mail.clone(),
-            options,
-        ));
+        let metrics = Arc::new(crate::Metrics::new());
+        let dispatcher = Arc::new(
+            Dispatcher::new(storage, clock.clone(), hooks.clone(), mail.clone(), options)
+                .with_metrics(metrics.clone()),
+        );
         World {
             service,
             clock,
@@ -458,6 +457,7 @@ mod tests {
             hooks,
             mail,
             case,
+            metrics,
         }
     }
 
@@ -546,6 +546,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn attempts_are_counted_by_channel_and_outcome_with_the_delay_since_the_event() {
+        let w = world(1).await;
+        reporting(&w).await;
+        assert_eq!(dispatch(&w).await, 2);
+        w.clock.advance(Span::seconds(30));
+        assert_eq!(dispatch(&w).await, 1);
+        let text = w.metrics.encode();
+        for line in [
+            "snitch_deliveries_total{channel=\"webhook\",outcome=\"retry\"} 1",
+            "snitch_deliveries_total{channel=\"webhook\",outcome=\"delivered\"} 1",
+            "snitch_deliveries_total{channel=\"email\",outcome=\"delivered\"} 1",
+            "snitch_deliveries_total{channel=\"webhook\",outcome=\"failed\"} 0",
+            // The e-mail went out at once, the hook 30 s after its event.
+            "snitch_delivery_latency_seconds_sum{channel=\"webhook\"} 30.0",
+            "snitch_delivery_latency_seconds_sum{channel=\"email\"} 0.0",
+            "snitch_delivery_latency_seconds_count{channel=\"email\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+    }
+
+    #[tokio::test]
     async fn a_delivery_that_keeps_failing_is_given_up_and_recorded() {
         let w = world(usize::MAX).await;
         let event = reporting(&w).await;
@@ -565,6 +587,11 @@ mod tests {
         assert_eq!(
             w.service.storage().next_delivery_at().await.expect("read"),
             None
+        );
+        let text = w.metrics.encode();
+        assert!(
+            text.contains("snitch_deliveries_total{channel=\"webhook\",outcome=\"failed\"} 1"),
+            "{text}"
         );
     }
 
