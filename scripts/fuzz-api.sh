@@ -2,7 +2,8 @@
 # Schema-driven fuzzing of the API: schemathesis generates requests for every operation of
 # the OpenAPI document the server serves (/v1/openapi.json), sends them to a real server
 # (a temporary SQLite store, a key made with the admin commands) and fails on any 5xx or
-# any response the document does not describe (status, content type, headers, schema).
+# any response the document does not describe (status, content type, headers, schema),
+# on an operation that answers without its key, or on a deleted snitch still served.
 #
 # schemathesis (pinned) lives in a virtual environment outside the repository:
 # ${XDG_CACHE_HOME:-$HOME/.cache}/snitch-venv. Bounded: FUZZ_EXAMPLES examples per
@@ -98,7 +99,7 @@ echo "fuzz-api: schemathesis $SCHEMATHESIS_VERSION against $base ($EXAMPLES exam
 status=0
 "$venv/bin/st" --config-file "$work/schemathesis.toml" run "$base/v1/openapi.json" \
     --auth "$key:" \
-    --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance \
+    --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance,ignored_auth,use_after_free \
     --max-examples "$EXAMPLES" \
     --max-time "$MAX_TIME" \
     --phases examples,coverage,fuzzing \
