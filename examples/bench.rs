@@ -33,16 +33,18 @@ use http_body_util::{BodyExt, Empty};
 use hyper::header::HOST;
 use hyper::{Request, Uri};
 use hyper_util::rt::TokioIo;
-use snitch::machine;
+use snitch::core::machine;
+use snitch::core::{
+    CheckIn, EmailAddress, Interval, Notes, RandomTokens, SnitchName, Tags, Timestamp, TokenSource,
+};
+use snitch::prelude::{
+    Case, CaseId, Clock, ManualClock, Outcome, Snitch, SnitchFields, SnitchService, Storage,
+    SystemClock, Token,
+};
 use snitch::server::{launch_with_clock, CaseConfig, Config, Running, StoreKind};
 use snitch::store::memory::MemoryStorage;
 use snitch::store::postgres::{PgStorage, MIGRATOR};
 use snitch::store::sqlite::SqliteStorage;
-use snitch::{
-    Case, CaseId, CheckIn, Clock, EmailAddress, Interval, ManualClock, Notes, Outcome,
-    RandomTokens, Snitch, SnitchFields, SnitchName, SnitchService, Storage, SystemClock, Tags,
-    Timestamp, Token, TokenSource,
-};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, Executor, PgConnection};
 use tokio::net::{TcpListener, TcpStream};

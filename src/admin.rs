@@ -21,10 +21,16 @@ use snitch_core::{
     AlertEmails, ApiKeyRecord, Case, CaseId, Plan, Storage, StorageError, SystemClock, Timestamp,
 };
 use snitch_http::ApiKeys;
+#[cfg(feature = "postgres")]
 use snitch_store_postgres::PgStorage;
+#[cfg(feature = "sqlite")]
 use snitch_store_sqlite::SqliteStorage;
 
-use crate::server::{open_postgres, open_sqlite, Config, ServerError, StoreLocation};
+#[cfg(feature = "postgres")]
+use crate::server::open_postgres;
+#[cfg(feature = "sqlite")]
+use crate::server::open_sqlite;
+use crate::server::{Config, ServerError, StoreLocation};
 
 /// The longest label a key may have, in characters.
 pub const LABEL_MAX_CHARS: usize = 100;
@@ -243,8 +249,14 @@ fn check_label(label: &str) -> Result<(), AdminError> {
 
 /// An open durable store and how to close it.
 enum Opened {
+    #[cfg(feature = "sqlite")]
     Sqlite(sqlx::SqlitePool),
+    #[cfg(feature = "postgres")]
     Postgres(sqlx::PgPool),
+    /// A build with neither durable store opens none: [`Opened::open`] refuses first.
+    #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+    #[allow(dead_code)]
+    None(std::convert::Infallible),
 }
 
 impl Opened {
@@ -255,10 +267,20 @@ impl Opened {
                  beyond this command"
                     .into(),
             )),
+            #[cfg(feature = "postgres")]
             StoreLocation::Postgres(url) => Ok((
                 Opened::Postgres(open_postgres(config, &url).await?),
                 "the PostgreSQL database of database_url".into(),
             )),
+            #[cfg(not(feature = "postgres"))]
+            StoreLocation::Postgres(_) => {
+                Err(crate::server::bootstrap::not_compiled("PostgreSQL", "postgres").into())
+            }
+            #[cfg(not(feature = "sqlite"))]
+            StoreLocation::SqliteFile(_) | StoreLocation::SqliteUrl(_) => {
+                Err(crate::server::bootstrap::not_compiled("SQLite", "sqlite").into())
+            }
+            #[cfg(feature = "sqlite")]
             location => {
                 let what = match &location {
                     StoreLocation::SqliteFile(path) => {
@@ -273,31 +295,48 @@ impl Opened {
 
     fn storage(&self) -> Arc<dyn Storage> {
         match self {
+            #[cfg(feature = "sqlite")]
             Opened::Sqlite(pool) => Arc::new(SqliteStorage::new(pool.clone())),
+            #[cfg(feature = "postgres")]
             Opened::Postgres(pool) => Arc::new(PgStorage::new(pool.clone())),
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Opened::None(never) => match *never {},
         }
     }
 
     /// The newest migration of this kind of store, as `<version> (<description>)`.
     fn schema_version(&self) -> String {
-        let migrator = match self {
-            Opened::Sqlite(_) => &*snitch_store_sqlite::MIGRATOR,
-            Opened::Postgres(_) => &*snitch_store_postgres::MIGRATOR,
-        };
-        migrator
-            .iter()
-            .max_by_key(|m| m.version)
-            .map_or_else(String::new, |m| {
-                format!("{} ({})", m.version, m.description)
-            })
+        match self {
+            #[cfg(feature = "sqlite")]
+            Opened::Sqlite(_) => newest_migration(&snitch_store_sqlite::MIGRATOR),
+            #[cfg(feature = "postgres")]
+            Opened::Postgres(_) => newest_migration(&snitch_store_postgres::MIGRATOR),
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Opened::None(never) => match *never {},
+        }
     }
 
     async fn close(self) {
         match self {
+            #[cfg(feature = "sqlite")]
             Opened::Sqlite(pool) => pool.close().await,
+            #[cfg(feature = "postgres")]
             Opened::Postgres(pool) => pool.close().await,
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Opened::None(never) => match never {},
         }
     }
+}
+
+/// `<version> (<description>)` of the newest migration of `migrator`.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+fn newest_migration(migrator: &sqlx::migrate::Migrator) -> String {
+    migrator
+        .iter()
+        .max_by_key(|m| m.version)
+        .map_or_else(String::new, |m| {
+            format!("{} ({})", m.version, m.description)
+        })
 }
 
 /// Runs `command` on the store of `config`: results on `out`, notes for the person at the

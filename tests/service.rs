@@ -4,11 +4,13 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use snitch::store::memory::MemoryStorage;
-use snitch::{
-    Case, CaseId, CheckInMessage, ErrorType, EventKind, ManualClock, Outcome, SequentialTokens,
-    ServiceError, SnitchFields, SnitchService, Status, Storage, Tag, Validation,
+use snitch::core::{
+    CheckInMessage, ErrorType, EventKind, SequentialTokens, ServiceError, Tag, Validation,
 };
+use snitch::prelude::{
+    Case, CaseId, ManualClock, Outcome, SnitchFields, SnitchService, Status, Storage,
+};
+use snitch::store::memory::MemoryStorage;
 
 struct World {
     service: SnitchService,
@@ -546,10 +548,10 @@ async fn a_snitch_the_store_cannot_save_does_not_stop_the_sweep() {
 
     use snitch::core::contract::{at, case, checked_in, snitch as fixture};
     use snitch::core::storage::MockStorage;
-    use snitch::StorageError;
+    use snitch::prelude::StorageError;
 
     let acme = case("acme");
-    let due: Vec<snitch::Snitch> = (1..=3)
+    let due: Vec<snitch::prelude::Snitch> = (1..=3)
         .map(|n| checked_in(&fixture(&acme, n, at(0)), at(1)).snitch)
         .collect();
     let poisoned = due[1].token.clone();

@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use snitch_core::{Plan, RetryPolicy, Storage};
 use snitch_http::outbound::dispatcher::DispatcherOptions;
+#[cfg(feature = "webhooks")]
 use snitch_http::outbound::webhook::WebhookOptions;
 use snitch_http::{AuthFailureLimit, RateLimit};
 
@@ -339,10 +340,35 @@ impl Config {
             );
         }
         self.store_location()?;
+        self.check_features(cfg!(feature = "smtp"), cfg!(feature = "webhooks"))?;
         let mut names = std::collections::HashSet::new();
         for case in &self.cases {
             if !names.insert(case.name.as_str()) {
                 return bad(format!("case {:?} is configured twice", case.name));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses settings that need a part this build was compiled without, rather than
+    /// dropping alerts: `smtp_url` needs the `smtp` feature, configured webhooks and
+    /// `allow_private_webhooks` the `webhooks` feature.
+    fn check_features(&self, smtp: bool, webhooks: bool) -> Result<(), ServerError> {
+        let missing = |what: &str, feature: &str| {
+            Err(ServerError::Config(format!(
+                "{what} needs the `{feature}` feature, which this build of Snitch was compiled \
+                 without"
+            )))
+        };
+        if !smtp && self.smtp_url.is_some() {
+            return missing("smtp_url", "smtp");
+        }
+        if !webhooks {
+            if self.allow_private_webhooks {
+                return missing("allow_private_webhooks", "webhooks");
+            }
+            if let Some(case) = self.cases.iter().find(|c| !c.webhooks.is_empty()) {
+                return missing(&format!("case {:?}: webhooks", case.name), "webhooks");
             }
         }
         Ok(())
@@ -399,11 +425,13 @@ impl Config {
     /// A [`SnitchRuntime`] runtime over `storage` with these settings (clock: the system's).
     pub fn snitch_builder(&self, storage: Arc<dyn Storage>) -> SnitchBuilder {
         let nonzero = |n: u32| NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN);
-        let mut builder = SnitchRuntime::builder(storage)
-            .webhooks(WebhookOptions {
-                allow_private: self.allow_private_webhooks,
-                ..WebhookOptions::default()
-            })
+        let builder = SnitchRuntime::builder(storage);
+        #[cfg(feature = "webhooks")]
+        let builder = builder.webhooks(WebhookOptions {
+            allow_private: self.allow_private_webhooks,
+            ..WebhookOptions::default()
+        });
+        let builder = builder
             .check_in_base(self.check_in_base())
             .rate_limit(RateLimit {
                 per_second: nonzero(self.rate_limit_per_second),
@@ -416,8 +444,9 @@ impl Config {
             .maintenance(self.maintenance)
             .dispatcher(self.dispatcher_options())
             .outage_threshold(self.outage_threshold());
+        #[cfg(feature = "smtp")]
         if let Some(url) = &self.smtp_url {
-            builder = builder.smtp(url, &self.mail_from);
+            return builder.smtp(url, &self.mail_from);
         }
         builder
     }
@@ -652,6 +681,25 @@ webhooks = ["https://hooks.acme.test/snitch"]
         ] {
             assert!(config_from_toml(zero).is_err(), "{zero}");
         }
+    }
+
+    #[test]
+    fn settings_for_parts_compiled_out_are_refused_not_dropped() {
+        let smtp = config_from_toml("smtp_url = \"smtp://127.0.0.1:2525\"").expect("valid");
+        let err = smtp.check_features(false, true).expect_err("no smtp");
+        assert!(err.to_string().contains("`smtp` feature"), "{err}");
+        assert!(smtp.check_features(true, false).is_ok());
+
+        let hooks =
+            config_from_toml("[[case]]\nname = \"acme\"\nwebhooks = [\"https://h.test/x\"]")
+                .expect("valid");
+        let err = hooks.check_features(true, false).expect_err("no webhooks");
+        assert!(err.to_string().contains("\"acme\": webhooks"), "{err}");
+        assert!(err.to_string().contains("`webhooks` feature"), "{err}");
+        let private = config_from_toml("allow_private_webhooks = true").expect("valid");
+        assert!(private.check_features(true, false).is_err());
+        // Without either, a configuration that asks for neither is fine.
+        assert!(Config::default().check_features(false, false).is_ok());
     }
 
     #[test]

@@ -8,11 +8,15 @@
 //!   [`open_sqlite`]) and loading the configured cases;
 //! - `launch.rs`: [`launch`], [`launch_with_clock`] and [`Running`].
 
-mod bootstrap;
+pub(crate) mod bootstrap;
 mod config;
 mod launch;
 
-pub use bootstrap::{open_postgres, open_sqlite, open_storage};
+#[cfg(feature = "postgres")]
+pub use bootstrap::open_postgres;
+#[cfg(feature = "sqlite")]
+pub use bootstrap::open_sqlite;
+pub use bootstrap::open_storage;
 pub use config::{
     config_from_toml, env_from, process_env, CaseConfig, Config, StoreKind, StoreLocation,
 };

@@ -221,7 +221,7 @@ const MASK: &str = "***";
 /// A URL with any `user:password@` removed and its query values masked: credentials are
 /// never shown, and neither are tokens passed as query parameters (`?token=…`).
 fn without_credentials(url: &str) -> String {
-    match reqwest::Url::parse(url) {
+    match url::Url::parse(url) {
         Ok(mut parsed) => {
             // Both only fail for URLs that cannot have credentials at all.
             let _ = parsed.set_username("");
@@ -237,7 +237,7 @@ fn without_credentials(url: &str) -> String {
 /// name and the query keys still tell which credentials a hook uses, the secrets are
 /// never shown again.
 fn password_masked(url: &str) -> String {
-    match reqwest::Url::parse(url) {
+    match url::Url::parse(url) {
         Ok(mut parsed) => {
             if parsed.password().is_some() {
                 let _ = parsed.set_password(Some(MASK));
@@ -251,7 +251,7 @@ fn password_masked(url: &str) -> String {
 
 /// Replaces the value of each `key=value` pair of the query by [`MASK`], keeping the keys
 /// as written; pairs without a value (`?flag`, `?key=`) hide nothing and stay.
-fn mask_query_values(url: &mut reqwest::Url) {
+fn mask_query_values(url: &mut url::Url) {
     let Some(query) = url.query() else { return };
     let masked: Vec<String> = query
         .split('&')
