@@ -457,16 +457,14 @@ async fn check_in_server(
         BenchStore::Postgres(url) => (None, Some(url), defaults.data_path.clone()),
         BenchStore::Sqlite(path) => (Some(StoreKind::Sqlite), None, path),
     };
-    let config = Config {
-        store,
-        database_url,
-        data_path,
-        cases: cases
-            .iter()
-            .map(|name| case_config(name, per_case, &[], &[]))
-            .collect(),
-        ..defaults
-    };
+    let mut config = defaults;
+    config.store = store;
+    config.database_url = database_url;
+    config.data_path = data_path;
+    config.cases = cases
+        .iter()
+        .map(|name| case_config(name, per_case, &[], &[]))
+        .collect();
     let server = BenchServer::start(config, Arc::new(SystemClock)).await?;
     let service = server.running.service.clone();
     let tokens = create_snitches(&service, &cases, per_case, "daily").await?;
@@ -1059,17 +1057,15 @@ async fn receive(State(receiver): State<Arc<Receiver>>, body: Bytes) -> StatusCo
 async fn alert_delay(count: usize) -> Result<Measured, BoxError> {
     let clock = Arc::new(ShiftedClock::default());
     let (receiver, receiver_addr) = Receiver::start(clock.clone()).await?;
-    let config = Config {
-        store: Some(StoreKind::Memory),
-        allow_private_webhooks: true,
-        cases: vec![case_config(
-            "alerts",
-            count,
-            &[],
-            &[format!("http://{receiver_addr}/hook")],
-        )],
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.store = Some(StoreKind::Memory);
+    config.allow_private_webhooks = true;
+    config.cases = vec![case_config(
+        "alerts",
+        count,
+        &[],
+        &[format!("http://{receiver_addr}/hook")],
+    )];
     let server = BenchServer::start(config, clock.clone()).await?;
     let service = server.running.service.clone();
     let tokens = create_snitches(&service, &["alerts".to_owned()], count, "1_minute").await?;
@@ -1134,18 +1130,16 @@ async fn alert_delay(count: usize) -> Result<Measured, BoxError> {
 
 /// Row 6: sequential `GET /v1/snitches` with HTTP Basic on a case of `api_snitches`.
 async fn api_list(sizes: &Sizes) -> Result<Measured, BoxError> {
-    let config = Config {
-        store: Some(StoreKind::Memory),
-        rate_limit_per_second: NO_RATE_LIMIT,
-        rate_limit_burst: NO_RATE_LIMIT,
-        cases: vec![case_config(
-            "api",
-            sizes.api_snitches,
-            &[API_KEY.to_owned()],
-            &[],
-        )],
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.store = Some(StoreKind::Memory);
+    config.rate_limit_per_second = NO_RATE_LIMIT;
+    config.rate_limit_burst = NO_RATE_LIMIT;
+    config.cases = vec![case_config(
+        "api",
+        sizes.api_snitches,
+        &[API_KEY.to_owned()],
+        &[],
+    )];
     let server = BenchServer::start(config, Arc::new(SystemClock)).await?;
     let service = server.running.service.clone();
     create_snitches(&service, &["api".to_owned()], sizes.api_snitches, "daily").await?;
@@ -1224,15 +1218,11 @@ impl BenchServer {
 
 /// A case of the configuration that holds up to `max_snitches`.
 fn case_config(name: &str, max_snitches: usize, keys: &[String], hooks: &[String]) -> CaseConfig {
-    CaseConfig {
-        name: name.to_owned(),
-        members: Vec::new(),
-        max_snitches: u32::try_from(max_snitches).unwrap_or(u32::MAX),
-        error_notices: true,
-        on_hold: false,
-        api_keys: keys.to_vec(),
-        webhooks: hooks.to_vec(),
-    }
+    let mut case = CaseConfig::new(name);
+    case.max_snitches = u32::try_from(max_snitches).unwrap_or(u32::MAX);
+    case.api_keys = keys.to_vec();
+    case.webhooks = hooks.to_vec();
+    case
 }
 
 /// Creates `per_case` snitches in each case through the service (one task per case, as

@@ -37,6 +37,7 @@ pub const LABEL_MAX_CHARS: usize = 100;
 
 /// One admin command, with its arguments as given on the command line (checked when run).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AdminCommand {
     /// Lists every case with its members, plan and hold flag.
     CasesList,
@@ -57,6 +58,7 @@ pub enum AdminCommand {
 /// The settings of `cases create` and `cases update`, as text: `None` leaves a setting as
 /// it is (or at its default, for a new case).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CaseOptions {
     /// Comma-separated e-mail addresses; an empty string clears the list.
     pub members: Option<String>,
@@ -109,6 +111,7 @@ fn parse_flag(option: &str, raw: &str) -> Result<bool, AdminError> {
 
 /// Why an admin command failed: one line, printed on stderr by the binary.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AdminError {
     /// The input breaks a rule (a case id, an e-mail address, a number, a label).
     #[error("{0}")]

@@ -62,6 +62,7 @@ pub const MAX_SWEEP_SLEEP: Duration = Duration::from_secs(1);
 
 /// Why [`SnitchBuilder::build`] failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BuildError {
     /// A notifier could not be built from its settings (SMTP URL, sender, HTTP client).
     #[error("invalid notifier settings: {0}")]
@@ -317,12 +318,11 @@ impl SnitchBuilder {
         let api = ApiState::new(
             service.clone(),
             keys.clone(),
-            ApiConfig {
-                check_in_base,
-                rate_limit,
-                auth_failures,
-                maintenance,
-            },
+            ApiConfig::default()
+                .with_check_in_base(check_in_base)
+                .with_rate_limit(rate_limit)
+                .with_auth_failures(auth_failures)
+                .with_maintenance(maintenance),
         );
 
         let (stop, stop_rx) = watch::channel(false);

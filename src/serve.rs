@@ -30,6 +30,7 @@ use tower::ServiceExt;
 
 /// The limits of one listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ServeOptions {
     /// A connection must send complete request headers within this time after it is
     /// accepted or after its previous response; otherwise it is closed.
@@ -44,6 +45,20 @@ impl Default for ServeOptions {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
         }
+    }
+}
+
+impl ServeOptions {
+    /// With `timeout` for request headers.
+    pub fn with_header_timeout(mut self, timeout: Duration) -> Self {
+        self.header_timeout = timeout;
+        self
+    }
+
+    /// With at most `n` connections served at once.
+    pub fn with_max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n;
+        self
     }
 }
 

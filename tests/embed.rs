@@ -51,10 +51,7 @@ impl Running {
             builder
                 .clock(clock)
                 // The receiver is on loopback.
-                .webhooks(WebhookOptions {
-                    allow_private: true,
-                    ..WebhookOptions::default()
-                })
+                .webhooks(WebhookOptions::default().with_allow_private(true))
                 // The test's jumps in time are not our downtime.
                 .outage_threshold(chrono::Duration::days(365_000))
         })

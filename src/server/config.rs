@@ -22,6 +22,7 @@ use crate::serve::ServeOptions;
 /// The server's settings: a TOML file, each key overridable by `SNITCH_<KEY>`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Config {
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
@@ -104,6 +105,7 @@ pub struct Config {
 /// The kinds of store the server can keep its data in.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum StoreKind {
     /// In memory: everything is lost when the server stops.
     Memory,
@@ -115,6 +117,7 @@ pub enum StoreKind {
 
 /// Where the server keeps its data, as decided by [`Config::store_location`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StoreLocation {
     Memory,
     /// A SQLite database file.
@@ -128,6 +131,7 @@ pub enum StoreLocation {
 /// One `[[case]]` of the configuration.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct CaseConfig {
     pub name: String,
     #[serde(default)]
@@ -143,6 +147,21 @@ pub struct CaseConfig {
     pub api_keys: Vec<String>,
     #[serde(default)]
     pub webhooks: Vec<String>,
+}
+
+impl CaseConfig {
+    /// The case `name` with the defaults of a `[[case]]` that gives only its name.
+    pub fn new(name: impl Into<String>) -> Self {
+        CaseConfig {
+            name: name.into(),
+            members: Vec::new(),
+            max_snitches: default_max_snitches(),
+            error_notices: true,
+            on_hold: false,
+            api_keys: Vec::new(),
+            webhooks: Vec::new(),
+        }
+    }
 }
 
 fn default_listen() -> SocketAddr {
@@ -412,14 +431,12 @@ impl Config {
 
     /// How the dispatcher shares its delivery slots (behaviour.md section 8).
     pub fn dispatcher_options(&self) -> DispatcherOptions {
-        DispatcherOptions {
-            retry: self.retry_policy(),
-            concurrency: self.webhook_concurrency,
-            email_concurrency: self.email_concurrency,
-            per_case_channel: self.delivery_cap_per_case,
-            per_destination: self.delivery_cap_per_destination,
-            ..DispatcherOptions::default()
-        }
+        DispatcherOptions::default()
+            .with_retry(self.retry_policy())
+            .with_concurrency(self.webhook_concurrency)
+            .with_email_concurrency(self.email_concurrency)
+            .with_per_case_channel(self.delivery_cap_per_case)
+            .with_per_destination(self.delivery_cap_per_destination)
     }
 
     /// A [`SnitchRuntime`] runtime over `storage` with these settings (clock: the system's).
@@ -427,20 +444,18 @@ impl Config {
         let nonzero = |n: u32| NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN);
         let builder = SnitchRuntime::builder(storage);
         #[cfg(feature = "webhooks")]
-        let builder = builder.webhooks(WebhookOptions {
-            allow_private: self.allow_private_webhooks,
-            ..WebhookOptions::default()
-        });
+        let builder = builder
+            .webhooks(WebhookOptions::default().with_allow_private(self.allow_private_webhooks));
         let builder = builder
             .check_in_base(self.check_in_base())
-            .rate_limit(RateLimit {
-                per_second: nonzero(self.rate_limit_per_second),
-                burst: nonzero(self.rate_limit_burst),
-            })
-            .auth_failures(AuthFailureLimit {
-                per_minute: nonzero(self.auth_failures_per_minute),
-                burst: nonzero(self.auth_failures_burst),
-            })
+            .rate_limit(RateLimit::new(
+                nonzero(self.rate_limit_per_second),
+                nonzero(self.rate_limit_burst),
+            ))
+            .auth_failures(AuthFailureLimit::new(
+                nonzero(self.auth_failures_per_minute),
+                nonzero(self.auth_failures_burst),
+            ))
             .maintenance(self.maintenance)
             .dispatcher(self.dispatcher_options())
             .outage_threshold(self.outage_threshold());
@@ -471,10 +486,9 @@ impl Config {
 
     /// The limits of each listener.
     pub fn serve_options(&self) -> ServeOptions {
-        ServeOptions {
-            header_timeout: Duration::from_millis(self.header_timeout_ms),
-            max_connections: self.max_connections,
-        }
+        ServeOptions::default()
+            .with_header_timeout(Duration::from_millis(self.header_timeout_ms))
+            .with_max_connections(self.max_connections)
     }
 
     pub fn request_timeout(&self) -> Duration {

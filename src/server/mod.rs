@@ -28,6 +28,7 @@ use crate::runtime::BuildError;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServerError {
     #[error("invalid configuration: {0}")]
     Config(String),

@@ -7,6 +7,7 @@ use snitch_core::{ErrorType, ServiceError, Validations};
 
 /// An error the API answers with.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ApiError {
     /// A typed error of api-v1.md section 7 (`kind` is its stable `type`), or one of the
     /// protocol errors the table does not list: `method_not_allowed` (405),

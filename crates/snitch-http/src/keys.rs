@@ -91,6 +91,7 @@ struct Known {
 
 /// A key just made: shown once, then only its record is kept.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct NewKey {
     pub key: String,
     pub record: ApiKeyRecord,

@@ -20,12 +20,14 @@ fn format_opt(t: Option<Timestamp>) -> Option<String> {
 
 /// `{"interval": …}`: the compat `type` object.
 #[derive(Debug, Serialize)]
+#[non_exhaustive]
 pub struct TypeJson {
     pub interval: &'static str,
 }
 
 /// A snitch as the API shows it (api-v1.md 2.1 plus the extras of behaviour.md).
 #[derive(Debug, Serialize)]
+#[non_exhaustive]
 pub struct SnitchJson {
     pub token: String,
     pub href: String,

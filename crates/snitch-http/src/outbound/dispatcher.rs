@@ -27,7 +27,9 @@ use tokio::task::JoinHandle;
 
 /// Settings of a [`Dispatcher`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DispatcherOptions {
+    /// The backoff of failed deliveries, and when they are given up.
     pub retry: RetryPolicy,
     /// Webhook deliveries in flight at once, in all.
     pub concurrency: usize,
@@ -62,6 +64,50 @@ impl Default for DispatcherOptions {
             lease: chrono::Duration::minutes(1),
             poll: Duration::from_secs(1),
         }
+    }
+}
+
+impl DispatcherOptions {
+    /// With the retry policy `retry`.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// With `n` webhook deliveries in flight at once, in all.
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// With `n` e-mail deliveries in flight at once.
+    pub fn with_email_concurrency(mut self, n: usize) -> Self {
+        self.email_concurrency = n;
+        self
+    }
+
+    /// With `n` deliveries of one case through one channel kind in flight at once.
+    pub fn with_per_case_channel(mut self, n: usize) -> Self {
+        self.per_case_channel = n;
+        self
+    }
+
+    /// With `n` webhook deliveries to one destination in flight at once.
+    pub fn with_per_destination(mut self, n: usize) -> Self {
+        self.per_destination = n;
+        self
+    }
+
+    /// With claimed deliveries reserved for `lease`.
+    pub fn with_lease(mut self, lease: chrono::Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// With at most `poll` between looks at the outbox.
+    pub fn with_poll(mut self, poll: Duration) -> Self {
+        self.poll = poll;
+        self
     }
 }
 

@@ -8,6 +8,7 @@ use crate::wire::format_time;
 
 /// What an alert says: a subject and a plain-text body.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EmailContent {
     pub subject: String,
     pub text: String,

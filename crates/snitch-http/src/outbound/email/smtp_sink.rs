@@ -27,6 +27,7 @@ const MAX_MESSAGE: usize = 10 * 1024 * 1024;
 /// One accepted message: the envelope and the data as sent (headers and body, CRLF
 /// line endings, dot-stuffing removed).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ReceivedMail {
     /// The `MAIL FROM` address, without `<>`.
     pub from: String,

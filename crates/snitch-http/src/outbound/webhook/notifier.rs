@@ -30,6 +30,7 @@ pub fn default_user_agent() -> String {
 
 /// Settings of a [`WebhookNotifier`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WebhookOptions {
     /// Deliver to loopback, private, link-local, CGNAT, multicast and unspecified
     /// addresses too (default: refused).
@@ -38,7 +39,34 @@ pub struct WebhookOptions {
     pub timeout: Duration,
     /// How long establishing the connection may take (default 5 s).
     pub connect_timeout: Duration,
+    /// The `User-Agent` of every request (default [`default_user_agent`]).
     pub user_agent: String,
+}
+
+impl WebhookOptions {
+    /// Delivering to private addresses too, or not.
+    pub fn with_allow_private(mut self, allow: bool) -> Self {
+        self.allow_private = allow;
+        self
+    }
+
+    /// With a hard timeout of `timeout` per attempt.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// With at most `timeout` to establish a connection.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// With `user_agent` as the `User-Agent`.
+    pub fn with_user_agent(mut self, user_agent: impl Into<String>) -> Self {
+        self.user_agent = user_agent.into();
+        self
+    }
 }
 
 impl Default for WebhookOptions {
