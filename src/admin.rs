@@ -42,15 +42,36 @@ pub enum AdminCommand {
     /// Lists every case with its members, plan and hold flag.
     CasesList,
     /// Makes a case; an existing one is an error.
-    CasesCreate { name: String, options: CaseOptions },
+    CasesCreate {
+        /// The case id.
+        name: String,
+        /// Its settings.
+        options: CaseOptions,
+    },
     /// Changes the given settings of an existing case.
-    CasesUpdate { name: String, options: CaseOptions },
+    CasesUpdate {
+        /// The case id.
+        name: String,
+        /// The settings to change.
+        options: CaseOptions,
+    },
     /// Makes a key for a case and prints it once.
-    KeysCreate { case: String, label: String },
+    KeysCreate {
+        /// The case id.
+        case: String,
+        /// What the key is for.
+        label: String,
+    },
     /// Lists a case's keys (never the keys themselves).
-    KeysList { case: String },
+    KeysList {
+        /// The case id.
+        case: String,
+    },
     /// Revokes a key by its id.
-    KeysRevoke { id: String },
+    KeysRevoke {
+        /// The key's id, as `keys list` shows it.
+        id: String,
+    },
     /// Runs the store's migrations.
     Migrate,
 }
@@ -62,6 +83,7 @@ pub enum AdminCommand {
 pub struct CaseOptions {
     /// Comma-separated e-mail addresses; an empty string clears the list.
     pub members: Option<String>,
+    /// A whole number: the most snitches the case may have.
     pub max_snitches: Option<String>,
     /// `true` or `false`.
     pub error_notices: Option<String>,
@@ -120,13 +142,16 @@ pub enum AdminError {
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
+    /// The case to create exists already.
     Exists(String),
     /// The configuration, or opening the store, failed.
     #[error(transparent)]
     Server(#[from] ServerError),
     #[error("storage failed: {0}")]
+    /// The store failed.
     Storage(#[from] StorageError),
     #[error("cannot write the output: {0}")]
+    /// The output could not be written.
     Output(#[from] std::io::Error),
 }
 
@@ -143,6 +168,7 @@ impl std::fmt::Debug for Admin {
 }
 
 impl Admin {
+    /// The admin commands over `storage`.
     pub fn new(storage: Arc<dyn Storage>) -> Self {
         let keys = ApiKeys::with_storage(storage.clone(), Arc::new(SystemClock));
         Admin { storage, keys }

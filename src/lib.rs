@@ -57,6 +57,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 #[cfg(feature = "server")]
 pub mod admin;
 pub mod runtime;
@@ -73,7 +75,7 @@ pub use snitch_http as http;
 
 /// The types an embedder names most: the runtime and its builder, the store and clock
 /// traits, cases, snitches and check-in outcomes. Everything else is under [`core`] and
-/// [`http`](crate::http).
+/// [`http`].
 ///
 /// ```
 /// use snitch::prelude::*;

@@ -72,6 +72,7 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// The first pause after a failed `accept`; it doubles up to [`MAX_ACCEPT_BACKOFF`] while
 /// accepting keeps failing and starts over after a success.
 pub const FIRST_ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
+/// The longest pause between failed `accept`s.
 pub const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
 /// `router` with a request timeout: a request (reading its body included) not answered
@@ -96,6 +97,7 @@ pub fn with_request_timeout(
 
 /// What the accept loop needs of a listener; a seam for testing accept errors.
 pub trait Accept: Send + 'static {
+    /// Accepts the next connection.
     fn accept(&mut self) -> impl Future<Output = io::Result<(TcpStream, SocketAddr)>> + Send;
 }
 

@@ -25,8 +25,10 @@ use crate::serve::ServeOptions;
 #[non_exhaustive]
 pub struct Config {
     #[serde(default = "default_listen")]
+    /// Where the API listens (default `127.0.0.1:8080`).
     pub listen: SocketAddr,
     #[serde(default = "default_check_in_listen")]
+    /// Where check-ins are received (default `127.0.0.1:8081`).
     pub check_in_listen: SocketAddr,
     /// Where the API is reached from outside; defaults to `http://<listen>`.
     pub base_url: Option<String>,
@@ -47,20 +49,26 @@ pub struct Config {
     /// SMTP relay for alert e-mails; absent: e-mails are written to the log.
     pub smtp_url: Option<String>,
     #[serde(default = "default_mail_from")]
+    /// The sender of alert e-mails (default `snitch@localhost`).
     pub mail_from: String,
     #[serde(default)]
+    /// Deliver webhooks to private addresses too (default `false`; needs the `webhooks` feature).
     pub allow_private_webhooks: bool,
     #[serde(default = "default_rate")]
+    /// Requests per second refilled into each API key's bucket.
     pub rate_limit_per_second: u32,
     #[serde(default = "default_burst")]
+    /// Requests an API key may make at once.
     pub rate_limit_burst: u32,
     /// Failed authentications allowed per client address: a burst, then this many a
     /// minute; beyond that the address gets 429 for a while, correct keys included.
     #[serde(default = "default_auth_failures_per_minute")]
     pub auth_failures_per_minute: u32,
     #[serde(default = "default_auth_failures_burst")]
+    /// Failed authentications an address may make at once.
     pub auth_failures_burst: u32,
     #[serde(default)]
+    /// Start in maintenance mode (503 for the API; check-ins keep working).
     pub maintenance: bool,
     /// Connections each listener serves at once; more wait in the kernel's backlog.
     /// Lowered (with a warning) to what the limit of open files allows.
@@ -99,6 +107,7 @@ pub struct Config {
     #[serde(default = "default_delivery_cap_per_destination")]
     pub delivery_cap_per_destination: usize,
     #[serde(default, rename = "case")]
+    /// The `[[case]]` tables: cases made (or updated) at start, with keys and hooks.
     pub cases: Vec<CaseConfig>,
 }
 
@@ -119,6 +128,7 @@ pub enum StoreKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreLocation {
+    /// The in-memory store: nothing is kept when the server stops.
     Memory,
     /// A SQLite database file.
     SqliteFile(PathBuf),
@@ -133,19 +143,25 @@ pub enum StoreLocation {
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct CaseConfig {
+    /// The case id.
     pub name: String,
     #[serde(default)]
+    /// The e-mail addresses alerted for the case's snitches.
     pub members: Vec<String>,
     #[serde(default = "default_max_snitches")]
+    /// The most snitches the case may have.
     pub max_snitches: u32,
     #[serde(default = "default_true")]
+    /// Whether `snitch.errored` alerts are sent.
     pub error_notices: bool,
     #[serde(default)]
+    /// On hold: the API refuses every call; check-ins still count.
     pub on_hold: bool,
     /// Plain keys for development; hashed when loaded, never kept.
     #[serde(default)]
     pub api_keys: Vec<String>,
     #[serde(default)]
+    /// Hook URLs stored for the case (needs the `webhooks` feature).
     pub webhooks: Vec<String>,
 }
 
@@ -491,16 +507,19 @@ impl Config {
             .with_max_connections(self.max_connections)
     }
 
+    /// How long a whole request may take before the 408.
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
     }
 
+    /// Where the API is reached from outside.
     pub fn base_url(&self) -> String {
         self.base_url
             .clone()
             .unwrap_or_else(|| format!("http://{}", self.listen))
     }
 
+    /// Where check-ins are sent from outside.
     pub fn check_in_base(&self) -> String {
         self.check_in_base
             .clone()

@@ -31,10 +31,13 @@ use crate::runtime::BuildError;
 #[non_exhaustive]
 pub enum ServerError {
     #[error("invalid configuration: {0}")]
+    /// The configuration is invalid, or asks for something this build cannot do.
     Config(String),
     #[error("storage failed at start-up: {0}")]
+    /// The store failed at start.
     Storage(#[from] snitch_core::StorageError),
     #[error(transparent)]
+    /// A listener failed.
     Io(#[from] std::io::Error),
 }
 

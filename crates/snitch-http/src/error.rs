@@ -13,10 +13,15 @@ pub enum ApiError {
     /// protocol errors the table does not list: `method_not_allowed` (405),
     /// `payload_too_large` (413), `request_timeout` (408).
     Typed {
+        /// The HTTP status.
         status: StatusCode,
+        /// The stable `type` of the body.
         kind: &'static str,
+        /// The `error` text of the body.
         message: String,
+        /// The `validations` of a `validation_failed`, if any.
         validations: Option<Validations>,
+        /// `Retry-After` in seconds, for a 429.
         retry_after_secs: Option<u64>,
     },
     /// Malformed JSON: 400 with an empty body.
@@ -45,6 +50,7 @@ impl ApiError {
         Self::protocol(status, kind.as_str(), message)
     }
 
+    /// 401 `api_key_invalid`: no key, or not a valid one.
     pub fn api_key_invalid() -> Self {
         Self::typed(
             StatusCode::UNAUTHORIZED,
@@ -53,6 +59,7 @@ impl ApiError {
         )
     }
 
+    /// 404 `resource_not_found`.
     pub fn not_found() -> Self {
         Self::typed(
             StatusCode::NOT_FOUND,
@@ -61,6 +68,7 @@ impl ApiError {
         )
     }
 
+    /// 429 `rate_limited`, to be retried after `retry_after_secs`.
     pub fn rate_limited(retry_after_secs: u64) -> Self {
         ApiError::Typed {
             status: StatusCode::TOO_MANY_REQUESTS,
@@ -83,6 +91,7 @@ impl ApiError {
         }
     }
 
+    /// 503 `service_unavailable` (maintenance mode, or a store that is down).
     pub fn service_unavailable() -> Self {
         Self::typed(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -131,6 +140,7 @@ impl ApiError {
         }
     }
 
+    /// 422 `validation_failed` with these problems.
     pub fn invalid(validations: Validations) -> Self {
         ApiError::Typed {
             status: StatusCode::UNPROCESSABLE_ENTITY,
@@ -141,6 +151,7 @@ impl ApiError {
         }
     }
 
+    /// 422 `validation_failed` with one problem: `attribute` and its `message`.
     pub fn invalid_attribute(attribute: &str, message: &str) -> Self {
         Self::invalid(Validations::single(attribute, message))
     }

@@ -4,6 +4,8 @@
 //! The two live on separate routers because they live on separate hosts (`base_url` and
 //! `check_in_base`): a host application nests or serves each wherever it likes.
 
+#![warn(missing_docs)]
+
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -152,6 +154,7 @@ impl std::fmt::Debug for ApiState {
 }
 
 impl ApiState {
+    /// The state of the API routers over `service`, answering keys from `keys`.
     pub fn new(service: SnitchService, keys: Arc<ApiKeys>, config: ApiConfig) -> Self {
         let quota =
             Quota::per_second(config.rate_limit.per_second).allow_burst(config.rate_limit.burst);
@@ -167,10 +170,12 @@ impl ApiState {
         }
     }
 
+    /// Switches maintenance mode (503 for the API; check-ins keep working) at run time.
     pub fn set_maintenance(&self, on: bool) {
         self.inner.maintenance.store(on, Ordering::Relaxed);
     }
 
+    /// Whether the API is in maintenance mode.
     pub fn maintenance(&self) -> bool {
         self.inner.maintenance.load(Ordering::Relaxed)
     }

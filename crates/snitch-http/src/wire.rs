@@ -22,6 +22,7 @@ fn format_opt(t: Option<Timestamp>) -> Option<String> {
 #[derive(Debug, Serialize)]
 #[non_exhaustive]
 pub struct TypeJson {
+    /// The interval's name (`daily`, `15_minute`, …).
     pub interval: &'static str,
 }
 
@@ -29,24 +30,40 @@ pub struct TypeJson {
 #[derive(Debug, Serialize)]
 #[non_exhaustive]
 pub struct SnitchJson {
+    /// The snitch's token, its id in the API.
     pub token: String,
+    /// The snitch's URL in the API (`/v1/snitches/<token>`).
     pub href: String,
+    /// The name.
     pub name: String,
+    /// The tags, in order.
     pub tags: Vec<String>,
+    /// `pending`, `healthy`, `failed`, `errored` or `paused`.
     pub status: &'static str,
+    /// The notes.
     pub notes: String,
+    /// The last check-in's time, RFC 3339 UTC.
     pub checked_in_at: Option<String>,
+    /// Where the job checks in.
     pub check_in_url: String,
+    /// The interval's name (also under `type`).
     pub interval: &'static str,
+    /// `{"interval": …}`, as Dead Man's Snitch answers it.
     #[serde(rename = "type")]
     pub type_: TypeJson,
+    /// `basic` or `smart`.
     pub alert_type: &'static str,
+    /// The snitch's own alert addresses.
     pub alert_email: Vec<String>,
+    /// When the snitch was made, RFC 3339 UTC.
     pub created_at: String,
+    /// When the current period's check-in is due, RFC 3339 UTC; `None` while pending or
+    /// paused.
     pub deadline_at: Option<String>,
 }
 
 impl SnitchJson {
+    /// The JSON of `s`, its check-in URL under `check_in_base`.
     pub fn new(s: &Snitch, check_in_base: &str) -> Self {
         SnitchJson {
             token: s.token.to_string(),
@@ -70,6 +87,7 @@ impl SnitchJson {
     }
 }
 
+/// The names of `tags`, in order.
 pub fn tag_names(tags: &[Tag]) -> Vec<String> {
     tags.iter().map(|t| t.as_str().to_owned()).collect()
 }

@@ -192,6 +192,8 @@ impl std::fmt::Debug for Dispatcher {
 }
 
 impl Dispatcher {
+    /// A dispatcher claiming from `storage`, sending webhook deliveries through
+    /// `webhooks` and e-mails through `email`.
     pub fn new(
         storage: Arc<dyn Storage>,
         clock: Arc<dyn Clock>,

@@ -14,6 +14,7 @@ pub struct LogEmailNotifier {
 }
 
 impl LogEmailNotifier {
+    /// A notifier that logs alerts without check-in URLs.
     pub fn new() -> Self {
         Self::default()
     }

@@ -10,7 +10,9 @@ use crate::wire::format_time;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct EmailContent {
+    /// The `Subject` (one line).
     pub subject: String,
+    /// The plain-text body.
     pub text: String,
 }
 

@@ -33,6 +33,7 @@ pub struct ReceivedMail {
     pub from: String,
     /// The `RCPT TO` addresses, in order.
     pub to: Vec<String>,
+    /// The data as sent: headers and body, CRLF line endings, dot-stuffing removed.
     pub data: String,
 }
 
@@ -113,6 +114,7 @@ impl SmtpSink {
         })
     }
 
+    /// The address the sink listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }

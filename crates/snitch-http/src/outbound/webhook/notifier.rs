@@ -125,6 +125,7 @@ impl WebhookNotifier {
         self
     }
 
+    /// The settings it was built with.
     pub fn options(&self) -> &WebhookOptions {
         &self.options
     }
