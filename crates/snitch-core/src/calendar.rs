@@ -14,6 +14,7 @@ pub type Timestamp = DateTime<Utc>;
 
 /// How often a job is expected to check in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Interval {
     Minute1,
     Minute2,

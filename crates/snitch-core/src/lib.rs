@@ -32,7 +32,9 @@ pub use outbox::{
     Attempt, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery, DeliveryState, RetryPolicy,
 };
 pub use service::{SnitchFields, SnitchService, SweepReport};
-pub use snitch::{CheckIn, Event, EventKind, Pause, PauseUntil, Snitch, SnitchState};
+pub use snitch::{
+    CheckIn, Event, EventKind, InvalidSnitch, Pause, PauseUntil, Snitch, SnitchRecord, SnitchState,
+};
 pub use storage::{ApiKeyRecord, Change, Storage, StorageError};
 pub use tokens::{RandomTokens, SequentialTokens, TokenSource};
 pub use types::{

@@ -37,6 +37,7 @@ impl Channel {
 
 /// The kinds of [`Channel`]: each has its own notifier and its own concurrency budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum ChannelKind {
     Webhook,
     Email,
@@ -53,6 +54,7 @@ impl ChannelKind {
 
 /// Where a delivery stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DeliveryState {
     /// Waiting for its (next) attempt at `next_attempt_at`.
     Pending,
@@ -126,6 +128,7 @@ impl Delivery {
 /// So a case with thousands of due deliveries takes at most its cap and never hides
 /// another case's deliveries from the claim; a key at its cap is skipped.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClaimLimits {
     /// Most webhook deliveries to take (the dispatcher's free webhook slots).
     pub webhooks: usize,
@@ -142,6 +145,25 @@ pub struct ClaimLimits {
 }
 
 impl ClaimLimits {
+    /// Up to `webhooks` webhooks and `emails` e-mails, at most `per_case_channel` of one
+    /// (case, channel kind) and `per_destination` to one destination in flight, with
+    /// nothing in flight yet (set the `*_in_flight` fields to add what is).
+    pub fn new(
+        webhooks: usize,
+        emails: usize,
+        per_case_channel: usize,
+        per_destination: usize,
+    ) -> Self {
+        ClaimLimits {
+            webhooks,
+            emails,
+            per_case_channel,
+            per_destination,
+            case_channels_in_flight: Vec::new(),
+            destinations_in_flight: Vec::new(),
+        }
+    }
+
     /// Up to `limit` deliveries of each kind, with no other cap: what a claim without
     /// fairness rules would take.
     pub fn at_most(limit: usize) -> Self {
@@ -269,9 +291,13 @@ pub fn deliveries_for(event: &Event, case: &Case, hooks: &[Webhook]) -> Vec<Deli
 /// Exponential backoff with jitter: about `first_delay`, doubling, capped at `max_delay`,
 /// until `give_up_after` has passed since the event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RetryPolicy {
+    /// About how long after the first failure the second attempt comes.
     pub first_delay: Duration,
+    /// The longest wait between two attempts.
     pub max_delay: Duration,
+    /// How long after the event attempts stop: the delivery is given up.
     pub give_up_after: Duration,
 }
 
@@ -286,6 +312,15 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// A policy with these three durations (see the fields).
+    pub fn new(first_delay: Duration, max_delay: Duration, give_up_after: Duration) -> Self {
+        RetryPolicy {
+            first_delay,
+            max_delay,
+            give_up_after,
+        }
+    }
+
     /// What follows a failed attempt number `failures` (1 for the first) at `now`, for an
     /// event of `event_at`. `jitter` in `[0, 1)` spreads retries by up to ±20 %.
     pub fn after_failure(

@@ -43,6 +43,8 @@ const TOKEN_ATTEMPTS: usize = 8;
 /// The attributes of a create or update request, as the client sent them. `None` means
 /// "not given" (on update: unchanged). Adapters map JSON `null` to the value it means:
 /// `Some(vec![])` for `tags` and `alert_email`, `Some("")` for the others.
+///
+/// Build it with `..Default::default()`, so a new attribute does not break the build.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SnitchFields {
     pub name: Option<String>,
@@ -120,6 +122,7 @@ pub fn parse_pause_until(raw: Option<&str>, now: Timestamp) -> Result<PauseUntil
 
 /// What one sweep did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SweepReport {
     /// Snitches that changed (declared missing or resumed from a timed pause).
     pub snitches: usize,
@@ -258,7 +261,23 @@ impl SnitchService {
                 .flat_map(|e| deliveries_for(e, case, hooks))
                 .collect();
         }
-        self.storage.save(&change).await?;
+        match self.storage.save(&change).await {
+            Ok(()) => {}
+            // The commit may have happened: it did if the store now holds exactly the
+            // snitch this change made (same version, same state, times included). Then it
+            // is answered as saved. Otherwise (not stored yet, or since changed by another
+            // writer, or the read fails) the error stands and is not retried here: a
+            // retry would step again on top of a change that may be stored, and count a
+            // check-in twice. The caller is told the outcome is unknown (the API answers
+            // 503); the dispatcher's hook is not called, a later claim finds any events.
+            Err(e) if e.is_outcome_unknown() => {
+                match self.storage.snitch(&change.snitch.token).await {
+                    Ok(Some(stored)) if stored == change.snitch => {}
+                    _ => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        }
         if let (Some(hook), Some(wake)) = (&self.on_earlier_wake, change.snitch.wake_at()) {
             if before.wake_at().is_none_or(|old| wake < old) {
                 hook(wake);

@@ -263,6 +263,7 @@ impl AlertEmails {
 
 /// How the deadline is set: `basic` (end of the next period) or `smart` (learned).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum AlertType {
     #[default]
     Basic,
@@ -356,6 +357,7 @@ impl fmt::Display for Token {
 
 /// A snitch's status as the API shows it (api-v1.md 3.1).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Status {
     #[default]
     Pending,

@@ -79,6 +79,8 @@ pub fn render_email(event: &Event, check_in_base: Option<&str>) -> EmailContent 
         ),
         EventKind::Reporting => ("is reporting again", format!("It checked in at {at}.")),
         EventKind::Paused => ("was paused", format!("It was paused at {at}.")),
+        // A kind newer than this renderer.
+        _ => ("changed", format!("Its status changed at {at}.")),
     };
     let subject = format!("[Snitch] {quoted} {tail}");
 
@@ -661,11 +663,11 @@ mod tests {
     fn errored() -> Event {
         let mut e = event(EventKind::Errored, Status::Errored, Status::Healthy);
         e.at = t("2026-11-21T23:04:00Z");
-        e.check_in = Some(CheckIn {
-            at: t("2026-11-21T23:04:00Z"),
-            outcome: Outcome::from_exit_status(Some("2")),
-            message: CheckInMessage::truncating("pg_dump: disk full"),
-        });
+        e.check_in = Some(CheckIn::new(
+            t("2026-11-21T23:04:00Z"),
+            Outcome::from_exit_status(Some("2")),
+            CheckInMessage::truncating("pg_dump: disk full"),
+        ));
         e
     }
 
@@ -756,11 +758,7 @@ mod tests {
         let mut e = event(EventKind::Reporting, Status::Healthy, Status::Failed);
         e.at = t("2026-11-22T01:00:00Z");
         e.checked_in_at = Some(e.at);
-        e.check_in = Some(CheckIn {
-            at: e.at,
-            outcome: Outcome::Success,
-            message: None,
-        });
+        e.check_in = Some(CheckIn::new(e.at, Outcome::Success, None));
         let mail = render_email(&e, None);
         assert_eq!(
             mail.subject,
