@@ -5,6 +5,8 @@
 //! This crate does no I/O, never reads the wall clock (time comes from a [`Clock`] or a
 //! `now` argument) and knows nothing of HTTP, SQL or JSON.
 
+#![warn(missing_docs)]
+
 pub mod calendar;
 mod check_in_queue;
 pub mod clock;

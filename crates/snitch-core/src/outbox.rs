@@ -12,21 +12,29 @@ use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
 /// Where a delivery goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Channel {
+    /// A POST of the event to a hook of the case.
     Webhook {
+        /// The hook's id.
         hook_id: String,
+        /// Where to POST.
         url: WebhookUrl,
+        /// The secret that signs the payload, if the hook has one.
         secret: Option<WebhookSecret>,
     },
+    /// An e-mail alert.
     Email {
+        /// The recipients.
         to: Vec<EmailAddress>,
     },
 }
 
 impl Channel {
+    /// The channel's kind as text: `webhook` or `email`.
     pub fn kind(&self) -> &'static str {
         self.channel_kind().as_str()
     }
 
+    /// The channel's kind.
     pub fn channel_kind(&self) -> ChannelKind {
         match self {
             Channel::Webhook { .. } => ChannelKind::Webhook,
@@ -39,11 +47,14 @@ impl Channel {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum ChannelKind {
+    /// A webhook POST.
     Webhook,
+    /// An e-mail.
     Email,
 }
 
 impl ChannelKind {
+    /// The kind as text: `webhook` or `email`.
     pub fn as_str(self) -> &'static str {
         match self {
             ChannelKind::Webhook => "webhook",
@@ -58,12 +69,14 @@ impl ChannelKind {
 pub enum DeliveryState {
     /// Waiting for its (next) attempt at `next_attempt_at`.
     Pending,
+    /// Received by its target.
     Delivered,
     /// Given up after the retry window; recorded, never tried again.
     Failed,
 }
 
 impl DeliveryState {
+    /// The state as text: `pending`, `delivered` or `failed`.
     pub fn as_str(self) -> &'static str {
         match self {
             DeliveryState::Pending => "pending",
@@ -76,10 +89,13 @@ impl DeliveryState {
 /// One try at a delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attempt {
+    /// When the attempt started.
     pub at: Timestamp,
+    /// Whether the receiver took it.
     pub ok: bool,
     /// What the receiver said: `HTTP 200`, an SMTP reply, or the error.
     pub detail: String,
+    /// How long the attempt took, in milliseconds.
     pub duration_ms: u64,
 }
 
@@ -88,12 +104,16 @@ pub struct Attempt {
 pub struct Delivery {
     /// `<event id>-<n>`: unique.
     pub id: String,
+    /// The event to send (as it was when emitted).
     pub event: Event,
+    /// Where it goes.
     pub channel: Channel,
+    /// Where it stands.
     pub state: DeliveryState,
     /// When it may next be tried; `None` once delivered or failed. While a dispatcher
     /// holds it, this is the end of that dispatcher's lease.
     pub next_attempt_at: Option<Timestamp>,
+    /// Every attempt so far, oldest first.
     pub attempts: Vec<Attempt>,
 }
 
@@ -251,8 +271,11 @@ impl ClaimLimits {
 /// How a finished attempt leaves the delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttemptResult {
+    /// Received: the delivery is done.
     Delivered,
+    /// Failed; try again at this instant.
     RetryAt(Timestamp),
+    /// Failed for good (permanent, or the retry window closed).
     GaveUp,
 }
 

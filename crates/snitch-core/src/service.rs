@@ -47,12 +47,17 @@ const TOKEN_ATTEMPTS: usize = 8;
 /// Build it with `..Default::default()`, so a new attribute does not break the build.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SnitchFields {
+    /// The snitch's name.
     pub name: Option<String>,
+    /// The interval's name, e.g. `hourly`.
     pub interval: Option<String>,
+    /// `basic` or `smart`.
     pub alert_type: Option<String>,
     /// A list of addresses; the comma-separated string form is split by the adapter.
     pub alert_email: Option<Vec<String>>,
+    /// Free text.
     pub notes: Option<String>,
+    /// The tags.
     pub tags: Option<Vec<String>>,
 }
 
@@ -208,6 +213,7 @@ impl SnitchService {
         Self::with_tokens(storage, clock, Arc::new(RandomTokens))
     }
 
+    /// A service that makes its tokens with `tokens` (e.g. predictable ones in tests).
     pub fn with_tokens(
         storage: Arc<dyn Storage>,
         clock: Arc<dyn Clock>,
@@ -237,6 +243,7 @@ impl SnitchService {
         self
     }
 
+    /// The clock the service reads.
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
     }
@@ -291,6 +298,7 @@ impl SnitchService {
         Ok(change.snitch)
     }
 
+    /// The store the service works on.
     pub fn storage(&self) -> &Arc<dyn Storage> {
         &self.storage
     }
@@ -320,11 +328,13 @@ impl SnitchService {
         Ok(tags)
     }
 
+    /// The case's snitch with this token; another case's is not found.
     pub async fn get(&self, case: &Case, token: &str) -> Result<Snitch, ServiceError> {
         ensure_active(case)?;
         self.load_owned(case, token).await
     }
 
+    /// Creates a snitch from `fields` (`name` and `interval` required), within the plan's limit.
     pub async fn create(&self, case: &Case, fields: &SnitchFields) -> Result<Snitch, ServiceError> {
         ensure_active(case)?;
         let mut problems = Validations::new();
@@ -481,6 +491,7 @@ impl SnitchService {
         Ok(())
     }
 
+    /// Deletes the case's snitch with its history.
     pub async fn delete(&self, case: &Case, token: &str) -> Result<(), ServiceError> {
         ensure_active(case)?;
         let snitch = self.load_owned(case, token).await?;

@@ -360,16 +360,25 @@ impl EventKind {
 pub struct Event {
     /// Unique and stable: `<token>-<n>` for the n-th event of the snitch.
     pub id: String,
+    /// What happened.
     pub kind: EventKind,
     /// When it happened; for `snitch.missing` the deadline that passed.
     pub at: Timestamp,
+    /// The case of the snitch.
     pub case_id: CaseId,
+    /// The snitch's token.
     pub token: Token,
+    /// The snitch's name then.
     pub name: SnitchName,
+    /// The snitch's notes then.
     pub notes: Notes,
+    /// The snitch's tags then.
     pub tags: Tags,
+    /// The snitch's alert e-mails then.
     pub alert_email: AlertEmails,
+    /// The status after the event.
     pub status: Status,
+    /// The status before the event.
     pub previous_status: Status,
     /// The last successful check-in when it happened.
     pub checked_in_at: Option<Timestamp>,

@@ -148,6 +148,7 @@ impl Change {
 pub struct ApiKeyRecord {
     /// Unique, chosen by the host; what admin commands name a key by.
     pub id: String,
+    /// The case the key authenticates as.
     pub case_id: CaseId,
     /// The host's digest of the key (e.g. SHA-256, hex): unique.
     pub digest: String,
@@ -155,6 +156,7 @@ pub struct ApiKeyRecord {
     pub prefix: String,
     /// What the key is for, given by whoever made it; may be empty.
     pub label: String,
+    /// When the key was made.
     pub created_at: Timestamp,
     /// The latest use recorded by [`Storage::record_api_key_use`].
     pub last_used_at: Option<Timestamp>,
