@@ -35,7 +35,7 @@ use hyper::{Request, Uri};
 use hyper_util::rt::TokioIo;
 use snitch::core::machine;
 use snitch::core::{
-    CheckIn, EmailAddress, Interval, Notes, RandomTokens, SnitchName, Tags, Timestamp, TokenSource,
+    CheckIn, EmailAddress, Interval, RandomTokens, SnitchName, Tags, Timestamp, TokenSource,
 };
 use snitch::prelude::{
     Case, CaseId, Clock, ManualClock, Outcome, Snitch, SnitchFields, SnitchService, Storage,
@@ -839,25 +839,16 @@ impl Snitches {
             })
             .collect::<Result<Vec<_>, BoxError>>()?;
         let start = chrono::DateTime::parse_from_rfc3339("2026-11-22T03:10:00Z")?.to_utc();
-        let blank = Snitch {
-            token: bench_token(0)?,
-            case_id: cases[0].id.clone(),
-            name: SnitchName::parse("nightly backup").map_err(|v| v.message)?,
-            tags: Tags::parse(&["prod", "db"]).map_err(|v| v.message)?,
-            notes: Notes::default(),
-            interval: Interval::Hourly,
-            alert_type: Default::default(),
-            alert_email: Default::default(),
-            created_at: start,
-            state: machine::initial_state(),
-            version: 1,
-        };
+        let mut blank = Snitch::new(
+            bench_token(0)?,
+            cases[0].id.clone(),
+            SnitchName::parse("nightly backup").map_err(|v| v.message)?,
+            Interval::Hourly,
+            start,
+        );
+        blank.tags = Tags::parse(&["prod", "db"]).map_err(|v| v.message)?;
         let checked_in_at = |at: Timestamp| {
-            let check_in = CheckIn {
-                at,
-                outcome: Outcome::Success,
-                message: None,
-            };
+            let check_in = CheckIn::new(at, Outcome::Success, None);
             machine::check_in(&blank, &check_in, &cases[0].plan).snitch
         };
         let due_template = checked_in_at(start);

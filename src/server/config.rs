@@ -493,11 +493,11 @@ impl Config {
     /// The backoff of failed deliveries.
     pub fn retry_policy(&self) -> RetryPolicy {
         let ms = |v: u64| chrono::Duration::milliseconds(i64::try_from(v).unwrap_or(i64::MAX));
-        RetryPolicy {
-            first_delay: ms(self.retry_first_delay_ms),
-            max_delay: ms(self.retry_max_delay_ms),
-            give_up_after: ms(self.retry_give_up_after_secs.saturating_mul(1000)),
-        }
+        RetryPolicy::new(
+            ms(self.retry_first_delay_ms),
+            ms(self.retry_max_delay_ms),
+            ms(self.retry_give_up_after_secs.saturating_mul(1000)),
+        )
     }
 
     /// The limits of each listener.

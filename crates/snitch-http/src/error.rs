@@ -184,7 +184,22 @@ impl From<ServiceError> for ApiError {
                     retry_after_secs: Some(1),
                 }
             }
+            // The change was sent and may or may not be stored: 503 too (check-ins and
+            // the API's updates are safe to repeat), with a message that says so.
+            ServiceError::Storage(e) if e.is_outcome_unknown() => {
+                tracing::warn!(cause = %e, "commit outcome unknown; answered 503");
+                ApiError::Typed {
+                    status: StatusCode::SERVICE_UNAVAILABLE,
+                    kind: ErrorType::ServiceUnavailable.as_str(),
+                    message: "The store failed while saving; the change may or may not be \
+                              saved, so check before repeating a create"
+                        .into(),
+                    validations: None,
+                    retry_after_secs: Some(1),
+                }
+            }
             ServiceError::Storage(e) => ApiError::Internal(e.to_string()),
+            other => ApiError::Internal(other.to_string()),
         }
     }
 }
@@ -252,6 +267,15 @@ mod tests {
                 Some(&HeaderValue::from(1))
             );
         }
+        let unknown = ApiError::from(ServiceError::Storage(StorageError::CommitOutcomeUnknown(
+            "connection reset during COMMIT".into(),
+        )))
+        .into_response();
+        assert_eq!(unknown.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            unknown.headers().get(header::RETRY_AFTER),
+            Some(&HeaderValue::from(1))
+        );
         let corrupt = ServiceError::Storage(StorageError::Corrupt("bad row".into()));
         assert_eq!(
             ApiError::from(corrupt).into_response().status(),

@@ -231,22 +231,23 @@ impl Dispatcher {
             .in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        ClaimLimits {
-            webhooks: self.webhook_slots.available_permits(),
-            emails: self.email_slots.available_permits(),
-            per_case_channel: self.options.per_case_channel.max(1),
-            per_destination: self.options.per_destination.max(1),
-            case_channels_in_flight: counts
-                .by_case_channel
-                .iter()
-                .map(|((case, kind), n)| (case.clone(), *kind, *n))
-                .collect(),
-            destinations_in_flight: counts
-                .by_destination
-                .iter()
-                .map(|(d, n)| (d.clone(), *n))
-                .collect(),
-        }
+        let mut limits = ClaimLimits::new(
+            self.webhook_slots.available_permits(),
+            self.email_slots.available_permits(),
+            self.options.per_case_channel.max(1),
+            self.options.per_destination.max(1),
+        );
+        limits.case_channels_in_flight = counts
+            .by_case_channel
+            .iter()
+            .map(|((case, kind), n)| (case.clone(), *kind, *n))
+            .collect();
+        limits.destinations_in_flight = counts
+            .by_destination
+            .iter()
+            .map(|(d, n)| (d.clone(), *n))
+            .collect();
+        limits
     }
 
     /// Claims what is due now and fits under the caps (as many as there are free slots of
@@ -459,11 +460,7 @@ mod tests {
         let hooks = Arc::new(hooks);
         let mail = Arc::new(Receiver::default());
         let options = DispatcherOptions {
-            retry: RetryPolicy {
-                first_delay: Span::seconds(10),
-                max_delay: Span::seconds(40),
-                give_up_after: Span::minutes(2),
-            },
+            retry: RetryPolicy::new(Span::seconds(10), Span::seconds(40), Span::minutes(2)),
             ..Default::default()
         };
         let dispatcher = Arc::new(Dispatcher::new(

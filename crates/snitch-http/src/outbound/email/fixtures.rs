@@ -34,11 +34,11 @@ pub(super) fn event(kind: EventKind, status: Status, previous: Status) -> Event 
 pub(super) fn errored() -> Event {
     let mut e = event(EventKind::Errored, Status::Errored, Status::Healthy);
     e.at = t("2026-11-21T23:04:00Z");
-    e.check_in = Some(CheckIn {
-        at: t("2026-11-21T23:04:00Z"),
-        outcome: Outcome::from_exit_status(Some("2")),
-        message: CheckInMessage::truncating("pg_dump: disk full"),
-    });
+    e.check_in = Some(CheckIn::new(
+        t("2026-11-21T23:04:00Z"),
+        Outcome::from_exit_status(Some("2")),
+        CheckInMessage::truncating("pg_dump: disk full"),
+    ));
     e
 }
 

@@ -66,6 +66,8 @@ pub fn render_email(event: &Event, check_in_base: Option<&str>) -> EmailContent 
         ),
         EventKind::Reporting => ("is reporting again", format!("It checked in at {at}.")),
         EventKind::Paused => ("was paused", format!("It was paused at {at}.")),
+        // A kind newer than this renderer.
+        _ => ("changed", format!("Its status changed at {at}.")),
     };
     let subject = format!("[Snitch] {quoted} {tail}");
 
@@ -209,11 +211,7 @@ mod tests {
         let mut e = event(EventKind::Reporting, Status::Healthy, Status::Failed);
         e.at = t("2026-11-22T01:00:00Z");
         e.checked_in_at = Some(e.at);
-        e.check_in = Some(CheckIn {
-            at: e.at,
-            outcome: Outcome::Success,
-            message: None,
-        });
+        e.check_in = Some(CheckIn::new(e.at, Outcome::Success, None));
         let mail = render_email(&e, None);
         assert_eq!(
             mail.subject,
