@@ -38,12 +38,19 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use axum::Router;
-use snitch_core::{Clock, Notifier, ServiceError, SnitchService, Storage, SystemClock, Timestamp};
+use snitch_core::{
+    Clock, Delivery, Notifier, NotifyError, ServiceError, SnitchService, Storage, SystemClock,
+    Timestamp,
+};
 use snitch_http::health::{health_router, Health, SweepWatch, SWEEP_STALLED_AFTER};
 use snitch_http::metrics::{metrics_router, MetricsState};
 use snitch_http::outbound::dispatcher::{Dispatcher, DispatcherOptions};
-use snitch_http::outbound::email::{LogEmailNotifier, SmtpEmailNotifier};
+use snitch_http::outbound::email::LogEmailNotifier;
+#[cfg(feature = "smtp")]
+use snitch_http::outbound::email::SmtpEmailNotifier;
+#[cfg(feature = "webhooks")]
 use snitch_http::outbound::webhook::{WebhookNotifier, WebhookOptions};
 use snitch_http::{
     api_router, check_in_router_with_metrics, ApiConfig, ApiKeys, ApiState, AuthFailureLimit,
@@ -58,6 +65,7 @@ pub const MAX_SWEEP_SLEEP: Duration = Duration::from_secs(1);
 
 /// Why [`SnitchBuilder::build`] failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BuildError {
     /// A notifier could not be built from its settings (SMTP URL, sender, HTTP client).
     #[error("invalid notifier settings: {0}")]
@@ -74,6 +82,7 @@ pub enum BuildError {
 enum EmailChoice {
     /// Written to the log (`tracing`), for development.
     Log,
+    #[cfg(feature = "smtp")]
     Smtp {
         url: String,
         from: String,
@@ -83,7 +92,12 @@ enum EmailChoice {
 
 /// How webhooks are sent.
 enum WebhookChoice {
+    #[cfg(feature = "webhooks")]
     Builtin(WebhookOptions),
+    /// No built-in notifier (feature `webhooks` off) and none given: each delivery fails
+    /// at once, recorded with a detail that says why.
+    #[cfg(not(feature = "webhooks"))]
+    Missing,
     Custom(Arc<dyn Notifier>),
 }
 
@@ -107,12 +121,16 @@ pub struct SnitchBuilder {
 
 impl std::fmt::Debug for SnitchBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let webhooks = match &self.webhooks {
+        let webhooks: String = match &self.webhooks {
+            #[cfg(feature = "webhooks")]
             WebhookChoice::Builtin(options) => format!("{options:?}"),
+            #[cfg(not(feature = "webhooks"))]
+            WebhookChoice::Missing => "none (feature `webhooks` off)".into(),
             WebhookChoice::Custom(_) => "custom".into(),
         };
         let email = match &self.email {
             EmailChoice::Log => "log",
+            #[cfg(feature = "smtp")]
             EmailChoice::Smtp { .. } => "smtp",
             EmailChoice::Custom(_) => "custom",
         };
@@ -140,7 +158,10 @@ impl SnitchBuilder {
     }
 
     /// Settings of the built-in webhook notifier (default: [`WebhookOptions::default`],
-    /// which refuses private addresses).
+    /// which refuses private addresses). Only with the `webhooks` feature; without it, and
+    /// without [`SnitchBuilder::webhook_notifier`], every webhook delivery fails at once
+    /// with a detail naming the feature (recorded in the outbox, never dropped silently).
+    #[cfg(feature = "webhooks")]
     pub fn webhooks(mut self, options: WebhookOptions) -> Self {
         self.webhooks = WebhookChoice::Builtin(options);
         self
@@ -154,6 +175,9 @@ impl SnitchBuilder {
 
     /// Sends alert e-mails through the SMTP relay at `url` (`smtp://…`, `smtps://…`) from
     /// `from`. Without this (or [`SnitchBuilder::email_notifier`]) e-mails go to the log.
+    /// Only with the `smtp` feature (lettre); without it, give an
+    /// [`email_notifier`](SnitchBuilder::email_notifier) of your own, or e-mails are logged.
+    #[cfg(feature = "smtp")]
     pub fn smtp(mut self, url: impl Into<String>, from: impl Into<String>) -> Self {
         self.email = EmailChoice::Smtp {
             url: url.into(),
@@ -262,6 +286,9 @@ impl SnitchBuilder {
         } = self;
         let metrics = metrics.unwrap_or_default();
         let webhooks: Arc<dyn Notifier> = match webhooks {
+            #[cfg(not(feature = "webhooks"))]
+            WebhookChoice::Missing => Arc::new(WebhooksNotCompiled),
+            #[cfg(feature = "webhooks")]
             WebhookChoice::Builtin(options) => Arc::new(
                 WebhookNotifier::new(options)
                     .map_err(|e| {
@@ -275,6 +302,7 @@ impl SnitchBuilder {
             EmailChoice::Log => {
                 Arc::new(LogEmailNotifier::new().with_check_in_base(check_in_base.clone()))
             }
+            #[cfg(feature = "smtp")]
             EmailChoice::Smtp { url, from } => Arc::new(
                 SmtpEmailNotifier::new(&url, &from)
                     .map_err(|e| BuildError::Notifier(format!("SMTP URL or sender: {e}")))?
@@ -319,12 +347,11 @@ impl SnitchBuilder {
         let api = ApiState::with_metrics(
             service.clone(),
             keys.clone(),
-            ApiConfig {
-                check_in_base,
-                rate_limit,
-                auth_failures,
-                maintenance,
-            },
+            ApiConfig::default()
+                .with_check_in_base(check_in_base)
+                .with_rate_limit(rate_limit)
+                .with_auth_failures(auth_failures)
+                .with_maintenance(maintenance),
             metrics.clone(),
         );
         let sweep = Arc::new(SweepWatch::new(SWEEP_STALLED_AFTER));
@@ -388,7 +415,10 @@ impl SnitchRuntime {
         SnitchBuilder {
             storage,
             clock: Arc::new(SystemClock),
+            #[cfg(feature = "webhooks")]
             webhooks: WebhookChoice::Builtin(WebhookOptions::default()),
+            #[cfg(not(feature = "webhooks"))]
+            webhooks: WebhookChoice::Missing,
             email: EmailChoice::Log,
             check_in_base: api.check_in_base,
             rate_limit: api.rate_limit,
@@ -468,6 +498,24 @@ impl SnitchRuntime {
     }
 }
 
+/// The webhook notifier of a build without the `webhooks` feature, when the host gave none:
+/// each delivery fails permanently, and its recorded attempt says why.
+#[cfg_attr(feature = "webhooks", allow(dead_code))]
+#[derive(Debug)]
+struct WebhooksNotCompiled;
+
+/// The detail recorded for a webhook delivery that no notifier can send.
+pub const WEBHOOKS_NOT_COMPILED: &str = "not sent: this build of Snitch has no webhook notifier \
+     (enable the `webhooks` feature, or give SnitchBuilder::webhook_notifier)";
+
+#[async_trait]
+impl Notifier for WebhooksNotCompiled {
+    async fn send(&self, _delivery: &Delivery) -> Result<String, NotifyError> {
+        tracing::warn!("{WEBHOOKS_NOT_COMPILED}");
+        Err(NotifyError::permanent(WEBHOOKS_NOT_COMPILED))
+    }
+}
+
 /// Sweeps due snitches, then sleeps until the store's earliest wake-up time (at most
 /// [`MAX_SWEEP_SLEEP`]), until `wake` (a change moved a deadline earlier) or `stop`.
 async fn run_scheduler(
@@ -512,6 +560,48 @@ fn sleep_until(now: Timestamp, next: Option<Timestamp>) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn without_a_webhook_notifier_a_delivery_fails_at_once_saying_why() {
+        use snitch_core::{
+            AlertEmails, CaseId, Channel, DeliveryState, Event, EventKind, Notes, SnitchName,
+            Status, Tags, Token, WebhookUrl,
+        };
+        let event = Event {
+            id: "abcdefghijklmnop-1".into(),
+            kind: EventKind::Missing,
+            at: chrono::DateTime::from_timestamp(1_000_000, 0).expect("valid"),
+            case_id: CaseId::parse("acme").expect("valid"),
+            token: Token::parse("abcdefghijklmnop").expect("valid"),
+            name: SnitchName::parse("backup").expect("valid"),
+            notes: Notes::default(),
+            tags: Tags::default(),
+            alert_email: AlertEmails::default(),
+            status: Status::Failed,
+            previous_status: Status::Healthy,
+            checked_in_at: None,
+            check_in: None,
+            missed_periods: 1,
+        };
+        let delivery = Delivery {
+            id: format!("{}-1", event.id),
+            event,
+            channel: Channel::Webhook {
+                hook_id: "h1".into(),
+                url: WebhookUrl::parse("https://hooks.example.test/x").expect("valid"),
+                secret: None,
+            },
+            state: DeliveryState::Pending,
+            next_attempt_at: None,
+            attempts: Vec::new(),
+        };
+        let err = WebhooksNotCompiled
+            .send(&delivery)
+            .await
+            .expect_err("never sent");
+        assert!(err.permanent);
+        assert!(err.detail.contains("`webhooks` feature"), "{}", err.detail);
+    }
 
     #[test]
     fn the_scheduler_sleeps_until_the_next_deadline_but_at_most_a_second() {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use common::*;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use snitch::SystemClock;
+use snitch::prelude::SystemClock;
 
 fn sqlite_top(dir: &tempfile::TempDir, extra: &str) -> String {
     let path = dir.path().join("snitch.db");

@@ -1,13 +1,17 @@
 //! Opening the configured store (migrated) and loading the configured cases into it.
 
+#[cfg(feature = "sqlite")]
 use std::path::Path;
 use std::sync::Arc;
+#[cfg(feature = "postgres")]
 use std::time::Duration;
 
 use snitch_core::{AlertEmails, Case, CaseId, Plan, SnitchService, Storage, WebhookUrl};
 use snitch_http::ApiKeys;
 use snitch_store_memory::MemoryStorage;
+#[cfg(feature = "postgres")]
 use snitch_store_postgres::PgStorage;
+#[cfg(feature = "sqlite")]
 use snitch_store_sqlite::SqliteStorage;
 
 use super::{Config, ServerError, StoreLocation};
@@ -19,14 +23,32 @@ pub async fn open_storage(config: &Config) -> Result<Arc<dyn Storage>, ServerErr
             tracing::info!("using the in-memory store: data is lost when the server stops");
             Arc::new(MemoryStorage::new())
         }
+        #[cfg(feature = "postgres")]
         StoreLocation::Postgres(url) => {
             Arc::new(PgStorage::new(open_postgres(config, &url).await?))
         }
+        #[cfg(not(feature = "postgres"))]
+        StoreLocation::Postgres(_) => return Err(not_compiled("PostgreSQL", "postgres")),
+        #[cfg(feature = "sqlite")]
         location => Arc::new(SqliteStorage::new(open_sqlite(config, &location).await?)),
+        #[cfg(not(feature = "sqlite"))]
+        StoreLocation::SqliteFile(_) | StoreLocation::SqliteUrl(_) => {
+            return Err(not_compiled("SQLite", "sqlite"))
+        }
     })
 }
 
+/// The error for a store this build was compiled without.
+#[cfg_attr(all(feature = "postgres", feature = "sqlite"), allow(dead_code))]
+pub(crate) fn not_compiled(store: &str, feature: &str) -> ServerError {
+    ServerError::Config(format!(
+        "the configuration asks for the {store} store, but this build of Snitch was compiled \
+         without the `{feature}` feature (set store = \"memory\", or rebuild with it)"
+    ))
+}
+
 /// A pool on PostgreSQL at `url`, migrated.
+#[cfg(feature = "postgres")]
 pub async fn open_postgres(config: &Config, url: &str) -> Result<sqlx::PgPool, ServerError> {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(config.database_max_connections)
@@ -45,6 +67,7 @@ pub async fn open_postgres(config: &Config, url: &str) -> Result<sqlx::PgPool, S
 
 /// A pool on the SQLite database of `location` (a file, created with its directory if
 /// missing, or a `sqlite:` URL), migrated.
+#[cfg(feature = "sqlite")]
 pub async fn open_sqlite(
     config: &Config,
     location: &StoreLocation,
@@ -82,6 +105,7 @@ pub async fn open_sqlite(
 }
 
 /// Creates the directory a database file goes in, if missing.
+#[cfg(feature = "sqlite")]
 fn create_parent_dir(path: &Path) -> Result<(), ServerError> {
     match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir).map_err(|e| {

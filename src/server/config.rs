@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use snitch_core::{Plan, RetryPolicy, Storage};
 use snitch_http::outbound::dispatcher::DispatcherOptions;
+#[cfg(feature = "webhooks")]
 use snitch_http::outbound::webhook::WebhookOptions;
 use snitch_http::{AuthFailureLimit, RateLimit};
 
@@ -21,10 +22,13 @@ use crate::serve::ServeOptions;
 /// The server's settings: a TOML file, each key overridable by `SNITCH_<KEY>`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Config {
     #[serde(default = "default_listen")]
+    /// Where the API listens (default `127.0.0.1:8080`).
     pub listen: SocketAddr,
     #[serde(default = "default_check_in_listen")]
+    /// Where check-ins are received (default `127.0.0.1:8081`).
     pub check_in_listen: SocketAddr,
     /// Where the API is reached from outside; defaults to `http://<listen>`.
     pub base_url: Option<String>,
@@ -45,20 +49,26 @@ pub struct Config {
     /// SMTP relay for alert e-mails; absent: e-mails are written to the log.
     pub smtp_url: Option<String>,
     #[serde(default = "default_mail_from")]
+    /// The sender of alert e-mails (default `snitch@localhost`).
     pub mail_from: String,
     #[serde(default)]
+    /// Deliver webhooks to private addresses too (default `false`; needs the `webhooks` feature).
     pub allow_private_webhooks: bool,
     #[serde(default = "default_rate")]
+    /// Requests per second refilled into each API key's bucket.
     pub rate_limit_per_second: u32,
     #[serde(default = "default_burst")]
+    /// Requests an API key may make at once.
     pub rate_limit_burst: u32,
     /// Failed authentications allowed per client address: a burst, then this many a
     /// minute; beyond that the address gets 429 for a while, correct keys included.
     #[serde(default = "default_auth_failures_per_minute")]
     pub auth_failures_per_minute: u32,
     #[serde(default = "default_auth_failures_burst")]
+    /// Failed authentications an address may make at once.
     pub auth_failures_burst: u32,
     #[serde(default)]
+    /// Start in maintenance mode (503 for the API; check-ins keep working).
     pub maintenance: bool,
     /// Connections each listener serves at once; more wait in the kernel's backlog.
     /// Lowered (with a warning) to what the limit of open files allows.
@@ -108,6 +118,7 @@ pub struct Config {
     #[serde(default)]
     pub log_format: LogFormat,
     #[serde(default, rename = "case")]
+    /// The `[[case]]` tables: cases made (or updated) at start, with keys and hooks.
     pub cases: Vec<CaseConfig>,
 }
 
@@ -125,6 +136,7 @@ pub enum LogFormat {
 /// The kinds of store the server can keep its data in.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum StoreKind {
     /// In memory: everything is lost when the server stops.
     Memory,
@@ -136,7 +148,9 @@ pub enum StoreKind {
 
 /// Where the server keeps its data, as decided by [`Config::store_location`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StoreLocation {
+    /// The in-memory store: nothing is kept when the server stops.
     Memory,
     /// A SQLite database file.
     SqliteFile(PathBuf),
@@ -149,21 +163,43 @@ pub enum StoreLocation {
 /// One `[[case]]` of the configuration.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct CaseConfig {
+    /// The case id.
     pub name: String,
     #[serde(default)]
+    /// The e-mail addresses alerted for the case's snitches.
     pub members: Vec<String>,
     #[serde(default = "default_max_snitches")]
+    /// The most snitches the case may have.
     pub max_snitches: u32,
     #[serde(default = "default_true")]
+    /// Whether `snitch.errored` alerts are sent.
     pub error_notices: bool,
     #[serde(default)]
+    /// On hold: the API refuses every call; check-ins still count.
     pub on_hold: bool,
     /// Plain keys for development; hashed when loaded, never kept.
     #[serde(default)]
     pub api_keys: Vec<String>,
     #[serde(default)]
+    /// Hook URLs stored for the case (needs the `webhooks` feature).
     pub webhooks: Vec<String>,
+}
+
+impl CaseConfig {
+    /// The case `name` with the defaults of a `[[case]]` that gives only its name.
+    pub fn new(name: impl Into<String>) -> Self {
+        CaseConfig {
+            name: name.into(),
+            members: Vec::new(),
+            max_snitches: default_max_snitches(),
+            error_notices: true,
+            on_hold: false,
+            api_keys: Vec::new(),
+            webhooks: Vec::new(),
+        }
+    }
 }
 
 fn default_listen() -> SocketAddr {
@@ -374,10 +410,35 @@ impl Config {
             ));
         }
         self.store_location()?;
+        self.check_features(cfg!(feature = "smtp"), cfg!(feature = "webhooks"))?;
         let mut names = std::collections::HashSet::new();
         for case in &self.cases {
             if !names.insert(case.name.as_str()) {
                 return bad(format!("case {:?} is configured twice", case.name));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses settings that need a part this build was compiled without, rather than
+    /// dropping alerts: `smtp_url` needs the `smtp` feature, configured webhooks and
+    /// `allow_private_webhooks` the `webhooks` feature.
+    fn check_features(&self, smtp: bool, webhooks: bool) -> Result<(), ServerError> {
+        let missing = |what: &str, feature: &str| {
+            Err(ServerError::Config(format!(
+                "{what} needs the `{feature}` feature, which this build of Snitch was compiled \
+                 without"
+            )))
+        };
+        if !smtp && self.smtp_url.is_some() {
+            return missing("smtp_url", "smtp");
+        }
+        if !webhooks {
+            if self.allow_private_webhooks {
+                return missing("allow_private_webhooks", "webhooks");
+            }
+            if let Some(case) = self.cases.iter().find(|c| !c.webhooks.is_empty()) {
+                return missing(&format!("case {:?}: webhooks", case.name), "webhooks");
             }
         }
         Ok(())
@@ -421,39 +482,38 @@ impl Config {
 
     /// How the dispatcher shares its delivery slots (behaviour.md section 8).
     pub fn dispatcher_options(&self) -> DispatcherOptions {
-        DispatcherOptions {
-            retry: self.retry_policy(),
-            concurrency: self.webhook_concurrency,
-            email_concurrency: self.email_concurrency,
-            per_case_channel: self.delivery_cap_per_case,
-            per_destination: self.delivery_cap_per_destination,
-            ..DispatcherOptions::default()
-        }
+        DispatcherOptions::default()
+            .with_retry(self.retry_policy())
+            .with_concurrency(self.webhook_concurrency)
+            .with_email_concurrency(self.email_concurrency)
+            .with_per_case_channel(self.delivery_cap_per_case)
+            .with_per_destination(self.delivery_cap_per_destination)
     }
 
     /// A [`SnitchRuntime`] runtime over `storage` with these settings (clock: the system's).
     pub fn snitch_builder(&self, storage: Arc<dyn Storage>) -> SnitchBuilder {
         let nonzero = |n: u32| NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN);
-        let mut builder = SnitchRuntime::builder(storage)
-            .webhooks(WebhookOptions {
-                allow_private: self.allow_private_webhooks,
-                ..WebhookOptions::default()
-            })
+        let builder = SnitchRuntime::builder(storage);
+        #[cfg(feature = "webhooks")]
+        let builder = builder
+            .webhooks(WebhookOptions::default().with_allow_private(self.allow_private_webhooks));
+        let builder = builder
             .check_in_base(self.check_in_base())
-            .rate_limit(RateLimit {
-                per_second: nonzero(self.rate_limit_per_second),
-                burst: nonzero(self.rate_limit_burst),
-            })
-            .auth_failures(AuthFailureLimit {
-                per_minute: nonzero(self.auth_failures_per_minute),
-                burst: nonzero(self.auth_failures_burst),
-            })
+            .rate_limit(RateLimit::new(
+                nonzero(self.rate_limit_per_second),
+                nonzero(self.rate_limit_burst),
+            ))
+            .auth_failures(AuthFailureLimit::new(
+                nonzero(self.auth_failures_per_minute),
+                nonzero(self.auth_failures_burst),
+            ))
             .maintenance(self.maintenance)
             .dispatcher(self.dispatcher_options())
             .outage_threshold(self.outage_threshold())
             .check_in_history(self.check_in_history);
+        #[cfg(feature = "smtp")]
         if let Some(url) = &self.smtp_url {
-            builder = builder.smtp(url, &self.mail_from);
+            return builder.smtp(url, &self.mail_from);
         }
         builder
     }
@@ -469,31 +529,33 @@ impl Config {
     /// The backoff of failed deliveries.
     pub fn retry_policy(&self) -> RetryPolicy {
         let ms = |v: u64| chrono::Duration::milliseconds(i64::try_from(v).unwrap_or(i64::MAX));
-        RetryPolicy {
-            first_delay: ms(self.retry_first_delay_ms),
-            max_delay: ms(self.retry_max_delay_ms),
-            give_up_after: ms(self.retry_give_up_after_secs.saturating_mul(1000)),
-        }
+        RetryPolicy::new(
+            ms(self.retry_first_delay_ms),
+            ms(self.retry_max_delay_ms),
+            ms(self.retry_give_up_after_secs.saturating_mul(1000)),
+        )
     }
 
     /// The limits of each listener.
     pub fn serve_options(&self) -> ServeOptions {
-        ServeOptions {
-            header_timeout: Duration::from_millis(self.header_timeout_ms),
-            max_connections: self.max_connections,
-        }
+        ServeOptions::default()
+            .with_header_timeout(Duration::from_millis(self.header_timeout_ms))
+            .with_max_connections(self.max_connections)
     }
 
+    /// How long a whole request may take before the 408.
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
     }
 
+    /// Where the API is reached from outside.
     pub fn base_url(&self) -> String {
         self.base_url
             .clone()
             .unwrap_or_else(|| format!("http://{}", self.listen))
     }
 
+    /// Where check-ins are sent from outside.
     pub fn check_in_base(&self) -> String {
         self.check_in_base
             .clone()
@@ -723,6 +785,25 @@ webhooks = ["https://hooks.acme.test/snitch"]
         ] {
             assert!(config_from_toml(zero).is_err(), "{zero}");
         }
+    }
+
+    #[test]
+    fn settings_for_parts_compiled_out_are_refused_not_dropped() {
+        let smtp = config_from_toml("smtp_url = \"smtp://127.0.0.1:2525\"").expect("valid");
+        let err = smtp.check_features(false, true).expect_err("no smtp");
+        assert!(err.to_string().contains("`smtp` feature"), "{err}");
+        assert!(smtp.check_features(true, false).is_ok());
+
+        let hooks =
+            config_from_toml("[[case]]\nname = \"acme\"\nwebhooks = [\"https://h.test/x\"]")
+                .expect("valid");
+        let err = hooks.check_features(true, false).expect_err("no webhooks");
+        assert!(err.to_string().contains("\"acme\": webhooks"), "{err}");
+        assert!(err.to_string().contains("`webhooks` feature"), "{err}");
+        let private = config_from_toml("allow_private_webhooks = true").expect("valid");
+        assert!(private.check_features(true, false).is_err());
+        // Without either, a configuration that asks for neither is fine.
+        assert!(Config::default().check_features(false, false).is_ok());
     }
 
     #[test]

@@ -21,13 +21,17 @@ use crate::serve::{fitting_max_connections, raise_fd_limit, serve, with_request_
 /// A running server.
 #[derive(Debug)]
 pub struct Running {
+    /// Where the API listens.
     pub api_addr: SocketAddr,
+    /// Where check-ins are received.
     pub check_in_addr: SocketAddr,
     /// Where `GET /metrics` is served (`metrics_listen`), if anywhere.
     pub metrics_addr: Option<SocketAddr>,
     /// The key of the `demo` case made when no case is configured: shown once.
     pub demo_key: Option<String>,
+    /// The service, for operations without HTTP.
     pub service: SnitchService,
+    /// The API's state (maintenance mode).
     pub api: ApiState,
     task: JoinHandle<Result<(), std::io::Error>>,
 }

@@ -8,11 +8,15 @@
 //!   [`open_sqlite`]) and loading the configured cases;
 //! - `launch.rs`: [`launch`], [`launch_with_clock`] and [`Running`].
 
-mod bootstrap;
+pub(crate) mod bootstrap;
 mod config;
 mod launch;
 
-pub use bootstrap::{open_postgres, open_sqlite, open_storage};
+#[cfg(feature = "postgres")]
+pub use bootstrap::open_postgres;
+#[cfg(feature = "sqlite")]
+pub use bootstrap::open_sqlite;
+pub use bootstrap::open_storage;
 pub use config::{
     config_from_toml, env_from, process_env, CaseConfig, Config, LogFormat, StoreKind,
     StoreLocation,
@@ -25,12 +29,16 @@ use crate::runtime::BuildError;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServerError {
     #[error("invalid configuration: {0}")]
+    /// The configuration is invalid, or asks for something this build cannot do.
     Config(String),
     #[error("storage failed at start-up: {0}")]
+    /// The store failed at start.
     Storage(#[from] snitch_core::StorageError),
     #[error(transparent)]
+    /// A listener failed.
     Io(#[from] std::io::Error),
 }
 

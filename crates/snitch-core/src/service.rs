@@ -43,14 +43,21 @@ const TOKEN_ATTEMPTS: usize = 8;
 /// The attributes of a create or update request, as the client sent them. `None` means
 /// "not given" (on update: unchanged). Adapters map JSON `null` to the value it means:
 /// `Some(vec![])` for `tags` and `alert_email`, `Some("")` for the others.
+///
+/// Build it with `..Default::default()`, so a new attribute does not break the build.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SnitchFields {
+    /// The snitch's name.
     pub name: Option<String>,
+    /// The interval's name, e.g. `hourly`.
     pub interval: Option<String>,
+    /// `basic` or `smart`.
     pub alert_type: Option<String>,
     /// A list of addresses; the comma-separated string form is split by the adapter.
     pub alert_email: Option<Vec<String>>,
+    /// Free text.
     pub notes: Option<String>,
+    /// The tags.
     pub tags: Option<Vec<String>>,
 }
 
@@ -120,6 +127,7 @@ pub fn parse_pause_until(raw: Option<&str>, now: Timestamp) -> Result<PauseUntil
 
 /// What one sweep did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SweepReport {
     /// Snitches that changed (declared missing or resumed from a timed pause).
     pub snitches: usize,
@@ -214,6 +222,7 @@ impl SnitchService {
         Self::with_tokens(storage, clock, Arc::new(RandomTokens))
     }
 
+    /// A service that makes its tokens with `tokens` (e.g. predictable ones in tests).
     pub fn with_tokens(
         storage: Arc<dyn Storage>,
         clock: Arc<dyn Clock>,
@@ -265,6 +274,7 @@ impl SnitchService {
         self.check_in_history
     }
 
+    /// The clock the service reads.
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
     }
@@ -290,7 +300,23 @@ impl SnitchService {
                 .collect();
         }
         change.keep_check_ins = self.check_in_history;
-        self.storage.save(&change).await?;
+        match self.storage.save(&change).await {
+            Ok(()) => {}
+            // The commit may have happened: it did if the store now holds exactly the
+            // snitch this change made (same version, same state, times included). Then it
+            // is answered as saved. Otherwise (not stored yet, or since changed by another
+            // writer, or the read fails) the error stands and is not retried here: a
+            // retry would step again on top of a change that may be stored, and count a
+            // check-in twice. The caller is told the outcome is unknown (the API answers
+            // 503); the dispatcher's hook is not called, a later claim finds any events.
+            Err(e) if e.is_outcome_unknown() => {
+                match self.storage.snitch(&change.snitch.token).await {
+                    Ok(Some(stored)) if stored == change.snitch => {}
+                    _ => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        }
         if let (Some(hook), Some(wake)) = (&self.on_earlier_wake, change.snitch.wake_at()) {
             if before.wake_at().is_none_or(|old| wake < old) {
                 hook(wake);
@@ -307,6 +333,7 @@ impl SnitchService {
         Ok(change.snitch)
     }
 
+    /// The store the service works on.
     pub fn storage(&self) -> &Arc<dyn Storage> {
         &self.storage
     }
@@ -336,11 +363,13 @@ impl SnitchService {
         Ok(tags)
     }
 
+    /// The case's snitch with this token; another case's is not found.
     pub async fn get(&self, case: &Case, token: &str) -> Result<Snitch, ServiceError> {
         ensure_active(case)?;
         self.load_owned(case, token).await
     }
 
+    /// Creates a snitch from `fields` (`name` and `interval` required), within the plan's limit.
     pub async fn create(&self, case: &Case, fields: &SnitchFields) -> Result<Snitch, ServiceError> {
         ensure_active(case)?;
         let mut problems = Validations::new();
@@ -497,6 +526,7 @@ impl SnitchService {
         Ok(())
     }
 
+    /// Deletes the case's snitch with its history.
     pub async fn delete(&self, case: &Case, token: &str) -> Result<(), ServiceError> {
         ensure_active(case)?;
         let snitch = self.load_owned(case, token).await?;

@@ -34,6 +34,7 @@ pub struct SweepWatch {
 }
 
 impl SweepWatch {
+    /// A watch that counts as stalled `stalled_after` after its last sweep (or now).
     pub fn new(stalled_after: Duration) -> Self {
         SweepWatch {
             origin: Instant::now(),
@@ -54,6 +55,7 @@ impl SweepWatch {
         self.origin.elapsed().saturating_sub(last)
     }
 
+    /// Whether the last sweep completed `stalled_after` ago or longer.
     pub fn stalled(&self) -> bool {
         self.since_last() >= self.stalled_after
     }
@@ -76,6 +78,7 @@ impl std::fmt::Debug for Health {
 }
 
 impl Health {
+    /// Checks `storage` and, when given, the sweep's watch.
     pub fn new(storage: Arc<dyn Storage>, sweep: Option<Arc<SweepWatch>>) -> Self {
         Health { storage, sweep }
     }

@@ -29,6 +29,7 @@ pub struct CheckInJson {
 }
 
 impl CheckInJson {
+    /// The check-in as the API shows it.
     pub fn new(c: &CheckIn) -> Self {
         let (status, exit_status) = match &c.outcome {
             Outcome::Success => ("success", None),
@@ -113,22 +114,18 @@ mod tests {
     #[test]
     fn check_ins_show_status_exit_status_and_message() {
         let at = DateTime::from_timestamp_millis(1_700_000_000_123).expect("valid");
-        let ok = CheckIn {
-            at,
-            outcome: Outcome::Success,
-            message: None,
-        };
+        let ok = CheckIn::new(at, Outcome::Success, None);
         let json = serde_json::to_value(CheckInJson::new(&ok)).expect("JSON");
         assert_eq!(
             json,
             serde_json::json!({"at": "2023-11-14T22:13:20.123Z", "status": "success",
                                "exit_status": null, "message": null})
         );
-        let failed = CheckIn {
+        let failed = CheckIn::new(
             at,
-            outcome: Outcome::from_exit_status(Some("127")),
-            message: CheckInMessage::truncating("not found"),
-        };
+            Outcome::from_exit_status(Some("127")),
+            CheckInMessage::truncating("not found"),
+        );
         let json = serde_json::to_value(CheckInJson::new(&failed)).expect("JSON");
         assert_eq!(json["status"], "error");
         assert_eq!(json["exit_status"], "127");

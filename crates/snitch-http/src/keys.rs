@@ -36,6 +36,7 @@ pub const MIN_KEY_CHARS: usize = 32;
 pub struct KeyDigest([u8; 32]);
 
 impl KeyDigest {
+    /// The digest of a plain key.
     pub fn of(key: &str) -> Self {
         KeyDigest(Sha256::digest(key.as_bytes()).into())
     }
@@ -52,6 +53,7 @@ impl KeyDigest {
         Some(KeyDigest(out))
     }
 
+    /// The digest as lowercase hex, as stored.
     pub fn to_hex(self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
     }
@@ -91,8 +93,11 @@ struct Known {
 
 /// A key just made: shown once, then only its record is kept.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct NewKey {
+    /// The plain key: shown to its owner once, never stored.
     pub key: String,
+    /// What is stored: the digest, its prefix, the case and label.
     pub record: ApiKeyRecord,
 }
 

@@ -76,6 +76,7 @@ pub enum CheckInOutcome {
 /// How a delivery attempt ended, for `snitch_deliveries_total{outcome}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeliveryOutcome {
+    /// Delivered.
     Delivered,
     /// Failed; tried again later.
     Retry,
@@ -84,6 +85,7 @@ pub enum DeliveryOutcome {
 }
 
 impl DeliveryOutcome {
+    /// The label value: `delivered`, `retry` or `failed`.
     pub fn as_str(self) -> &'static str {
         match self {
             DeliveryOutcome::Delivered => "delivered",
@@ -130,6 +132,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Every metric at zero, registered under the `snitch_` prefix.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("snitch");
         let check_in_family = Family::<OutcomeLabel, Counter>::default();
@@ -350,8 +353,11 @@ fn latency_histogram() -> Histogram {
 /// What `GET /metrics` needs.
 #[derive(Clone)]
 pub struct MetricsState {
+    /// The server's metrics.
     pub metrics: Arc<Metrics>,
+    /// The store whose gauges a scrape reads.
     pub storage: Arc<dyn Storage>,
+    /// The clock the sweep lag is measured with.
     pub clock: Arc<dyn Clock>,
 }
 

@@ -24,6 +24,7 @@ pub struct Observer {
 }
 
 impl Observer {
+    /// The API router's: requests are logged and counted in `metrics`.
     pub fn api(metrics: Arc<Metrics>) -> Self {
         Observer {
             listener: "api",
@@ -31,6 +32,7 @@ impl Observer {
         }
     }
 
+    /// The check-in router's: requests are logged (their handler counts them).
     pub fn check_ins() -> Self {
         Observer {
             listener: "check_in",

@@ -36,7 +36,9 @@ pub struct ErrorJson {
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Validation)]
 pub struct ValidationJson {
+    /// The attribute at fault (`name`, `interval`, `limit`, …).
     pub attribute: String,
+    /// What is wrong with it.
     pub message: String,
 }
 
@@ -92,6 +94,7 @@ pub struct SnitchRequest {
     /// Required on create (or as `type.interval`).
     #[schema(example = "daily")]
     pub interval: Option<IntervalName>,
+    /// `{"interval": …}`, read when `interval` is absent (compat).
     #[schema(value_type = Option<Object>)]
     #[serde(rename = "type")]
     pub type_: Option<serde_json::Value>,
@@ -118,18 +121,25 @@ pub struct NewSnitchRequest {
         max_length = 255,
         pattern = r"\S"
     )]
+    /// 1 to 255 characters, not blank.
     pub name: String,
+    /// How often the job checks in.
     pub interval: IntervalName,
+    /// `basic` (default) or `smart` (only for intervals over 30 minutes).
     pub alert_type: Option<AlertTypeName>,
+    /// Addresses that get this snitch's alerts instead of the team.
     #[schema(value_type = Option<Vec<String>>)]
     pub alert_email: Option<serde_json::Value>,
+    /// At most 10,000 characters.
     #[schema(max_length = 10_000)]
     pub notes: Option<String>,
+    /// At most 50 tags.
     #[schema(max_items = 50)]
     pub tags: Option<Vec<TagName>>,
 }
 
-/// The 17 intervals.
+/// The 17 intervals (variants named as the API spells them).
+#[allow(missing_docs)]
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum IntervalName {
@@ -166,6 +176,7 @@ pub enum IntervalName {
 }
 
 /// `basic` or `smart`.
+#[allow(missing_docs)]
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AlertTypeName {
@@ -199,6 +210,7 @@ impl ToSchema for TagName {
 /// until an ISO 8601 time in the future.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PauseRequest {
+    /// `healthy` (default), `unpaused`, or an ISO 8601 time in the future.
     #[schema(example = "healthy")]
     pub until: Option<String>,
 }

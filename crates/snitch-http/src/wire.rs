@@ -21,7 +21,9 @@ fn format_opt(t: Option<Timestamp>) -> Option<String> {
 
 /// `{"interval": …}`: the compat `type` object.
 #[derive(Debug, Serialize, ToSchema)]
+#[non_exhaustive]
 pub struct TypeJson {
+    /// The interval's name (`daily`, `15_minute`, …).
     #[schema(value_type = String, example = "daily")]
     pub interval: &'static str,
 }
@@ -29,32 +31,45 @@ pub struct TypeJson {
 /// A snitch as the API shows it (api-v1.md 2.1 plus the extras of behaviour.md).
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Snitch)]
+#[non_exhaustive]
 pub struct SnitchJson {
+    /// The snitch's token, its id in the API.
     pub token: String,
-    /// `/v1/snitches/<token>`.
+    /// The snitch's URL in the API (`/v1/snitches/<token>`).
     pub href: String,
+    /// The name.
     pub name: String,
+    /// The tags, in order.
     pub tags: Vec<String>,
     /// `pending`, `healthy`, `failed`, `errored` or `paused`.
     #[schema(value_type = String, example = "healthy")]
     pub status: &'static str,
+    /// The notes.
     pub notes: String,
+    /// The last check-in's time, RFC 3339 UTC.
     pub checked_in_at: Option<String>,
+    /// Where the job checks in.
     pub check_in_url: String,
+    /// The interval's name (also under `type`).
     #[schema(value_type = String, example = "daily")]
     pub interval: &'static str,
+    /// `{"interval": …}`, as Dead Man's Snitch answers it.
     #[serde(rename = "type")]
     pub type_: TypeJson,
     /// `basic` or `smart`.
     #[schema(value_type = String, example = "basic")]
     pub alert_type: &'static str,
+    /// The snitch's own alert addresses.
     pub alert_email: Vec<String>,
+    /// When the snitch was made, RFC 3339 UTC.
     pub created_at: String,
-    /// `null` while pending or paused.
+    /// When the current period's check-in is due, RFC 3339 UTC; `null` while pending or
+    /// paused.
     pub deadline_at: Option<String>,
 }
 
 impl SnitchJson {
+    /// The JSON of `s`, its check-in URL under `check_in_base`.
     pub fn new(s: &Snitch, check_in_base: &str) -> Self {
         SnitchJson {
             token: s.token.to_string(),
@@ -78,6 +93,7 @@ impl SnitchJson {
     }
 }
 
+/// The names of `tags`, in order.
 pub fn tag_names(tags: &[Tag]) -> Vec<String> {
     tags.iter().map(|t| t.as_str().to_owned()).collect()
 }
@@ -189,13 +205,16 @@ pub struct EventJson {
     #[serde(rename = "type")]
     #[schema(value_type = String, example = "snitch.missing")]
     pub kind: &'static str,
+    /// When the event happened, RFC 3339 UTC.
     #[schema(example = "2026-11-23T03:00:04.120Z")]
     pub timestamp: String,
     /// The snitch's status after the event, as webhooks name it.
     #[schema(value_type = String)]
     pub status: &'static str,
+    /// The status before the event, as webhooks name it.
     #[schema(value_type = String)]
     pub previous_status: &'static str,
+    /// Its deliveries, in the order they were stored.
     pub deliveries: Vec<DeliveryJson>,
     /// Only for `snitch.missing`: how many periods passed without a check-in (at least 1).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -203,6 +222,7 @@ pub struct EventJson {
 }
 
 impl EventJson {
+    /// The event with its deliveries as the API shows them.
     pub fn new(event: &Event, deliveries: &[Delivery]) -> Self {
         EventJson {
             id: event.id.clone(),
@@ -224,13 +244,16 @@ pub fn event_json(event: &Event, deliveries: &[Delivery]) -> Value {
 /// An outage as the caller's case saw it (`GET /v1/outages`, behaviour.md section 8).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct OutageJson {
+    /// When no server of the store was alive any more, RFC 3339 UTC.
     pub started_at: String,
+    /// When service resumed, RFC 3339 UTC.
     pub ended_at: String,
     /// How many of the caller's case's snitches got a fresh deadline because of it.
     pub snitches_deferred: u64,
 }
 
 impl OutageJson {
+    /// The outage as the caller's case saw it.
     pub fn new(o: &CaseOutage) -> Self {
         OutageJson {
             started_at: format_time(o.outage.started_at),
@@ -248,6 +271,7 @@ pub fn outage_json(o: &CaseOutage) -> Value {
 /// One delivery of an event (a webhook or an e-mail) with every attempt.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DeliveryJson {
+    /// The delivery's id.
     pub id: String,
     /// `webhook` or `email`.
     #[schema(value_type = String)]
@@ -257,21 +281,27 @@ pub struct DeliveryJson {
     /// `pending`, `delivered` or `failed`.
     #[schema(value_type = String)]
     pub state: &'static str,
+    /// While pending: when it is tried next (or its lease ends), RFC 3339 UTC.
     pub next_attempt_at: Option<String>,
+    /// Every attempt so far, oldest first.
     pub attempts: Vec<AttemptJson>,
 }
 
 /// One try at a delivery.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AttemptJson {
+    /// When the attempt started, RFC 3339 UTC.
     pub at: String,
+    /// Whether it was delivered.
     pub ok: bool,
     /// The HTTP status or SMTP reply, or why it failed.
     pub detail: String,
+    /// How long it took.
     pub duration_ms: u64,
 }
 
 impl DeliveryJson {
+    /// The delivery as the API shows it (credentials never shown).
     pub fn new(d: &Delivery) -> Self {
         let target = match &d.channel {
             Channel::Webhook { url, .. } => without_credentials(url.as_str()),
@@ -303,7 +333,7 @@ const MASK: &str = "***";
 /// A URL with any `user:password@` removed and its query values masked: credentials are
 /// never shown, and neither are tokens passed as query parameters (`?token=…`).
 fn without_credentials(url: &str) -> String {
-    match reqwest::Url::parse(url) {
+    match url::Url::parse(url) {
         Ok(mut parsed) => {
             // Both only fail for URLs that cannot have credentials at all.
             let _ = parsed.set_username("");
@@ -319,7 +349,7 @@ fn without_credentials(url: &str) -> String {
 /// name and the query keys still tell which credentials a hook uses, the secrets are
 /// never shown again.
 fn password_masked(url: &str) -> String {
-    match reqwest::Url::parse(url) {
+    match url::Url::parse(url) {
         Ok(mut parsed) => {
             if parsed.password().is_some() {
                 let _ = parsed.set_password(Some(MASK));
@@ -333,7 +363,7 @@ fn password_masked(url: &str) -> String {
 
 /// Replaces the value of each `key=value` pair of the query by [`MASK`], keeping the keys
 /// as written; pairs without a value (`?flag`, `?key=`) hide nothing and stay.
-fn mask_query_values(url: &mut reqwest::Url) {
+fn mask_query_values(url: &mut url::Url) {
     let Some(query) = url.query() else { return };
     let masked: Vec<String> = query
         .split('&')
@@ -348,13 +378,16 @@ fn mask_query_values(url: &mut reqwest::Url) {
 /// A hook as the API shows it; its secret is never shown.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct WebhookJson {
+    /// The hook's id (for `DELETE /v1/webhooks/<id>`).
     pub id: String,
     /// The URL with its password and query values masked (`***`).
     pub url: String,
+    /// When the hook was registered, RFC 3339 UTC.
     pub created_at: String,
 }
 
 impl WebhookJson {
+    /// The hook as the API shows it (its secret never shown).
     pub fn new(hook: &Webhook) -> Self {
         WebhookJson {
             id: hook.id.clone(),

@@ -12,7 +12,11 @@
 //!
 //! Every reply goes out only after `COMMIT` returned: an `Ok` means the change is
 //! durable, and when the commit (or anything outside a single change) fails, every change
-//! of the batch gets a [`StorageError::Backend`], never an `Ok`.
+//! of the batch gets an error, never an `Ok`: [`StorageError::CommitOutcomeUnknown`] when
+//! the `COMMIT` got no answer (it may have committed), [`StorageError::Backend`] otherwise
+//! (rolled back). Serialization failures and deadlocks (SQLSTATE 40001, 40P01), whether of
+//! one change or of the whole batch, were rolled back by Postgres and are applied again,
+//! a bounded number of times, before anyone is answered.
 //!
 //! The changes of a batch apply one after another, ordered by token, and changes to one
 //! snitch in the order they were queued: two of them behave as two sequential saves, the
@@ -218,14 +222,24 @@ async fn run(
 }
 
 /// Applies the batch in one transaction and answers each change once it is over: its own
-/// result when the transaction committed, a `Backend` error otherwise. Tells whether the
-/// transaction committed.
+/// result when the transaction committed, an error otherwise ([`batch_error`]). A batch
+/// that Postgres rolled back for a serialization failure or a deadlock is applied again,
+/// up to [`ATTEMPTS`] times. Tells whether the transaction committed.
 async fn commit(pool: &PgPool, mut batch: Vec<Job>) -> bool {
     // Batches applying at once lock their snitches' rows in the same order, so they can
     // wait for each other but never deadlock. The sort is stable: changes to one snitch
     // keep the order they were queued in, and apply as if one after another.
     batch.sort_by(|a, b| a.token().cmp(b.token()));
-    match apply(pool, &batch).await {
+    let mut attempt = 1;
+    let outcome = loop {
+        match apply(pool, &batch).await {
+            Err(failure) if attempt < ATTEMPTS && is_rolled_back_to_retry(failure.error()) => {
+                attempt += 1;
+            }
+            outcome => break outcome,
+        }
+    };
+    match outcome {
         Ok(results) => {
             for (job, result) in batch.into_iter().zip(results) {
                 // A caller that stopped waiting has no one to tell.
@@ -233,40 +247,124 @@ async fn commit(pool: &PgPool, mut batch: Vec<Job>) -> bool {
             }
             true
         }
-        Err(e) => {
-            let e = Arc::new(e);
+        Err(failure) => {
+            let e = Arc::new(failure);
             for job in batch {
-                let _ = job
-                    .reply
-                    .send(Err(StorageError::Backend(Box::new(e.clone()))));
+                let _ = job.reply.send(Err(batch_error(&e)));
             }
             false
         }
     }
 }
 
+/// How many times a batch, or one change inside it, is applied when Postgres rolled it
+/// back for a serialization failure or a deadlock (it picks one of the transactions
+/// involved; the others go on, so the next attempt usually passes).
+const ATTEMPTS: usize = 5;
+
+/// Whether Postgres rolled the work back because of a concurrent transaction, so that
+/// doing it again may succeed: a serialization failure (40001) or a deadlock (40P01).
+fn is_rolled_back_to_retry(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|code| code == "40001" || code == "40P01")
+}
+
+/// Why a whole batch failed: before its `COMMIT` (nothing is stored: dropping the
+/// transaction rolled it all back), or in its `COMMIT`.
+#[derive(Debug, thiserror::Error)]
+enum BatchFailure {
+    #[error("{0}")]
+    Before(#[source] sqlx::Error),
+    #[error("COMMIT failed: {0}")]
+    Commit(#[source] sqlx::Error),
+}
+
+impl BatchFailure {
+    fn error(&self) -> &sqlx::Error {
+        match self {
+            BatchFailure::Before(e) | BatchFailure::Commit(e) => e,
+        }
+    }
+}
+
+/// What each change of a failed batch is told. A `COMMIT` that Postgres answered with an
+/// error (a deferred constraint, a serialization failure) rolled the transaction back: a
+/// [`StorageError::Backend`], like any failure before it. A `COMMIT` that got no answer
+/// (the connection broke, the server ended the session: a FATAL error or a connection
+/// exception, class 08) may or may not have committed:
+/// [`StorageError::CommitOutcomeUnknown`].
+fn batch_error(failure: &Arc<BatchFailure>) -> StorageError {
+    let boxed = Box::new(Arc::clone(failure));
+    let BatchFailure::Commit(e) = &**failure else {
+        return StorageError::Backend(boxed);
+    };
+    let answered = e.as_database_error().is_some_and(|d| {
+        let fatal = d
+            .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+            .is_some_and(|pg| {
+                matches!(
+                    pg.severity(),
+                    sqlx::postgres::PgSeverity::Fatal | sqlx::postgres::PgSeverity::Panic
+                )
+            });
+        let connection = d.code().is_some_and(|c| c.starts_with("08"));
+        !fatal && !connection
+    });
+    if answered {
+        StorageError::Backend(boxed)
+    } else {
+        StorageError::CommitOutcomeUnknown(boxed)
+    }
+}
+
+/// Whether a change failed only because Postgres picked it to roll back (see
+/// [`is_rolled_back_to_retry`]).
+fn change_rolled_back_to_retry(result: &Result<(), StorageError>) -> bool {
+    match result {
+        Err(StorageError::Backend(e)) => e
+            .downcast_ref::<sqlx::Error>()
+            .is_some_and(is_rolled_back_to_retry),
+        _ => false,
+    }
+}
+
 /// One transaction with a savepoint per change: the result of each change, if the
 /// transaction committed. An error here (begin, a savepoint, the commit) is the batch's:
-/// dropping the transaction rolls all of it back.
+/// dropping the transaction rolls all of it back. A change that Postgres rolled back for
+/// a serialization failure or a deadlock is rolled back to its savepoint and applied
+/// again, up to [`ATTEMPTS`] times.
 async fn apply(pool: &PgPool, batch: &[Job]) -> Results {
-    let mut tx = pool.begin().await?;
-    tx.execute("SAVEPOINT change").await?;
+    let before = BatchFailure::Before;
+    let mut tx = pool.begin().await.map_err(before)?;
+    tx.execute("SAVEPOINT change").await.map_err(before)?;
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
-        let result = crate::save_change(&mut tx, &job.change).await;
+        let mut attempt = 1;
+        let result = loop {
+            let result = crate::save_change(&mut tx, &job.change).await;
+            if attempt < ATTEMPTS && change_rolled_back_to_retry(&result) {
+                attempt += 1;
+                tx.execute("ROLLBACK TO SAVEPOINT change")
+                    .await
+                    .map_err(before)?;
+                continue;
+            }
+            break result;
+        };
         // Where the next change starts: a new savepoint after this one's work, or, when
         // this one failed, the same savepoint once rolled back to (it stays set).
         let next = match result {
             Ok(()) => "RELEASE SAVEPOINT change; SAVEPOINT change",
             Err(_) => "ROLLBACK TO SAVEPOINT change",
         };
-        tx.execute(next).await?;
+        tx.execute(next).await.map_err(before)?;
         results.push(result);
     }
     // The last savepoint holds no work; it commits with the rest.
-    tx.commit().await?;
+    tx.commit().await.map_err(BatchFailure::Commit)?;
     Ok(results)
 }
 
-/// Each change's result, or the error that failed the whole batch.
-type Results = Result<Vec<Result<(), StorageError>>, sqlx::Error>;
+/// Each change's result, or what failed the whole batch.
+type Results = Result<Vec<Result<(), StorageError>>, BatchFailure>;

@@ -28,6 +28,8 @@
 //!   [`EVENTS_KEPT`] events; finished deliveries go with their event, pending ones stay
 //!   until they finish.
 
+#![warn(missing_docs)]
+
 mod group_commit;
 mod records;
 
