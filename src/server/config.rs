@@ -1,40 +1,22 @@
-//! A runnable Snitch server: configuration, store selection, listeners and graceful
-//! shutdown over the [`SnitchRuntime`] runtime (which runs the scheduler, the dispatcher and the
-//! key refresh). `examples/server.rs` is a thin command line over [`launch`]; tests call
-//! [`launch`] with listeners on port 0.
+//! The server's configuration: the TOML file, `SNITCH_<KEY>` overrides, the checks, and the
+//! options derived from it.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use snitch_core::{
-    AlertEmails, Case, CaseId, Clock, Plan, RetryPolicy, SnitchService, Storage, SystemClock,
-    WebhookUrl,
-};
+use snitch_core::{Plan, RetryPolicy, Storage};
 use snitch_http::outbound::dispatcher::DispatcherOptions;
 use snitch_http::outbound::webhook::WebhookOptions;
-use snitch_http::{ApiError, ApiKeys, ApiState, AuthFailureLimit, RateLimit};
-use snitch_store_memory::MemoryStorage;
-use snitch_store_postgres::PgStorage;
-use snitch_store_sqlite::SqliteStorage;
-use tokio::net::TcpListener;
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
-use tower_http::trace::TraceLayer;
+use snitch_http::{AuthFailureLimit, RateLimit};
 
-use crate::runtime::{BuildError, SnitchBuilder, SnitchRuntime};
-use crate::serve::{
-    fitting_max_connections, raise_fd_limit, serve, with_request_timeout, ServeOptions,
-};
-
-pub use crate::runtime::MAX_SWEEP_SLEEP;
+use super::ServerError;
+use crate::runtime::{SnitchBuilder, SnitchRuntime};
+use crate::serve::ServeOptions;
 
 /// The server's settings: a TOML file, each key overridable by `SNITCH_<KEY>`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -271,27 +253,6 @@ const ENV_KEYS: [&str; 27] = [
     "delivery_cap_per_destination",
 ];
 
-/// Why the server could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ServerError {
-    #[error("invalid configuration: {0}")]
-    Config(String),
-    #[error("storage failed at start-up: {0}")]
-    Storage(#[from] snitch_core::StorageError),
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-}
-
-impl From<BuildError> for ServerError {
-    fn from(e: BuildError) -> Self {
-        match e {
-            BuildError::Storage(e) => ServerError::Storage(e),
-            BuildError::Notifier(m) => ServerError::Config(m),
-            BuildError::Liveness(e) => ServerError::Config(format!("cannot record liveness: {e}")),
-        }
-    }
-}
-
 impl Config {
     /// Reads the TOML text `toml_text`, then overrides its keys from `env` (called with
     /// variable names such as `SNITCH_LISTEN` or `DATABASE_URL`). Unknown keys are an error
@@ -502,280 +463,6 @@ impl Config {
             .clone()
             .unwrap_or_else(|| format!("http://{}", self.check_in_listen))
     }
-}
-
-/// A running server.
-#[derive(Debug)]
-pub struct Running {
-    pub api_addr: SocketAddr,
-    pub check_in_addr: SocketAddr,
-    /// The key of the `demo` case made when no case is configured: shown once.
-    pub demo_key: Option<String>,
-    pub service: SnitchService,
-    pub api: ApiState,
-    task: JoinHandle<Result<(), std::io::Error>>,
-}
-
-impl Running {
-    /// Waits until the server has shut down and every accepted request was answered.
-    pub async fn wait(self) -> Result<(), ServerError> {
-        match self.task.await {
-            Ok(result) => Ok(result?),
-            Err(join) => Err(ServerError::Io(std::io::Error::other(join))),
-        }
-    }
-}
-
-/// Starts the API on `api` and check-ins on `check_in`, with the deadline scheduler, until
-/// `shutdown` completes; then stops accepting, finishes in-flight requests and returns.
-pub async fn launch(
-    config: Config,
-    api: TcpListener,
-    check_in: TcpListener,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<Running, ServerError> {
-    launch_with_clock(config, api, check_in, Arc::new(SystemClock), shutdown).await
-}
-
-/// [`launch`] with a chosen clock (tests use a [`snitch_core::ManualClock`]).
-pub async fn launch_with_clock(
-    config: Config,
-    api: TcpListener,
-    check_in: TcpListener,
-    clock: Arc<dyn Clock>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<Running, ServerError> {
-    let storage = open_storage(&config).await?;
-    let snitch = config.snitch_builder(storage).clock(clock).build().await?;
-    let demo_key = match load_cases(&config, snitch.service(), snitch.keys()).await {
-        Ok(demo_key) => demo_key,
-        Err(e) => {
-            snitch.shutdown().await;
-            return Err(e);
-        }
-    };
-    if let Err(e) = snitch.keys().refresh().await {
-        snitch.shutdown().await;
-        return Err(e.into());
-    }
-
-    let api_app = with_request_timeout(snitch.api_router(), config.request_timeout(), || {
-        ApiError::request_timeout().into_response()
-    })
-    .layer(TraceLayer::new_for_http());
-    let check_in_app = with_request_timeout(
-        snitch.check_in_router(),
-        config.request_timeout(),
-        request_timeout_text,
-    )
-    .layer(TraceLayer::new_for_http());
-
-    let api_addr = api.local_addr()?;
-    let check_in_addr = check_in.local_addr()?;
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let stopped = move |mut rx: watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|stop| *stop).await;
-    };
-
-    let mut options = config.serve_options();
-    let fd_limit = raise_fd_limit();
-    options.max_connections = fitting_max_connections(options.max_connections, 2, fd_limit);
-    if options.max_connections < config.max_connections {
-        tracing::warn!(
-            configured = config.max_connections,
-            used = options.max_connections,
-            fd_limit,
-            "max_connections lowered to fit the limit of open files"
-        );
-    }
-    let api_server = tokio::spawn(serve(api, api_app, options, stopped(stop_rx.clone())));
-    let check_in_server = tokio::spawn(serve(check_in, check_in_app, options, stopped(stop_rx)));
-
-    let service = snitch.service().clone();
-    let api_state = snitch.api_state().clone();
-    let task = tokio::spawn(async move {
-        shutdown.await;
-        tracing::info!("shutting down: finishing requests in flight");
-        let _ = stop_tx.send(true);
-        let results = [api_server.await, check_in_server.await];
-        // The scheduler, the dispatcher (deliveries in flight are recorded) and the key
-        // refresh stop; the clean stop is recorded.
-        snitch.shutdown().await;
-        for result in results {
-            result.map_err(std::io::Error::other)??;
-        }
-        tracing::info!("stopped");
-        Ok(())
-    });
-
-    Ok(Running {
-        api_addr,
-        check_in_addr,
-        demo_key,
-        service,
-        api: api_state,
-        task,
-    })
-}
-
-/// The check-in listener's 408: text, like its other answers.
-fn request_timeout_text() -> Response {
-    (
-        StatusCode::REQUEST_TIMEOUT,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        "The request was not complete in time.\n",
-    )
-        .into_response()
-}
-
-/// The store of [`Config::store_location`], opened and migrated.
-pub async fn open_storage(config: &Config) -> Result<Arc<dyn Storage>, ServerError> {
-    Ok(match config.store_location()? {
-        StoreLocation::Memory => {
-            tracing::info!("using the in-memory store: data is lost when the server stops");
-            Arc::new(MemoryStorage::new())
-        }
-        StoreLocation::Postgres(url) => {
-            Arc::new(PgStorage::new(open_postgres(config, &url).await?))
-        }
-        location => Arc::new(SqliteStorage::new(open_sqlite(config, &location).await?)),
-    })
-}
-
-/// A pool on PostgreSQL at `url`, migrated.
-pub async fn open_postgres(config: &Config, url: &str) -> Result<sqlx::PgPool, ServerError> {
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(config.database_max_connections)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect(url)
-        .await
-        // The URL may hold a password: name the failure, not the URL.
-        .map_err(|e| ServerError::Config(format!("cannot connect to database_url: {e}")))?;
-    snitch_store_postgres::MIGRATOR
-        .run(&pool)
-        .await
-        .map_err(|e| ServerError::Config(format!("cannot migrate the database: {e}")))?;
-    tracing::info!("using PostgreSQL storage");
-    Ok(pool)
-}
-
-/// A pool on the SQLite database of `location` (a file, created with its directory if
-/// missing, or a `sqlite:` URL), migrated.
-pub async fn open_sqlite(
-    config: &Config,
-    location: &StoreLocation,
-) -> Result<sqlx::SqlitePool, ServerError> {
-    let connections = config.database_max_connections;
-    let pool = match location {
-        StoreLocation::SqliteFile(path) => {
-            create_parent_dir(path)?;
-            snitch_store_sqlite::connect(path, connections)
-                .await
-                .map_err(|e| ServerError::Config(format!("cannot open {}: {e}", path.display())))?
-        }
-        StoreLocation::SqliteUrl(url) => {
-            snitch_store_sqlite::connect_url(url, connections)
-                .await
-                .map_err(|e| ServerError::Config(format!("cannot open database_url: {e}")))?
-        }
-        other => {
-            return Err(ServerError::Config(format!(
-                "not a SQLite location: {other:?}"
-            )))
-        }
-    };
-    snitch_store_sqlite::MIGRATOR
-        .run(&pool)
-        .await
-        .map_err(|e| ServerError::Config(format!("cannot migrate the database: {e}")))?;
-    match location {
-        StoreLocation::SqliteFile(path) => {
-            tracing::info!(path = %path.display(), "using SQLite storage");
-        }
-        _ => tracing::info!("using SQLite storage at database_url"),
-    }
-    Ok(pool)
-}
-
-/// Creates the directory a database file goes in, if missing.
-fn create_parent_dir(path: &Path) -> Result<(), ServerError> {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir).map_err(|e| {
-            ServerError::Config(format!(
-                "cannot create the directory {}: {e}",
-                dir.display()
-            ))
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// Stores the configured cases, their keys (once) and hooks; with none configured and none
-/// stored, makes a `demo` case with a key on the first start and returns that key (`None`
-/// on later starts, or when the admin commands made cases).
-async fn load_cases(
-    config: &Config,
-    service: &SnitchService,
-    keys: &ApiKeys,
-) -> Result<Option<String>, ServerError> {
-    let invalid = |case: &str, what: String| ServerError::Config(format!("case {case:?}: {what}"));
-    if config.cases.is_empty() {
-        // Made once, on the first start, and kept: a later start finds it with its key.
-        let id = CaseId::parse("demo").map_err(|v| invalid("demo", v.message))?;
-        let storage = service.storage();
-        let stored = storage.cases().await?;
-        let demo_ready = stored.iter().any(|c| c.id == id)
-            && !storage.api_keys(Some(id.clone())).await?.is_empty();
-        // Cases made with the admin commands are the store's own: no demo beside them.
-        if demo_ready || stored.iter().any(|c| c.id != id) {
-            return Ok(None);
-        }
-        storage.upsert_case(&Case::new(id.clone())).await?;
-        return Ok(Some(keys.create(&id, "demo").await?.key));
-    }
-    for c in &config.cases {
-        let id = CaseId::parse(&c.name).map_err(|v| invalid(&c.name, v.message))?;
-        let members = AlertEmails::parse(&c.members)
-            .map_err(|v| invalid(&c.name, format!("members: {}", v.message)))?;
-        let case = Case {
-            id: id.clone(),
-            members: members.as_slice().to_vec(),
-            plan: Plan {
-                max_snitches: c.max_snitches,
-                error_notices: c.error_notices,
-            },
-            on_hold: c.on_hold,
-        };
-        service.storage().upsert_case(&case).await?;
-        for key in &c.api_keys {
-            keys.ensure_plain(key, &id, "configuration")
-                .await
-                .map_err(|e| invalid(&c.name, e))?;
-        }
-        // Hooks go through the service so they are validated like API input; a case on
-        // hold still gets its configured hooks, and one already stored is kept.
-        let mut active = case.clone();
-        active.on_hold = false;
-        let stored: Vec<String> = service
-            .webhooks(&active)
-            .await
-            .map_err(|e| invalid(&c.name, e.to_string()))?
-            .into_iter()
-            .map(|h| h.url.to_string())
-            .collect();
-        for url in &c.webhooks {
-            let parsed = WebhookUrl::parse(url)
-                .map_err(|v| invalid(&c.name, format!("webhook {url:?}: {}", v.message)))?;
-            if stored.contains(&parsed.to_string()) {
-                continue;
-            }
-            service
-                .create_webhook(&active, url, None)
-                .await
-                .map_err(|e| invalid(&c.name, format!("webhook {url:?}: {e}")))?;
-        }
-    }
-    Ok(None)
 }
 
 /// Env-free convenience for tests and embedding: TOML text only.

@@ -1,0 +1,143 @@
+//! Starting the server: the runtime over the configured store, the two listeners, and the
+//! graceful shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use snitch_core::{Clock, SnitchService, SystemClock};
+use snitch_http::{ApiError, ApiState};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tower_http::trace::TraceLayer;
+
+use super::bootstrap::{load_cases, open_storage};
+use super::{Config, ServerError};
+use crate::serve::{fitting_max_connections, raise_fd_limit, serve, with_request_timeout};
+
+/// A running server.
+#[derive(Debug)]
+pub struct Running {
+    pub api_addr: SocketAddr,
+    pub check_in_addr: SocketAddr,
+    /// The key of the `demo` case made when no case is configured: shown once.
+    pub demo_key: Option<String>,
+    pub service: SnitchService,
+    pub api: ApiState,
+    task: JoinHandle<Result<(), std::io::Error>>,
+}
+
+impl Running {
+    /// Waits until the server has shut down and every accepted request was answered.
+    pub async fn wait(self) -> Result<(), ServerError> {
+        match self.task.await {
+            Ok(result) => Ok(result?),
+            Err(join) => Err(ServerError::Io(std::io::Error::other(join))),
+        }
+    }
+}
+
+/// Starts the API on `api` and check-ins on `check_in`, with the deadline scheduler, until
+/// `shutdown` completes; then stops accepting, finishes in-flight requests and returns.
+pub async fn launch(
+    config: Config,
+    api: TcpListener,
+    check_in: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Running, ServerError> {
+    launch_with_clock(config, api, check_in, Arc::new(SystemClock), shutdown).await
+}
+
+/// [`launch`] with a chosen clock (tests use a [`snitch_core::ManualClock`]).
+pub async fn launch_with_clock(
+    config: Config,
+    api: TcpListener,
+    check_in: TcpListener,
+    clock: Arc<dyn Clock>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Running, ServerError> {
+    let storage = open_storage(&config).await?;
+    let snitch = config.snitch_builder(storage).clock(clock).build().await?;
+    let demo_key = match load_cases(&config, snitch.service(), snitch.keys()).await {
+        Ok(demo_key) => demo_key,
+        Err(e) => {
+            snitch.shutdown().await;
+            return Err(e);
+        }
+    };
+    if let Err(e) = snitch.keys().refresh().await {
+        snitch.shutdown().await;
+        return Err(e.into());
+    }
+
+    let api_app = with_request_timeout(snitch.api_router(), config.request_timeout(), || {
+        ApiError::request_timeout().into_response()
+    })
+    .layer(TraceLayer::new_for_http());
+    let check_in_app = with_request_timeout(
+        snitch.check_in_router(),
+        config.request_timeout(),
+        request_timeout_text,
+    )
+    .layer(TraceLayer::new_for_http());
+
+    let api_addr = api.local_addr()?;
+    let check_in_addr = check_in.local_addr()?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+
+    let mut options = config.serve_options();
+    let fd_limit = raise_fd_limit();
+    options.max_connections = fitting_max_connections(options.max_connections, 2, fd_limit);
+    if options.max_connections < config.max_connections {
+        tracing::warn!(
+            configured = config.max_connections,
+            used = options.max_connections,
+            fd_limit,
+            "max_connections lowered to fit the limit of open files"
+        );
+    }
+    let api_server = tokio::spawn(serve(api, api_app, options, stopped(stop_rx.clone())));
+    let check_in_server = tokio::spawn(serve(check_in, check_in_app, options, stopped(stop_rx)));
+
+    let service = snitch.service().clone();
+    let api_state = snitch.api_state().clone();
+    let task = tokio::spawn(async move {
+        shutdown.await;
+        tracing::info!("shutting down: finishing requests in flight");
+        let _ = stop_tx.send(true);
+        let results = [api_server.await, check_in_server.await];
+        // The scheduler, the dispatcher (deliveries in flight are recorded) and the key
+        // refresh stop; the clean stop is recorded.
+        snitch.shutdown().await;
+        for result in results {
+            result.map_err(std::io::Error::other)??;
+        }
+        tracing::info!("stopped");
+        Ok(())
+    });
+
+    Ok(Running {
+        api_addr,
+        check_in_addr,
+        demo_key,
+        service,
+        api: api_state,
+        task,
+    })
+}
+
+/// The check-in listener's 408: text, like its other answers.
+fn request_timeout_text() -> Response {
+    (
+        StatusCode::REQUEST_TIMEOUT,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "The request was not complete in time.\n",
+    )
+        .into_response()
+}
