@@ -60,6 +60,10 @@ pub struct Config {
     pub auth_failures_burst: u32,
     #[serde(default)]
     pub maintenance: bool,
+    /// Serve the web dashboard under `/ui/` on the API listener (feature `ui`). Its
+    /// cookies are `Secure` when `base_url` is https.
+    #[serde(default = "default_true")]
+    pub ui: bool,
     /// Connections each listener serves at once; more wait in the kernel's backlog.
     /// Lowered (with a warning) to what the limit of open files allows.
     #[serde(default = "default_max_connections")]
@@ -223,7 +227,7 @@ impl Default for Config {
 }
 
 /// The top-level keys that an environment variable `SNITCH_<KEY>` can set.
-const ENV_KEYS: [&str; 27] = [
+const ENV_KEYS: [&str; 28] = [
     "listen",
     "check_in_listen",
     "base_url",
@@ -240,6 +244,7 @@ const ENV_KEYS: [&str; 27] = [
     "auth_failures_per_minute",
     "auth_failures_burst",
     "maintenance",
+    "ui",
     "max_connections",
     "header_timeout_ms",
     "request_timeout_ms",
@@ -272,7 +277,7 @@ impl Config {
             });
             let Some(value) = value else { continue };
             let parsed = match key {
-                "allow_private_webhooks" | "maintenance" => value
+                "allow_private_webhooks" | "maintenance" | "ui" => value
                     .trim()
                     .parse::<bool>()
                     .map(toml::Value::Boolean)
@@ -418,6 +423,13 @@ impl Config {
             .outage_threshold(self.outage_threshold());
         if let Some(url) = &self.smtp_url {
             builder = builder.smtp(url, &self.mail_from);
+        }
+        #[cfg(feature = "ui")]
+        {
+            builder = builder.ui(snitch_http::ui::UiConfig {
+                secure_cookies: self.base_url().starts_with("https://"),
+                ..snitch_http::ui::UiConfig::default()
+            });
         }
         builder
     }

@@ -342,8 +342,8 @@ fn cross_site(headers: &HeaderMap) -> bool {
         .is_some_and(|v| !matches!(v, "same-origin" | "none"))
 }
 
-/// A signed-in browser: its live session's case and CSRF token.
-#[derive(Debug)]
+/// A signed-in browser: its live session's case and CSRF token (no `Debug`: the id and
+/// the token are credentials).
 struct SignedIn {
     case: Case,
     id: String,

@@ -32,7 +32,7 @@ pub(crate) fn same_secret(a: &str, b: &str) -> bool {
 }
 
 /// One signed-in browser.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Session {
     pub key: KeyDigest,
     /// The token every form of this session carries; a POST without it is refused.
@@ -43,12 +43,21 @@ pub(crate) struct Session {
 }
 
 /// The sessions of one dashboard, by id.
-#[derive(Debug)]
 pub(crate) struct Sessions {
     by_id: Mutex<HashMap<String, Session>>,
     ttl: Duration,
     max: usize,
     started: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the ids or tokens: they are credentials.
+        f.debug_struct("Sessions")
+            .field("live", &self.lock().len())
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Sessions {
