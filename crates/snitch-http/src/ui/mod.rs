@@ -61,6 +61,7 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 
 const APP_CSS: &str = include_str!("assets/app.css");
 const APP_JS: &str = include_str!("assets/app.js");
+const ICON_SVG: &str = include_str!("assets/icon.svg");
 
 /// Settings of the dashboard.
 #[derive(Debug, Clone)]
@@ -246,6 +247,10 @@ pub fn ui_router(state: UiState) -> Router {
         .route(
             &at("/assets/app.css"),
             get(|| async { asset("text/css; charset=utf-8", APP_CSS) }),
+        )
+        .route(
+            &at("/assets/icon.svg"),
+            get(|| async { asset("image/svg+xml", ICON_SVG) }),
         )
         .route(
             &at("/assets/app.js"),

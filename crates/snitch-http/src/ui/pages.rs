@@ -41,6 +41,7 @@ pub(crate) fn layout(frame: &Frame, nav: Nav, title: &str, body: Markup) -> Mark
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 meta name="referrer" content="no-referrer";
                 title { (title) " · Snitch" }
+                link rel="icon" href={ (base) "/assets/icon.svg" } type="image/svg+xml";
                 link rel="stylesheet" href={ (base) "/assets/app.css" };
                 script src={ (base) "/assets/app.js" } defer {}
             }
