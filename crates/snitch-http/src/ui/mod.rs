@@ -9,7 +9,7 @@
 //! - Every POST carries the session's CSRF token (the sign-in form a token of its own,
 //!   double-submitted in a short cookie) and is refused when the browser says it came
 //!   from another site (`Sec-Fetch-Site`).
-//! - Text a user or a job wrote is escaped by maud ([`pages`]); every answer carries a
+//! - Text a user or a job wrote is escaped by maud (`pages.rs`); every answer carries a
 //!   `Content-Security-Policy` that allows scripts and styles only from the dashboard's
 //!   own files (no inline script, no inline style).
 //!

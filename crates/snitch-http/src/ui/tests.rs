@@ -24,6 +24,7 @@ struct Fixture {
     service: SnitchService,
     case: Case,
     keys: Arc<ApiKeys>,
+    api: ApiState,
 }
 
 async fn fixture() -> Fixture {
@@ -31,6 +32,19 @@ async fn fixture() -> Fixture {
 }
 
 async fn fixture_with(auth_failures: AuthFailureLimit, secure: bool) -> Fixture {
+    fixture_full(
+        auth_failures,
+        secure,
+        std::time::Duration::from_secs(12 * 3600),
+    )
+    .await
+}
+
+async fn fixture_full(
+    auth_failures: AuthFailureLimit,
+    secure: bool,
+    session_ttl: std::time::Duration,
+) -> Fixture {
     let storage = Arc::new(MemoryStorage::new());
     let service = SnitchService::new(storage, Arc::new(SystemClock));
     let case = Case::new(CaseId::parse("acme").expect("valid"));
@@ -50,14 +64,16 @@ async fn fixture_with(auth_failures: AuthFailureLimit, secure: bool) -> Fixture 
         api.clone(),
         UiConfig {
             secure_cookies: secure,
+            session_ttl,
             ..UiConfig::default()
         },
     );
     Fixture {
-        app: api_router(api).merge(ui_router(ui)),
+        app: api_router(api.clone()).merge(ui_router(ui)),
         service,
         case,
         keys,
+        api,
     }
 }
 
@@ -772,4 +788,62 @@ async fn the_list_filters_by_tags_and_another_cases_snitch_is_not_found() {
     .await;
     assert_eq!(answer.status, StatusCode::NOT_FOUND);
     assert!(f.service.get(&other, theirs.token.as_str()).await.is_ok());
+}
+
+#[tokio::test]
+async fn an_expired_session_is_sent_to_sign_in() {
+    let f = fixture_full(
+        AuthFailureLimit::default(),
+        false,
+        std::time::Duration::ZERO,
+    )
+    .await;
+    let answer = sign_in_with(&f.app, KEY, "10.0.0.1:1").await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER);
+    let set = answer.set_cookies().join("\n");
+    assert!(set.contains("Max-Age=0"), "{set}");
+    let cookie = format!(
+        "{SESSION_COOKIE}={}",
+        answer.cookie(SESSION_COOKIE).expect("id")
+    );
+    let answer = send(&f.app, get("/ui/", Some(&cookie))).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER);
+    assert_eq!(answer.location(), "/ui/login");
+}
+
+#[tokio::test]
+async fn maintenance_and_a_case_on_hold_get_clear_pages() {
+    let f = fixture().await;
+    let b = sign_in(&f.app).await;
+    f.api.set_maintenance(true);
+    let answer = send(&f.app, get("/ui/", Some(&b.cookie))).await;
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(answer.body.contains("maintenance"));
+    let answer = sign_in_with(&f.app, KEY, "10.0.0.1:1").await;
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+    f.api.set_maintenance(false);
+    let mut held = f.case.clone();
+    held.on_hold = true;
+    f.service.storage().upsert_case(&held).await.expect("case");
+    let answer = send(&f.app, get("/ui/", Some(&b.cookie))).await;
+    assert_eq!(answer.status, StatusCode::PAYMENT_REQUIRED);
+    assert!(answer.body.contains("on hold"));
+}
+
+#[tokio::test]
+async fn the_delete_confirmation_changes_nothing_until_confirmed() {
+    let f = fixture().await;
+    let b = sign_in(&f.app).await;
+    let token = f.snitch("precious").await;
+    let page = send(
+        &f.app,
+        get(&format!("/ui/snitches/{token}/delete"), Some(&b.cookie)),
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("Delete precious?"));
+    assert!(page
+        .body
+        .contains(&format!("action=\"/ui/snitches/{token}/delete\"")));
+    assert!(f.service.get(&f.case, &token).await.is_ok());
 }
