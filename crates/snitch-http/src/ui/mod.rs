@@ -730,11 +730,20 @@ async fn snitch_page(
         Err(e) => return ui.service_error(signed, e),
     };
     let now = service.now();
+    // The pause in force began with the latest `snitch.paused` event (among those shown;
+    // otherwise it is older than them, and so is every period it covers).
+    let paused_since = snitch.state.pause.as_ref().map(|_| {
+        events
+            .iter()
+            .find(|(e, _)| e.kind == snitch_core::EventKind::Paused)
+            .map_or(chrono::DateTime::<chrono::Utc>::MIN_UTC, |(e, _)| e.at)
+    });
     let cells = timeline::timeline(
         snitch.interval,
         snitch.created_at,
         &check_ins,
         check_ins.len() < kept,
+        paused_since,
         now,
         TIMELINE_PERIODS,
     );

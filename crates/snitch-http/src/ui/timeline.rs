@@ -62,12 +62,15 @@ pub struct Cell {
 ///
 /// `check_ins` are the kept ones, newest first; `complete` says whether they are the
 /// whole history (fewer than the store keeps): when they are not, periods before the
-/// oldest kept check-in are unknown rather than missed.
+/// oldest kept check-in are unknown rather than missed. `paused_since`: when the pause in
+/// force began (its `snitch.paused` event), if the snitch is paused; periods that ended
+/// after it without a check-in are paused, not missed.
 pub fn timeline(
     interval: Interval,
     created_at: Timestamp,
     check_ins: &[CheckIn],
     complete: bool,
+    paused_since: Option<Timestamp>,
     now: Timestamp,
     periods: usize,
 ) -> Vec<Cell> {
@@ -95,6 +98,8 @@ pub fn timeline(
             (Mark::None, "older than the kept check-ins")
         } else if oldest.is_none_or(|first| end <= first) {
             (Mark::None, "before the first check-in")
+        } else if paused_since.is_some_and(|p| p < end) {
+            (Mark::None, "paused")
         } else if now < end {
             (Mark::None, "running, no check-in yet")
         } else {
@@ -155,6 +160,7 @@ mod tests {
             at("2026-11-23T00:30:00Z"),
             &ins,
             true,
+            None,
             at("2026-11-23T05:20:00Z"),
             8,
         );
@@ -175,6 +181,7 @@ mod tests {
             at("2026-11-23T00:30:00Z"),
             &more,
             true,
+            None,
             at("2026-11-23T05:20:00Z"),
             8,
         );
@@ -192,6 +199,7 @@ mod tests {
             at("2026-11-20T00:00:00Z"),
             &ins,
             false,
+            None,
             at("2026-11-23T05:00:40Z"),
             5,
         );
@@ -203,10 +211,40 @@ mod tests {
             at("2026-11-20T00:00:00Z"),
             &ins,
             true,
+            None,
             at("2026-11-23T05:00:40Z"),
             5,
         );
         assert_eq!(cells[0].reason, "before the first check-in");
+    }
+
+    #[test]
+    fn periods_since_the_pause_in_force_are_paused_not_missed() {
+        let ins = vec![check_in("2026-11-23T01:05:00Z", true)];
+        let cells = timeline(
+            Interval::Hourly,
+            at("2026-11-23T00:30:00Z"),
+            &ins,
+            true,
+            Some(at("2026-11-23T02:30:00Z")),
+            at("2026-11-23T05:20:00Z"),
+            6,
+        );
+        // 0h before the first, 1h ok; 2h ended after the pause began: paused, as are
+        // 3h, 4h and the running 5h.
+        assert_eq!(marks(&cells), "·✓····");
+        assert!(cells[2..].iter().all(|c| c.reason == "paused"));
+        // Without the pause, 2h to 4h are missed.
+        let cells = timeline(
+            Interval::Hourly,
+            at("2026-11-23T00:30:00Z"),
+            &ins,
+            true,
+            None,
+            at("2026-11-23T05:20:00Z"),
+            6,
+        );
+        assert_eq!(marks(&cells), "·✓✗✗✗·");
     }
 
     #[test]
@@ -216,6 +254,7 @@ mod tests {
             at("2026-10-01T00:00:00Z"),
             &[],
             true,
+            None,
             at("2026-11-23T05:00:00Z"),
             30,
         );
