@@ -19,7 +19,8 @@ if [ ! -d tests/e2e/node_modules/playwright-core ]; then
 fi
 
 echo "== building the example server"
-cargo build -q --example server
+# The features of scripts/test.sh, so that CI reuses what the tests built.
+cargo build -q --workspace --all-features --example server
 target_dir="${CARGO_TARGET_DIR:-target}"
 server="$target_dir/debug/examples/server"
 shots="$target_dir/screenshots"
