@@ -47,8 +47,23 @@ page.on("console", (m) => {
 });
 page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
 
+// Each screenshot is also an accessibility check of the page: every control has a
+// label, the page has one h1 and a language.
 async function shot(name) {
   await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+  const unlabelled = await page.evaluate(() =>
+    [...document.querySelectorAll("input:not([type=hidden]), select, textarea, button")]
+      .filter((el) => {
+        if (el.labels && el.labels.length) return false;
+        if (el.getAttribute("aria-label")) return false;
+        return el.tagName !== "BUTTON" || !el.textContent.trim();
+      })
+      .map((el) => el.outerHTML.slice(0, 80)),
+  );
+  if (unlabelled.length) problems.push(`${name}: controls without a label: ${unlabelled.join(", ")}`);
+  const h1 = await page.locator("h1").count();
+  if (h1 !== 1) problems.push(`${name}: ${h1} h1 elements`);
+  if (!(await page.getAttribute("html", "lang"))) problems.push(`${name}: no lang`);
 }
 
 function expect(cond, what) {
@@ -96,6 +111,16 @@ await step("sign in", async () => {
   expect(session.httpOnly && session.sameSite === "Strict", "HttpOnly, SameSite=Strict");
   expect(!session.value.includes(key), "the key is not in the cookie");
   await shot("snitches-empty");
+});
+
+await step("the keyboard skips to the content", async () => {
+  await page.keyboard.press("Tab");
+  const first = await page.evaluate(() => document.activeElement.textContent);
+  expect(first === "Skip to content", `first tab stop: ${first}`);
+  await page.keyboard.press("Enter");
+  await page.keyboard.press("Tab");
+  const next = await page.evaluate(() => document.activeElement.textContent);
+  expect(next === "New snitch", `after skipping: ${next}`);
 });
 
 await step("create a snitch", async () => {
