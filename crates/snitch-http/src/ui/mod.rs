@@ -564,6 +564,10 @@ async fn login(State(ui): State<UiState>, req: Request) -> Response {
             return ui.service_error(&signed, e.into());
         }
     }
+    // A new sign-in replaces the browser's old session, if any: one session per cookie.
+    if let Some(old) = cookie(&headers, SESSION_COOKIE) {
+        ui.sessions.end(old);
+    }
     let (id, _) = ui.sessions.start(digest);
     let mut r = ui.see_other("/");
     let headers = r.headers_mut();

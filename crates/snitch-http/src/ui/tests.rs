@@ -847,3 +847,30 @@ async fn the_delete_confirmation_changes_nothing_until_confirmed() {
         .contains(&format!("action=\"/ui/snitches/{token}/delete\"")));
     assert!(f.service.get(&f.case, &token).await.is_ok());
 }
+
+#[tokio::test]
+async fn signing_in_again_ends_the_browsers_old_session() {
+    let f = fixture().await;
+    let old = sign_in(&f.app).await;
+    let form = send(&f.app, get("/ui/login", Some(&old.cookie))).await;
+    let token = form.cookie(LOGIN_COOKIE).expect("cookie");
+    let cookie = format!("{}; {LOGIN_COOKIE}={token}", old.cookie);
+    let req = post(
+        "/ui/login",
+        Some(&cookie),
+        &[("csrf", &token), ("key", KEY)],
+    );
+    let answer = send(&f.app, req).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER);
+    let fresh = format!(
+        "{SESSION_COOKIE}={}",
+        answer.cookie(SESSION_COOKIE).expect("new session")
+    );
+    assert_ne!(fresh, old.cookie);
+    assert_eq!(
+        send(&f.app, get("/ui/", Some(&fresh))).await.status,
+        StatusCode::OK
+    );
+    let replayed = send(&f.app, get("/ui/", Some(&old.cookie))).await;
+    assert_eq!(replayed.status, StatusCode::SEE_OTHER);
+}
