@@ -48,7 +48,7 @@ page.on("console", (m) => {
 page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
 
 // Each screenshot is also an accessibility check of the page: every control has a
-// label, the page has one h1 and a language.
+// label, coloured text has AA contrast, the page has one h1 and a language.
 async function shot(name) {
   await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
   const unlabelled = await page.evaluate(() =>
@@ -61,6 +61,26 @@ async function shot(name) {
       .map((el) => el.outerHTML.slice(0, 80)),
   );
   if (unlabelled.length) problems.push(`${name}: controls without a label: ${unlabelled.join(", ")}`);
+  // WCAG AA: text on a coloured background (badges, timeline cells, buttons) at 4.5:1.
+  const lowContrast = await page.evaluate(() => {
+    const rgb = (c) => (c.match(/[\d.]+/g) || []).map(Number);
+    const lum = ([r, g, b]) => {
+      const f = (v) => ((v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+      return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+    };
+    return [...document.querySelectorAll(".badge, .cell, button, a.button")]
+      .filter((el) => el.offsetParent !== null)
+      .map((el) => {
+        const style = getComputedStyle(el);
+        const bg = rgb(style.backgroundColor);
+        if (bg.length === 4 && bg[3] === 0) return null;
+        const [a, b] = [lum(rgb(style.color)), lum(bg)].sort((x, y) => y - x);
+        const ratio = (a + 0.05) / (b + 0.05);
+        return ratio < 4.5 ? `${el.className || el.tagName} ${ratio.toFixed(2)}` : null;
+      })
+      .filter(Boolean);
+  });
+  if (lowContrast.length) problems.push(`${name}: low contrast: ${lowContrast.join(", ")}`);
   const h1 = await page.locator("h1").count();
   if (h1 !== 1) problems.push(`${name}: ${h1} h1 elements`);
   if (!(await page.getAttribute("html", "lang"))) problems.push(`${name}: no lang`);
@@ -81,7 +101,8 @@ async function step(name, body, expected = null) {
   } catch (e) {
     failed += 1;
     console.log(`FAIL ${name}: ${e.message}`);
-    await shot(`failed-${name.replace(/\W+/g, "-")}`).catch(() => {});
+    const path = join(shots, `failed-${name.replace(/\W+/g, "-")}.png`);
+    await page.screenshot({ path, fullPage: true }).catch(() => {});
   }
 }
 
