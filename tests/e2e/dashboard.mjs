@@ -206,6 +206,18 @@ await step("pause it", async () => {
   await shot("snitch-paused");
 });
 
+await step("pause it until a time typed in the viewer's zone", async () => {
+  // 03:04 in Berlin (winter, UTC+1) is 02:04 UTC.
+  await page.getByLabel("Pause until (your time zone; UTC when scripts are off)").fill("2030-01-02T03:04");
+  expect(await page.getByLabel("until a time:").isChecked(), "typing a time picks it");
+  await page.getByRole("button", { name: "Pause", exact: true }).click();
+  await page.getByText("Snitch paused.").waitFor();
+  await page.locator('dd time[title="2030-01-02 02:04:00 UTC"]').waitFor();
+  await page.getByLabel("until I unpause it").check();
+  await page.getByRole("button", { name: "Pause", exact: true }).click();
+  await page.getByText("until unpaused by hand").waitFor();
+});
+
 await step("the list shows it, filtered by tag", async () => {
   await page.getByRole("link", { name: "Snitches", exact: true }).first().click();
   await page.getByRole("link", { name: hostileName }).waitFor();
