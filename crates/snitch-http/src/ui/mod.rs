@@ -803,8 +803,8 @@ async fn update(
     match ui.service().update(&signed.case, &token, &fields).await {
         Ok(s) => ui.see_other(&format!("/snitches/{}?done=updated", s.token.as_str())),
         Err(ServiceError::Invalid(v)) => {
-            // The token was found (validation comes after the lookup only for the
-            // interval/alert-type pair), so look it up again for the form's action.
+            // Fields are checked before the snitch is looked up: a token of no snitch
+            // of this case is still a 404, and the form's action names a real one.
             match ui.service().get(&signed.case, &token).await {
                 Ok(s) => {
                     let frame = ui.frame(Some(&signed));

@@ -688,6 +688,17 @@ async fn bad_form_input_is_a_clear_422_never_a_panic() {
     assert_eq!(answer.status, StatusCode::NOT_FOUND);
     let answer = send(&f.app, get("/ui/snitches/%FF", Some(&b.cookie))).await;
     assert_eq!(answer.status, StatusCode::NOT_FOUND);
+    // Bad fields for a snitch that is not there: not found, not a form naming it.
+    let answer = send(
+        &f.app,
+        post(
+            "/ui/snitches/nosuchtoken0000000000/edit",
+            Some(&b.cookie),
+            &[("csrf", &b.csrf), ("name", ""), ("interval", "daily")],
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
     let answer = send(
         &f.app,
         post(
