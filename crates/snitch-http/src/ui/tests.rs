@@ -885,3 +885,53 @@ async fn signing_in_again_ends_the_browsers_old_session() {
     let replayed = send(&f.app, get("/ui/", Some(&old.cookie))).await;
     assert_eq!(replayed.status, StatusCode::SEE_OTHER);
 }
+
+#[tokio::test]
+async fn another_base_path_is_used_by_routes_links_redirects_and_cookies() {
+    let storage = Arc::new(MemoryStorage::new());
+    let service = SnitchService::new(storage, Arc::new(SystemClock));
+    let case = Case::new(CaseId::parse("acme").expect("valid"));
+    service.storage().upsert_case(&case).await.expect("case");
+    let keys = Arc::new(ApiKeys::new());
+    keys.add_plain(KEY, case.id.clone()).expect("long enough");
+    let api = ApiState::new(service, keys, ApiConfig::default());
+    let ui = UiState::new(
+        api,
+        UiConfig {
+            base_path: "/monitor/ui/".into(),
+            ..UiConfig::default()
+        },
+    );
+    let app = Router::new().merge(ui_router(ui));
+    let form = send(&app, get("/monitor/ui/login", None)).await;
+    assert_eq!(form.status, StatusCode::OK);
+    assert!(form.set_cookies()[0].contains("; Path=/monitor/ui;"));
+    assert!(form.body.contains("action=\"/monitor/ui/login\""));
+    assert!(form.body.contains("href=\"/monitor/ui/assets/app.css\""));
+    let token = form.cookie(LOGIN_COOKIE).expect("cookie");
+    let cookie = format!("{LOGIN_COOKIE}={token}");
+    let req = post(
+        "/monitor/ui/login",
+        Some(&cookie),
+        &[("csrf", &token), ("key", KEY)],
+    );
+    let answer = send(&app, req).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER);
+    assert_eq!(answer.location(), "/monitor/ui/");
+    let session = format!(
+        "{SESSION_COOKIE}={}",
+        answer.cookie(SESSION_COOKIE).expect("id")
+    );
+    for uri in ["/monitor/ui/", "/monitor/ui"] {
+        let page = send(&app, get(uri, Some(&session))).await;
+        assert_eq!(page.status, StatusCode::OK, "{uri}");
+        assert!(page.body.contains("href=\"/monitor/ui/snitches/new\""));
+    }
+    assert_eq!(
+        send(&app, get("/ui/login", None)).await.status,
+        StatusCode::NOT_FOUND
+    );
+    let missing = send(&app, get("/monitor/ui/nothing/here", None)).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert!(missing.body.contains("There is no such page."));
+}
