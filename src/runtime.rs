@@ -112,6 +112,8 @@ pub struct SnitchBuilder {
     dispatcher: DispatcherOptions,
     outage_threshold: chrono::Duration,
     key_refresh_every: Duration,
+    #[cfg(feature = "ui")]
+    ui: snitch_http::ui::UiConfig,
 }
 
 impl std::fmt::Debug for SnitchBuilder {
@@ -235,6 +237,14 @@ impl SnitchBuilder {
         self
     }
 
+    /// Settings of the web dashboard ([`SnitchRuntime::ui_router`]; default
+    /// [`snitch_http::ui::UiConfig::default`]: under `/ui`, cookies not `Secure`).
+    #[cfg(feature = "ui")]
+    pub fn ui(mut self, config: snitch_http::ui::UiConfig) -> Self {
+        self.ui = config;
+        self
+    }
+
     /// How often the API keys are reloaded from the store (default
     /// [`snitch_http::keys::REFRESH_EVERY`]).
     pub fn key_refresh_every(mut self, every: Duration) -> Self {
@@ -259,6 +269,8 @@ impl SnitchBuilder {
             dispatcher,
             outage_threshold,
             key_refresh_every,
+            #[cfg(feature = "ui")]
+            ui,
         } = self;
         let webhooks: Arc<dyn Notifier> = match webhooks {
             #[cfg(not(feature = "webhooks"))]
@@ -346,6 +358,8 @@ impl SnitchBuilder {
         ];
         Ok(SnitchRuntime {
             service,
+            #[cfg(feature = "ui")]
+            ui: snitch_http::ui::UiState::new(api.clone(), ui),
             api,
             keys,
             stop,
@@ -361,6 +375,8 @@ impl SnitchBuilder {
 pub struct SnitchRuntime {
     service: SnitchService,
     api: ApiState,
+    #[cfg(feature = "ui")]
+    ui: snitch_http::ui::UiState,
     keys: Arc<ApiKeys>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -386,6 +402,8 @@ impl SnitchRuntime {
             dispatcher: DispatcherOptions::default(),
             outage_threshold: snitch_core::liveness::DEFAULT_OUTAGE_THRESHOLD,
             key_refresh_every: snitch_http::keys::REFRESH_EVERY,
+            #[cfg(feature = "ui")]
+            ui: snitch_http::ui::UiConfig::default(),
         }
     }
 
@@ -398,6 +416,15 @@ impl SnitchRuntime {
     /// that [`SnitchBuilder::check_in_base`] names.
     pub fn check_in_router(&self) -> Router {
         check_in_router(self.service.clone())
+    }
+
+    /// The web dashboard (feature `ui`), serving its pages under the configured base path
+    /// (default `/ui`): `merge` it into the router that serves [`SnitchRuntime::api_router`]
+    /// (it signs in with the same API keys and counts failed sign-ins against the same
+    /// limit). Every call shares the same sessions.
+    #[cfg(feature = "ui")]
+    pub fn ui_router(&self) -> Router {
+        snitch_http::ui::ui_router(self.ui.clone())
     }
 
     /// The service, for operations without HTTP (create a case's snitch, check in, …).

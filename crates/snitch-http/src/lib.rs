@@ -34,6 +34,8 @@ pub mod auth_limit;
 pub mod error;
 pub mod keys;
 pub mod outbound;
+#[cfg(feature = "ui")]
+pub mod ui;
 pub mod wire;
 
 pub use auth_limit::AuthFailureLimit;
