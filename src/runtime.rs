@@ -117,6 +117,8 @@ pub struct SnitchBuilder {
     key_refresh_every: Duration,
     check_in_history: usize,
     metrics: Option<Arc<Metrics>>,
+    #[cfg(feature = "ui")]
+    ui: snitch_http::ui::UiConfig,
 }
 
 impl std::fmt::Debug for SnitchBuilder {
@@ -241,6 +243,14 @@ impl SnitchBuilder {
         self
     }
 
+    /// Settings of the web dashboard ([`SnitchRuntime::ui_router`]; default
+    /// [`snitch_http::ui::UiConfig::default`]: under `/ui`, cookies not `Secure`).
+    #[cfg(feature = "ui")]
+    pub fn ui(mut self, config: snitch_http::ui::UiConfig) -> Self {
+        self.ui = config;
+        self
+    }
+
     /// How often the API keys are reloaded from the store (default
     /// [`snitch_http::keys::REFRESH_EVERY`]).
     pub fn key_refresh_every(mut self, every: Duration) -> Self {
@@ -283,6 +293,8 @@ impl SnitchBuilder {
             key_refresh_every,
             check_in_history,
             metrics,
+            #[cfg(feature = "ui")]
+            ui,
         } = self;
         let metrics = metrics.unwrap_or_default();
         let webhooks: Arc<dyn Notifier> = match webhooks {
@@ -379,6 +391,8 @@ impl SnitchBuilder {
         ];
         Ok(SnitchRuntime {
             service,
+            #[cfg(feature = "ui")]
+            ui: snitch_http::ui::UiState::new(api.clone(), ui),
             api,
             keys,
             metrics: MetricsState {
@@ -400,6 +414,8 @@ impl SnitchBuilder {
 pub struct SnitchRuntime {
     service: SnitchService,
     api: ApiState,
+    #[cfg(feature = "ui")]
+    ui: snitch_http::ui::UiState,
     keys: Arc<ApiKeys>,
     metrics: MetricsState,
     health: Health,
@@ -429,6 +445,8 @@ impl SnitchRuntime {
             key_refresh_every: snitch_http::keys::REFRESH_EVERY,
             check_in_history: snitch_core::snitch::CHECK_INS_KEPT,
             metrics: None,
+            #[cfg(feature = "ui")]
+            ui: snitch_http::ui::UiConfig::default(),
         }
     }
 
@@ -459,6 +477,15 @@ impl SnitchRuntime {
     /// What `/readyz` checks.
     pub fn health(&self) -> &Health {
         &self.health
+    }
+
+    /// The web dashboard (feature `ui`), serving its pages under the configured base path
+    /// (default `/ui`): `merge` it into the router that serves [`SnitchRuntime::api_router`]
+    /// (it signs in with the same API keys and counts failed sign-ins against the same
+    /// limit). Every call shares the same sessions.
+    #[cfg(feature = "ui")]
+    pub fn ui_router(&self) -> Router {
+        snitch_http::ui::ui_router(self.ui.clone())
     }
 
     /// The service, for operations without HTTP (create a case's snitch, check in, …).

@@ -70,6 +70,10 @@ pub struct Config {
     #[serde(default)]
     /// Start in maintenance mode (503 for the API; check-ins keep working).
     pub maintenance: bool,
+    /// Serve the web dashboard under `/ui/` on the API listener (feature `ui`). Its
+    /// cookies are `Secure` when `base_url` is https.
+    #[serde(default = "default_true")]
+    pub ui: bool,
     /// Connections each listener serves at once; more wait in the kernel's backlog.
     /// Lowered (with a warning) to what the limit of open files allows.
     #[serde(default = "default_max_connections")]
@@ -284,7 +288,7 @@ impl Default for Config {
 }
 
 /// The top-level keys that an environment variable `SNITCH_<KEY>` can set.
-const ENV_KEYS: [&str; 30] = [
+const ENV_KEYS: [&str; 31] = [
     "listen",
     "check_in_listen",
     "base_url",
@@ -301,6 +305,7 @@ const ENV_KEYS: [&str; 30] = [
     "auth_failures_per_minute",
     "auth_failures_burst",
     "maintenance",
+    "ui",
     "max_connections",
     "header_timeout_ms",
     "request_timeout_ms",
@@ -336,7 +341,7 @@ impl Config {
             });
             let Some(value) = value else { continue };
             let parsed = match key {
-                "allow_private_webhooks" | "maintenance" => value
+                "allow_private_webhooks" | "maintenance" | "ui" => value
                     .trim()
                     .parse::<bool>()
                     .map(toml::Value::Boolean)
@@ -512,9 +517,13 @@ impl Config {
             .outage_threshold(self.outage_threshold())
             .check_in_history(self.check_in_history);
         #[cfg(feature = "smtp")]
-        if let Some(url) = &self.smtp_url {
-            return builder.smtp(url, &self.mail_from);
-        }
+        let builder = match &self.smtp_url {
+            Some(url) => builder.smtp(url, &self.mail_from),
+            None => builder,
+        };
+        #[cfg(feature = "ui")]
+        let builder = builder.ui(snitch_http::ui::UiConfig::default()
+            .with_secure_cookies(self.base_url().starts_with("https://")));
         builder
     }
 

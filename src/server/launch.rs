@@ -79,7 +79,19 @@ pub async fn launch_with_clock(
         return Err(e.into());
     }
 
-    let api_app = with_request_timeout(snitch.api_router(), config.request_timeout(), || {
+    let api_router = snitch.api_router();
+    // The dashboard shares the API's listener, under `/ui/`.
+    #[cfg(feature = "ui")]
+    let api_router = if config.ui {
+        api_router.merge(snitch.ui_router())
+    } else {
+        api_router
+    };
+    #[cfg(not(feature = "ui"))]
+    if config.ui {
+        tracing::info!("built without the `ui` feature: no dashboard is served");
+    }
+    let api_app = with_request_timeout(api_router, config.request_timeout(), || {
         ApiError::request_timeout().into_response()
     })
     .layer(TraceLayer::new_for_http());

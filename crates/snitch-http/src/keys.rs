@@ -270,7 +270,13 @@ impl ApiKeys {
 
     /// The case a presented key belongs to; a use of a stored key is noted.
     pub fn case_of(&self, key: &str) -> Option<(KeyDigest, CaseId)> {
-        let presented = KeyDigest::of(key);
+        self.case_of_digest(&KeyDigest::of(key))
+    }
+
+    /// The case of a key known by its digest (e.g. the key a dashboard session signed in
+    /// with), while the key is live: `None` once it is revoked. A use is noted.
+    pub fn case_of_digest(&self, presented: &KeyDigest) -> Option<(KeyDigest, CaseId)> {
+        let presented = *presented;
         let keys = self.by_digest.read().unwrap_or_else(|e| e.into_inner());
         let (stored, known) = keys.get_key_value(&presented)?;
         if !bool::from(stored.0.ct_eq(&presented.0)) {

@@ -39,6 +39,8 @@ pub mod metrics;
 pub mod observe;
 pub mod openapi;
 pub mod outbound;
+#[cfg(feature = "ui")]
+pub mod ui;
 pub mod wire;
 
 pub use auth_limit::AuthFailureLimit;

@@ -332,7 +332,7 @@ const MASK: &str = "***";
 
 /// A URL with any `user:password@` removed and its query values masked: credentials are
 /// never shown, and neither are tokens passed as query parameters (`?token=…`).
-fn without_credentials(url: &str) -> String {
+pub(crate) fn without_credentials(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(mut parsed) => {
             // Both only fail for URLs that cannot have credentials at all.
@@ -348,7 +348,7 @@ fn without_credentials(url: &str) -> String {
 /// A URL with its password, if any, and every query value replaced by `***`: the user
 /// name and the query keys still tell which credentials a hook uses, the secrets are
 /// never shown again.
-fn password_masked(url: &str) -> String {
+pub(crate) fn password_masked(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(mut parsed) => {
             if parsed.password().is_some() {
