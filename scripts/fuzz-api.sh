@@ -97,7 +97,9 @@ TOML
 
 echo "fuzz-api: schemathesis $SCHEMATHESIS_VERSION against $base ($EXAMPLES examples per operation, at most ${MAX_TIME}s)"
 status=0
-"$venv/bin/st" --config-file "$work/schemathesis.toml" run "$base/v1/openapi.json" \
+# Run from the temporary directory: schemathesis keeps a cache (.schemathesis/) in its
+# working directory, which must not land in the repository.
+(cd "$work" && "$venv/bin/st" --config-file "$work/schemathesis.toml" run "$base/v1/openapi.json" \
     --auth "$key:" \
     --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance,ignored_auth,use_after_free \
     --max-examples "$EXAMPLES" \
@@ -107,7 +109,7 @@ status=0
     --workers 4 \
     --request-timeout 10 \
     --no-color \
-    --report-dir "$work/report" || status=$?
+    --report-dir "$work/report") || status=$?
 
 if ! kill -0 "$server_pid" 2>/dev/null; then
     echo "fuzz-api: the server died during the run" >&2
