@@ -23,7 +23,8 @@ if ! "$venv/bin/st" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION"; the
         "schemathesis==$SCHEMATHESIS_VERSION"
 fi
 
-cargo build --quiet --example server
+# The features of scripts/test.sh, so that CI reuses what the tests built.
+cargo build --quiet --workspace --all-features --example server
 target="${CARGO_TARGET_DIR:-target}"
 server="$target/debug/examples/server"
 
