@@ -245,10 +245,29 @@ async fn commit(pool: &PgPool, mut batch: Vec<Job>) -> bool {
     }
 }
 
-/// One transaction with a savepoint per change: the result of each change, if the
-/// transaction committed. An error here (begin, a savepoint, the commit) is the batch's:
-/// dropping the transaction rolls all of it back.
+/// The batch in one transaction, set-based (see [`crate::set_based`]): the result of each
+/// change, if the transaction committed. When a statement fails (a change breaks a
+/// constraint, say), the batch is applied again one change at a time, so the failing
+/// change fails alone. An error here (begin, the commit) is the batch's: dropping the
+/// transaction rolls all of it back.
 async fn apply(pool: &PgPool, batch: &[Job]) -> Results {
+    let changes: Vec<&Change> = batch.iter().map(|job| &job.change).collect();
+    let mut tx = pool.begin().await?;
+    match crate::set_based::apply(&mut tx, &changes).await {
+        Ok(results) => {
+            tx.commit().await?;
+            Ok(results)
+        }
+        Err(_) => {
+            tx.rollback().await?;
+            apply_one_by_one(pool, batch).await
+        }
+    }
+}
+
+/// One transaction with a savepoint per change: the result of each change, if the
+/// transaction committed.
+async fn apply_one_by_one(pool: &PgPool, batch: &[Job]) -> Results {
     let mut tx = pool.begin().await?;
     tx.execute("SAVEPOINT change").await?;
     let mut results = Vec::with_capacity(batch.len());

@@ -30,6 +30,7 @@
 
 mod group_commit;
 mod records;
+mod set_based;
 
 use std::sync::{Arc, LazyLock};
 
@@ -129,15 +130,22 @@ fn strings(tags: &[Tag]) -> Vec<String> {
     tags.iter().map(|t| t.as_str().to_owned()).collect()
 }
 
-/// `INSERT` of a whole snitch: token, case and creation, then [`SNITCH_FIELDS`].
+/// `INSERT` of a whole snitch: token, case and creation, then [`SNITCH_FIELDS`], then the
+/// case's limit; inserts nothing (and counts nothing) when the case is unknown or holds
+/// its limit already.
 static INSERT_SNITCH: LazyLock<String> = LazyLock::new(|| {
     let params: Vec<String> = (0..SNITCH_FIELDS.len())
         .map(|i| format!("${}", i + 4))
         .collect();
     format!(
-        "INSERT INTO snitch.snitches (token, case_id, created_at, {}) VALUES ($1, $2, $3, {})",
+        "WITH slot AS ( \
+           UPDATE snitch.cases SET snitches_held = snitches_held + 1 \
+           WHERE id = $2 AND snitches_held < ${limit} RETURNING id) \
+         INSERT INTO snitch.snitches (token, case_id, created_at, {}) \
+         SELECT $1, slot.id, $3, {} FROM slot",
         SNITCH_FIELDS.join(", "),
-        params.join(", ")
+        params.join(", "),
+        limit = SNITCH_FIELDS.len() + 4,
     )
 });
 
@@ -264,7 +272,7 @@ async fn insert_check_ins(
     .execute(&mut *conn)
     .await
     .map_err(backend)?;
-    Ok(())
+    set_based::recount_check_ins(conn, token).await
 }
 
 /// Applies one change in the caller's transaction: the new state, then its check-in,
@@ -473,49 +481,38 @@ impl Storage for PgStorage {
     }
 
     async fn insert_snitch(&self, snitch: &Snitch, max_snitches: u32) -> Result<(), StorageError> {
-        let fields = SnitchFields::of(snitch)?;
-        let mut tx = self.pool.begin().await.map_err(backend)?;
-        // Inserts into one case take turns on its row. The count below is a statement of
-        // its own, so under READ COMMITTED it sees every insert committed before the lock
-        // was granted.
-        let case = sqlx::query("SELECT 1 FROM snitch.cases WHERE id = $1 FOR NO KEY UPDATE")
-            .bind(snitch.case_id.as_str())
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(backend)?;
-        if case.is_none() {
-            return Err(StorageError::UnknownCase(snitch.case_id.clone()));
-        }
-        let (taken, held): (bool, i64) = sqlx::query_as(
-            "SELECT EXISTS (SELECT 1 FROM snitch.snitches WHERE token = $1), \
-             (SELECT count(*) FROM snitch.snitches WHERE case_id = $2)",
-        )
-        .bind(snitch.token.as_str())
-        .bind(snitch.case_id.as_str())
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(backend)?;
-        if taken {
-            return Err(StorageError::DuplicateToken);
-        }
-        if held >= i64::from(max_snitches) {
-            return Err(StorageError::LimitReached { max: max_snitches });
-        }
-        let inserted = fields
+        // One statement: the case's count of snitches is raised only while under the
+        // limit (concurrent inserts into one case take turns on its row, and each
+        // re-checks the count it waited for), and the snitch is inserted only if it was.
+        // A taken token fails the statement, count included.
+        let inserted = SnitchFields::of(snitch)?
             .bind(
                 sqlx::query(&INSERT_SNITCH)
                     .bind(snitch.token.as_str())
                     .bind(snitch.case_id.as_str())
                     .bind(snitch.created_at),
             )
-            .execute(&mut *tx)
+            .bind(i64::from(max_snitches))
+            .execute(&self.pool)
             .await;
         match inserted {
-            // The same token inserted meanwhile into another case.
-            Err(e) if violates(&e, "snitches_pkey") => return Err(StorageError::DuplicateToken),
-            other => other.map_err(backend)?,
-        };
-        tx.commit().await.map_err(backend)
+            Ok(done) if done.rows_affected() > 0 => Ok(()),
+            Ok(_) => {
+                let known: bool =
+                    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM snitch.cases WHERE id = $1)")
+                        .bind(snitch.case_id.as_str())
+                        .fetch_one(&self.pool)
+                        .await
+                        .map_err(backend)?;
+                Err(if known {
+                    StorageError::LimitReached { max: max_snitches }
+                } else {
+                    StorageError::UnknownCase(snitch.case_id.clone())
+                })
+            }
+            Err(e) if violates(&e, "snitches_pkey") => Err(StorageError::DuplicateToken),
+            Err(e) => Err(backend(e)),
+        }
     }
 
     async fn snitch(&self, token: &Token) -> Result<Option<Snitch>, StorageError> {
@@ -567,12 +564,17 @@ impl Storage for PgStorage {
         .execute(&mut *tx)
         .await
         .map_err(backend)?;
-        // Its check-ins and events go with it (ON DELETE CASCADE).
-        sqlx::query("DELETE FROM snitch.snitches WHERE token = $1")
-            .bind(token.as_str())
-            .execute(&mut *tx)
-            .await
-            .map_err(backend)?;
+        // Its check-ins and events go with it (ON DELETE CASCADE); its case holds one
+        // snitch less.
+        sqlx::query(
+            "WITH gone AS (DELETE FROM snitch.snitches WHERE token = $1 RETURNING case_id) \
+             UPDATE snitch.cases SET snitches_held = snitches_held - 1 \
+             WHERE id IN (SELECT case_id FROM gone)",
+        )
+        .bind(token.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
         tx.commit().await.map_err(backend)?;
         Ok(true)
     }
@@ -636,7 +638,9 @@ impl Storage for PgStorage {
              WHERE token = $1 ORDER BY seq DESC LIMIT $2",
         )
         .bind(token.as_str())
-        .bind(limit(limit_to))
+        // Saves trim the history lazily: more than the newest CHECK_INS_KEPT may be
+        // stored, and are never shown.
+        .bind(limit(limit_to.min(CHECK_INS_KEPT)))
         .fetch_all(&self.pool)
         .await
         .map_err(backend)?

@@ -134,8 +134,9 @@ const UNTIL_HEALTHY: &str = "healthy";
 const UNTIL_UNPAUSED: &str = "unpaused";
 const UNTIL_AT: &str = "at";
 
-/// The values of [`SNITCH_FIELDS`] for one snitch, ready to bind.
-#[derive(Debug)]
+/// The values of [`SNITCH_FIELDS`] for one snitch, ready to bind (or, as JSON, one row
+/// of a set-based save: the keys are the column names).
+#[derive(Debug, Serialize)]
 pub(crate) struct SnitchFields {
     name: String,
     tags: Vec<String>,
@@ -523,8 +524,9 @@ pub(crate) fn parse_delivery_state(raw: &str) -> Result<DeliveryState, StorageEr
     .ok_or_else(|| corrupt("delivery state", format!("unknown {raw:?}")))
 }
 
-/// A delivery's columns as written: its channel flattened into nullable columns.
-#[derive(Debug)]
+/// A delivery's columns as written: its channel flattened into nullable columns (as
+/// JSON, one row of a set-based save: the keys are the column names).
+#[derive(Debug, Serialize)]
 pub(crate) struct DeliveryFields {
     pub(crate) id: String,
     pub(crate) event_id: String,
