@@ -33,8 +33,9 @@ use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
 const MAX_ATTEMPTS: usize = 32;
 /// How many due snitches the sweep loads at a time.
 pub const SWEEP_BATCH: usize = 1_000;
-/// How many snitches of a batch the sweep saves at once.
-const SWEEP_CONCURRENCY: usize = 64;
+/// How many snitches of a batch the sweep saves at once: enough for a store that groups
+/// commits (Postgres) to apply them in large set-based batches.
+const SWEEP_CONCURRENCY: usize = 512;
 /// How long a sweeper holds the snitches it claimed; a dead one's come back after it.
 pub const SWEEP_LEASE: chrono::Duration = chrono::Duration::seconds(30);
 /// How many times create draws a new token when one is taken.
@@ -537,23 +538,17 @@ impl SnitchService {
         token: &Token,
         batch: Vec<CheckIn>,
     ) -> Result<Snitch, ServiceError> {
-        let mut case: Option<Case> = None;
         let mut hooks = None;
         let outages = self.known_outages();
         for _ in 0..MAX_ATTEMPTS {
-            let snitch = self
+            // The snitch and its case in one read (one query, one lock).
+            let (snitch, case) = self
                 .storage
-                .snitch(token)
+                .snitch_with_case(token)
                 .await?
                 .ok_or(ServiceError::NotFound)?;
-            let case = match case.take() {
-                Some(c) if c.id == snitch.case_id => case.insert(c),
-                _ => {
-                    let loaded = self.storage.case(&snitch.case_id).await?;
-                    // A snitch whose case is gone still records check-ins.
-                    case.insert(loaded.unwrap_or_else(|| Case::new(snitch.case_id.clone())))
-                }
-            };
+            // A snitch whose case is gone still records check-ins.
+            let case = &case.unwrap_or_else(|| Case::new(snitch.case_id.clone()));
             // Times never go backwards for a snitch: a check-in read the clock before a
             // newer one (on this server or another) was saved counts as at that one's time.
             let mut floor = snitch.state.last_check_in_at.max(snitch.state.anchor_at);

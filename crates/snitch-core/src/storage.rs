@@ -162,6 +162,20 @@ pub trait Storage: Send + Sync {
 
     async fn snitch(&self, token: &Token) -> Result<Option<Snitch>, StorageError>;
 
+    /// The snitch and its case (`None` when the case is not stored), as one read: what a
+    /// check-in needs. The default reads one after the other; a store that can read both
+    /// at once (one query, one lock) should.
+    async fn snitch_with_case(
+        &self,
+        token: &Token,
+    ) -> Result<Option<(Snitch, Option<Case>)>, StorageError> {
+        let Some(snitch) = self.snitch(token).await? else {
+            return Ok(None);
+        };
+        let case = self.case(&snitch.case_id).await?;
+        Ok(Some((snitch, case)))
+    }
+
     /// The case's snitches that carry every tag of `tags` (all of them when empty),
     /// oldest first (by `created_at`, then by order of insertion).
     async fn snitches(&self, case: &CaseId, tags: &[Tag]) -> Result<Vec<Snitch>, StorageError>;

@@ -29,6 +29,7 @@
 //!   until they finish.
 
 mod group_commit;
+mod read_batch;
 mod records;
 mod set_based;
 
@@ -80,6 +81,7 @@ pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
 pub struct PgStorage {
     pool: PgPool,
     saves: Arc<GroupCommit>,
+    reads: Arc<read_batch::Reads>,
 }
 
 impl PgStorage {
@@ -94,6 +96,7 @@ impl PgStorage {
     pub fn with_options(pool: PgPool, options: PgStorageOptions) -> Self {
         PgStorage {
             saves: Arc::new(GroupCommit::new(pool.clone(), options)),
+            reads: Arc::new(read_batch::Reads::new(pool.clone())),
             pool,
         }
     }
@@ -516,13 +519,18 @@ impl Storage for PgStorage {
     }
 
     async fn snitch(&self, token: &Token) -> Result<Option<Snitch>, StorageError> {
-        sqlx::query_as::<_, SnitchRow>(&format!("{} WHERE token = $1", *SELECT_SNITCHES))
-            .bind(token.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(backend)?
-            .map(SnitchRow::into_snitch)
-            .transpose()
+        Ok(self
+            .reads
+            .snitch_with_case(token.as_str())
+            .await?
+            .map(|(snitch, _)| snitch))
+    }
+
+    async fn snitch_with_case(
+        &self,
+        token: &Token,
+    ) -> Result<Option<(Snitch, Option<Case>)>, StorageError> {
+        self.reads.snitch_with_case(token.as_str()).await
     }
 
     async fn snitches(&self, case: &CaseId, tags: &[Tag]) -> Result<Vec<Snitch>, StorageError> {

@@ -309,6 +309,55 @@ impl SnitchRow {
     }
 }
 
+/// A snitch with its case's columns (all `None` when the case is not stored), as the
+/// batched reads return them.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct SnitchCaseRow {
+    #[sqlx(flatten)]
+    snitch: SnitchRow,
+    case_found: Option<String>,
+    case_members: Option<Vec<String>>,
+    case_max_snitches: Option<i64>,
+    case_error_notices: Option<bool>,
+    case_on_hold: Option<bool>,
+}
+
+/// What [`SnitchCaseRow`] reads besides [`SNITCH_COLUMNS`] (from `snitch.cases c`).
+pub(crate) const CASE_OF_SNITCH_COLUMNS: &str = "c.id AS case_found, \
+    c.members AS case_members, c.max_snitches AS case_max_snitches, \
+    c.error_notices AS case_error_notices, c.on_hold AS case_on_hold";
+
+impl SnitchCaseRow {
+    pub(crate) fn token(&self) -> &str {
+        &self.snitch.token
+    }
+
+    pub(crate) fn into_pair(self) -> Result<(Snitch, Option<Case>), StorageError> {
+        let case = match (
+            self.case_found,
+            self.case_members,
+            self.case_max_snitches,
+            self.case_error_notices,
+            self.case_on_hold,
+        ) {
+            (Some(id), Some(members), Some(max_snitches), Some(error_notices), Some(on_hold)) => {
+                Some(
+                    CaseRow {
+                        id,
+                        members,
+                        max_snitches,
+                        error_notices,
+                        on_hold,
+                    }
+                    .into_case()?,
+                )
+            }
+            _ => None,
+        };
+        Ok((self.snitch.into_snitch()?, case))
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Check-ins
 // ---------------------------------------------------------------------------------------
