@@ -32,6 +32,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use snitch_core::{Change, StorageError};
+
+use crate::set_based::{Housekeeping, Plan};
 use sqlx::postgres::PgPool;
 use sqlx::Executor;
 use tokio::sync::{mpsc, oneshot, Semaphore};
@@ -219,18 +221,21 @@ async fn run(
 
 /// Applies the batch in one transaction and answers each change once it is over: its own
 /// result when the transaction committed, a `Backend` error otherwise. Tells whether the
-/// transaction committed.
+/// transaction committed. The histories are trimmed after the answers.
 async fn commit(pool: &PgPool, mut batch: Vec<Job>) -> bool {
     // Batches applying at once lock their snitches' rows in the same order, so they can
     // wait for each other but never deadlock. The sort is stable: changes to one snitch
     // keep the order they were queued in, and apply as if one after another.
     batch.sort_by(|a, b| a.token().cmp(b.token()));
     match apply(pool, &batch).await {
-        Ok(results) => {
+        Ok((results, housekeeping)) => {
             for (job, result) in batch.into_iter().zip(results) {
                 // A caller that stopped waiting has no one to tell.
                 let _ = job.reply.send(result);
             }
+            // A failure leaves the trimming to a later save: the snitches stay over the
+            // mark, and readers never see more than is kept.
+            let _ = housekeeping.run(pool).await;
             true
         }
         Err(e) => {
@@ -245,23 +250,39 @@ async fn commit(pool: &PgPool, mut batch: Vec<Job>) -> bool {
     }
 }
 
-/// The batch in one transaction, set-based (see [`crate::set_based`]): the result of each
-/// change, if the transaction committed. When a statement fails (a change breaks a
-/// constraint, say), the batch is applied again one change at a time, so the failing
-/// change fails alone. An error here (begin, the commit) is the batch's: dropping the
-/// transaction rolls all of it back.
-async fn apply(pool: &PgPool, batch: &[Job]) -> Results {
+/// The batch, set-based (see [`crate::set_based`]): the result of each change, once
+/// committed. A batch that is one statement (every snitch in it once, the usual case)
+/// runs without `BEGIN` and `COMMIT`: the statement is its own transaction, one round
+/// trip. When the database refuses a statement (a change breaks a constraint, say),
+/// nothing of it was written, and the batch is applied again one change at a time, so
+/// the failing change fails alone. Any other error (the connection lost, the commit
+/// failed) is the batch's.
+async fn apply(
+    pool: &PgPool,
+    batch: &[Job],
+) -> Result<(Vec<Result<(), StorageError>>, Housekeeping), sqlx::Error> {
     let changes: Vec<&Change> = batch.iter().map(|job| &job.change).collect();
-    let mut tx = pool.begin().await?;
-    match crate::set_based::apply(&mut tx, &changes).await {
-        Ok(results) => {
-            tx.commit().await?;
-            Ok(results)
+    let plan = Plan::of(&changes);
+    let applied = if plan.is_one_statement() {
+        let mut conn = pool.acquire().await?;
+        plan.apply(&mut conn).await
+    } else {
+        let mut tx = pool.begin().await?;
+        match plan.apply(&mut tx).await {
+            Ok(done) => {
+                tx.commit().await?;
+                Ok(done)
+            }
+            Err(e) => Err(e),
         }
-        Err(_) => {
-            tx.rollback().await?;
-            apply_one_by_one(pool, batch).await
-        }
+    };
+    match applied {
+        Ok(done) => Ok(done),
+        Err(sqlx::Error::Database(_)) => Ok((
+            apply_one_by_one(pool, batch).await?,
+            Housekeeping::default(),
+        )),
+        Err(e) => Err(e),
     }
 }
 

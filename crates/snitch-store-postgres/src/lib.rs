@@ -662,7 +662,9 @@ impl Storage for PgStorage {
             "SELECT {EVENT_COLUMNS} FROM snitch.events WHERE token = $1 ORDER BY seq DESC LIMIT $2"
         ))
         .bind(token.as_str())
-        .bind(limit(limit_to))
+        // Events are trimmed just after the commit that added them: more than the newest
+        // EVENTS_KEPT may be stored for a moment, and are never shown.
+        .bind(limit(limit_to.min(EVENTS_KEPT)))
         .fetch_all(&self.pool)
         .await
         .map_err(backend)?

@@ -18,7 +18,7 @@
 //! caller rolls the transaction back and applies the batch again one change at a time, each
 //! in a savepoint, where the failing change fails alone.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use serde::Serialize;
@@ -76,8 +76,11 @@ const DELIVERY_COLUMN_TYPES: &str = "id text, event_id text, event jsonb, case_i
     state text, next_attempt_at timestamptz, attempts jsonb";
 
 /// One round: `$1` snitches, `$2` check-ins, `$3` events, `$4` deliveries, `$5` outage
-/// deferrals, each a JSON array of rows. Returns the token and stored check-in count of
-/// every snitch it updated.
+/// deferrals, each a JSON array of rows, `$6` [`EVENTS_KEPT`]. For every snitch of `$1`:
+/// its token, its stored check-in count if it was updated, and whether it exists. The
+/// events the new ones push out of a history go in the same statement, with their
+/// finished deliveries (the statement sees the stored events, not the new ones: it keeps
+/// the newest `EVENTS_KEPT - new` of those).
 static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
     let input_columns: Vec<String> = SNITCH_FIELDS
         .iter()
@@ -121,6 +124,20 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
            SELECT {event_selects} FROM jsonb_to_recordset($3) \
              AS e(owner text, ord integer, {EVENT_COLUMN_TYPES}) \
            WHERE e.owner IN (SELECT token FROM updated) ORDER BY e.ord), \
+         event_counts AS ( \
+           SELECT e.owner AS token, count(*) AS n FROM jsonb_to_recordset($3) AS e(owner text) \
+           WHERE e.owner IN (SELECT token FROM updated) GROUP BY e.owner), \
+         event_cuts AS ( \
+           SELECT c.token, (SELECT x.seq FROM snitch.events x WHERE x.token = c.token \
+                            ORDER BY x.seq DESC OFFSET greatest($6::bigint - c.n, 0) LIMIT 1) \
+             AS seq \
+           FROM event_counts c), \
+         evicted_events AS ( \
+           DELETE FROM snitch.events x USING event_cuts c \
+           WHERE x.token = c.token AND x.seq <= c.seq RETURNING x.id), \
+         evicted_deliveries AS ( \
+           DELETE FROM snitch.deliveries \
+           WHERE state <> 'pending' AND event_id IN (SELECT id FROM evicted_events)), \
          new_deliveries AS ( \
            INSERT INTO snitch.deliveries ({DELIVERY_INSERT_COLUMNS}) \
            SELECT {delivery_selects} FROM jsonb_to_recordset($4) \
@@ -139,7 +156,9 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
            WHERE o.token IN (SELECT token FROM updated) GROUP BY o.outage_id, o.case_id \
            ON CONFLICT (outage_id, case_id) \
            DO UPDATE SET snitches = outage_deferrals.snitches + EXCLUDED.snitches) \
-         SELECT token, check_ins_stored FROM updated",
+         SELECT i.token, u.check_ins_stored, \
+           EXISTS (SELECT 1 FROM snitch.snitches s WHERE s.token = i.token) AS present \
+         FROM input i LEFT JOIN updated u ON u.token = i.token",
         input_columns = input_columns.join(", "),
         sets = sets.join(", "),
         event_selects = event_selects.join(", "),
@@ -158,18 +177,6 @@ const TRIM_CHECK_INS: &str = "WITH cut AS ( \
      UPDATE snitch.snitches s SET check_ins_stored = s.check_ins_stored - g.n \
      FROM (SELECT token, count(*)::integer AS n FROM gone GROUP BY token) g \
      WHERE s.token = g.token";
-
-/// Trims the events of the snitches `$1` to the newest `$2`; events that fall out of the
-/// history take their finished deliveries along.
-const TRIM_EVENTS: &str = "WITH cut AS ( \
-       SELECT t.token, (SELECT e.seq FROM snitch.events e WHERE e.token = t.token \
-                        ORDER BY e.seq DESC OFFSET $2 LIMIT 1) AS seq \
-       FROM unnest($1::text[]) AS t(token)), \
-     evicted AS ( \
-       DELETE FROM snitch.events e USING cut \
-       WHERE e.token = cut.token AND e.seq <= cut.seq RETURNING e.id) \
-     DELETE FROM snitch.deliveries \
-     WHERE state <> 'pending' AND event_id IN (SELECT id FROM evicted)";
 
 #[derive(Serialize)]
 struct SnitchInput<'a> {
@@ -222,8 +229,6 @@ struct Round<'a> {
     events: Vec<EventInput<'a>>,
     deliveries: Vec<DeliveryInput<'a>>,
     deferrals: Vec<DeferralInput<'a>>,
-    /// Tokens whose change emitted events (their history is trimmed after the round).
-    with_events: Vec<&'a str>,
 }
 
 impl<'a> Round<'a> {
@@ -268,9 +273,6 @@ impl<'a> Round<'a> {
                 record: EventRecord::of(e),
             });
         }
-        if !events.is_empty() {
-            self.with_events.push(token);
-        }
         for d in &change.deliveries {
             self.deliveries.push(DeliveryInput {
                 token,
@@ -283,88 +285,99 @@ impl<'a> Round<'a> {
     }
 }
 
-/// Each change's result (in the order of `changes`), applied in the caller's transaction.
-/// An `Err` is a failed statement: part of the batch may be written, so the caller rolls
-/// the transaction back.
-pub(crate) async fn apply(
-    conn: &mut PgConnection,
-    changes: &[&Change],
-) -> Result<Vec<Result<(), StorageError>>, sqlx::Error> {
-    let mut results: Vec<Result<(), StorageError>> = (0..changes.len()).map(|_| Ok(())).collect();
-    let mut rounds: Vec<Round<'_>> = Vec::new();
-    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(changes.len());
-    for (index, change) in changes.iter().enumerate() {
-        let occurrence = seen.entry(change.snitch.token.as_str()).or_insert(0);
-        if rounds.len() <= *occurrence {
-            rounds.push(Round::default());
+/// What is left to do after a batch committed: trimming histories. It is not part of
+/// any change's guarantee (readers never see more than is kept), so it runs after the
+/// replies, in a transaction of its own, and a failure only leaves it for a later save.
+#[derive(Debug, Default)]
+pub(crate) struct Housekeeping {
+    /// Snitches holding [`CHECK_INS_TRIM_AT`] check-ins or more.
+    full: Vec<String>,
+}
+
+impl Housekeeping {
+    pub(crate) async fn run(self, pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+        if !self.full.is_empty() {
+            sqlx::query(TRIM_CHECK_INS)
+                .bind(&self.full)
+                .bind(limit(CHECK_INS_KEPT))
+                .execute(pool)
+                .await?;
         }
-        if let Err(e) = rounds[*occurrence].push(index, change) {
-            results[index] = Err(e);
-        }
-        *occurrence += 1;
+        Ok(())
     }
-    for round in rounds.into_iter().filter(|r| !r.changes.is_empty()) {
-        let updated: Vec<(String, i32)> = sqlx::query_as(&SAVE_ROUND)
-            .bind(Json(&round.snitches))
-            .bind(Json(&round.check_ins))
-            .bind(Json(&round.events))
-            .bind(Json(&round.deliveries))
-            .bind(Json(&round.deferrals))
-            .fetch_all(&mut *conn)
-            .await?;
-        let applied: HashSet<&str> = updated.iter().map(|(t, _)| t.as_str()).collect();
-        let refused: Vec<&str> = round
-            .snitches
-            .iter()
-            .map(|s| s.token)
-            .filter(|t| !applied.contains(t))
-            .collect();
-        let existing: HashSet<String> = if refused.is_empty() {
-            HashSet::new()
-        } else {
-            sqlx::query_scalar("SELECT token FROM snitch.snitches WHERE token = ANY($1)")
-                .bind(&refused)
+}
+
+/// A batch cut into rounds, with the results of the changes that failed before any
+/// statement.
+pub(crate) struct Plan<'a> {
+    rounds: Vec<Round<'a>>,
+    results: Vec<Result<(), StorageError>>,
+}
+
+impl<'a> Plan<'a> {
+    pub(crate) fn of(changes: &[&'a Change]) -> Self {
+        let mut results: Vec<Result<(), StorageError>> =
+            (0..changes.len()).map(|_| Ok(())).collect();
+        let mut rounds: Vec<Round<'a>> = Vec::new();
+        let mut seen: HashMap<&str, usize> = HashMap::with_capacity(changes.len());
+        for (index, change) in changes.iter().enumerate() {
+            let occurrence = seen.entry(change.snitch.token.as_str()).or_insert(0);
+            if rounds.len() <= *occurrence {
+                rounds.push(Round::default());
+            }
+            if let Err(e) = rounds[*occurrence].push(index, change) {
+                results[index] = Err(e);
+            }
+            *occurrence += 1;
+        }
+        rounds.retain(|r| !r.changes.is_empty());
+        Plan { rounds, results }
+    }
+
+    /// Whether the batch is one statement, which then needs no transaction around it.
+    pub(crate) fn is_one_statement(&self) -> bool {
+        self.rounds.len() <= 1
+    }
+
+    /// Runs the rounds on `conn` (in a transaction when there are several): each
+    /// change's result, in the order of the batch, and what is left to do after the
+    /// commit. An `Err` is a failed statement: part of the batch may be written, unless
+    /// the transaction is rolled back.
+    pub(crate) async fn apply(
+        mut self,
+        conn: &mut PgConnection,
+    ) -> Result<(Vec<Result<(), StorageError>>, Housekeeping), sqlx::Error> {
+        let mut housekeeping = Housekeeping::default();
+        for round in &self.rounds {
+            let answers: Vec<(String, Option<i32>, bool)> = sqlx::query_as(&SAVE_ROUND)
+                .bind(Json(&round.snitches))
+                .bind(Json(&round.check_ins))
+                .bind(Json(&round.events))
+                .bind(Json(&round.deliveries))
+                .bind(Json(&round.deferrals))
+                .bind(limit(EVENTS_KEPT))
                 .fetch_all(&mut *conn)
-                .await?
-                .into_iter()
-                .collect()
-        };
-        for (&index, input) in round.changes.iter().zip(&round.snitches) {
-            if !applied.contains(input.token) {
-                results[index] = Err(if existing.contains(input.token) {
-                    StorageError::Conflict
-                } else {
-                    StorageError::NotFound
-                });
+                .await?;
+            let answers: HashMap<&str, (Option<i32>, bool)> = answers
+                .iter()
+                .map(|(token, stored, present)| (token.as_str(), (*stored, *present)))
+                .collect();
+            for (&index, input) in round.changes.iter().zip(&round.snitches) {
+                let result = match answers.get(input.token) {
+                    Some((Some(stored), _)) => {
+                        if *stored >= CHECK_INS_TRIM_AT {
+                            housekeeping.full.push(input.token.to_owned());
+                        }
+                        Ok(())
+                    }
+                    Some((None, true)) => Err(StorageError::Conflict),
+                    _ => Err(StorageError::NotFound),
+                };
+                self.results[index] = result;
             }
         }
-        let full: Vec<&str> = updated
-            .iter()
-            .filter(|(_, stored)| *stored >= CHECK_INS_TRIM_AT)
-            .map(|(t, _)| t.as_str())
-            .collect();
-        if !full.is_empty() {
-            sqlx::query(TRIM_CHECK_INS)
-                .bind(&full)
-                .bind(limit(CHECK_INS_KEPT))
-                .execute(&mut *conn)
-                .await?;
-        }
-        let emitted: Vec<&str> = round
-            .with_events
-            .iter()
-            .copied()
-            .filter(|t| applied.contains(t))
-            .collect();
-        if !emitted.is_empty() {
-            sqlx::query(TRIM_EVENTS)
-                .bind(&emitted)
-                .bind(limit(EVENTS_KEPT))
-                .execute(&mut *conn)
-                .await?;
-        }
+        Ok((self.results, housekeeping))
     }
-    Ok(results)
 }
 
 /// Keeps a snitch's count of stored check-ins right after a save that wrote them one by
