@@ -1558,12 +1558,19 @@ fn header(sizes: &Sizes, elapsed: Duration, load_at_start: &str) -> String {
          {} (other work running meanwhile competes with the benchmark for the cores). \
          Code: {}.\n\n\
          How to read it:\n\
-         - Everything runs in one process on 127.0.0.1, so the load generator shares the \
-         {cores} cores with the server under test: absolute request rates understate what a \
-         server alone would do. Rows 1, 2 and 2c are therefore given as a ratio to a bare axum \
-         server in the same binary that answers 202 doing no work, loaded the same way: \
-         {} keep-alive HTTP/1 connections (one task each), {} s warm-up then {} s measured, \
-         baseline and Snitch alternately ({} rounds each), medians reported.\n\
+         - The check-in rows (1, 2, 2b, 2c) are loaded by `wrk`, a separate process \
+         (`scripts/bench-check-ins.lua` spreads the requests over the snitches), on the \
+         same {cores} cores as the server under test and PostgreSQL, on a machine shared \
+         with other work: absolute rates say little, so rows 1, 2 and 2c are given as a \
+         ratio to a bare axum server answering 202 doing no work, loaded the same way in the \
+         same run: {} keep-alive HTTP/1 connections on 2 wrk threads, {} s warm-up then {} \
+         s measured, baseline and Snitch alternately ({} rounds each), medians reported. \
+         The servers under test and the baseline run in the benchmark's process (idle \
+         otherwise), not as separate binaries.\n\
+         - Commits are durable: on a busy machine a PostgreSQL commit waits for an \
+         `fdatasync` that takes milliseconds (`pg_test_fsync`: 0.2 ms quiet, 4.8 ms during \
+         a run with other builds), which bounds row 2 at about 64 connections / (fsync + \
+         two round trips), whatever the store does.\n\
          - Rows 1, 2, 2c, 5 and 6 run the whole server (`snitch::server::launch_with_clock`); \
          rows 3a–3c and 4 write snitches straight into the store with `Storage::insert_snitch` \
          (states made by `machine::check_in`) and time `SnitchService::tick`. Each case has \
@@ -1575,7 +1582,8 @@ fn header(sizes: &Sizes, elapsed: Duration, load_at_start: &str) -> String {
          `synchronous = OFF` first (set-up, not measured). Their targets are ours.\n\
          - Row 6 raises `rate_limit_per_second` and `rate_limit_burst` to {} so the limiter \
          does not interfere; its target is ours, as the issue gives none.\n\
-         - Latencies are nearest-rank percentiles of every request in the measured time.\n",
+         - Latencies of the check-in rows are wrk's percentiles; the others are \
+         nearest-rank percentiles of every request in the measured time.\n",
         sizes.command,
         human_duration(elapsed),
         cpu_model(),

@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use chrono::DateTime;
 use futures::channel::oneshot;
-use futures::StreamExt;
 
 use crate::calendar::{Interval, Timestamp};
 use crate::check_in_queue::{answer, CheckInQueues, Entry, Leadership, SharedError, Turn};
@@ -33,9 +32,6 @@ use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
 const MAX_ATTEMPTS: usize = 32;
 /// How many due snitches the sweep loads at a time.
 pub const SWEEP_BATCH: usize = 1_000;
-/// How many snitches of a batch the sweep saves at once: enough for a store that groups
-/// commits (Postgres) to apply them in large set-based batches.
-const SWEEP_CONCURRENCY: usize = 512;
 /// How long a sweeper holds the snitches it claimed; a dead one's come back after it.
 pub const SWEEP_LEASE: chrono::Duration = chrono::Duration::seconds(30);
 /// How many times create draws a new token when one is taken.
@@ -260,17 +256,22 @@ impl SnitchService {
                 .collect();
         }
         self.storage.save(&change).await?;
-        if let (Some(hook), Some(wake)) = (&self.on_earlier_wake, change.snitch.wake_at()) {
-            if before.wake_at().is_none_or(|old| wake < old) {
-                hook(wake);
-            }
-        }
+        self.wake_if_earlier(before, &change.snitch);
         if !change.events.is_empty() {
             if let Some(hook) = &self.on_events {
                 hook();
             }
         }
         Ok(change.snitch)
+    }
+
+    /// Tells the wake hook when a saved change moved the snitch's wake-up time earlier.
+    fn wake_if_earlier(&self, before: &Snitch, after: &Snitch) {
+        if let (Some(hook), Some(wake)) = (&self.on_earlier_wake, after.wake_at()) {
+            if before.wake_at().is_none_or(|old| wake < old) {
+                hook(wake);
+            }
+        }
     }
 
     pub fn storage(&self) -> &Arc<dyn Storage> {
@@ -553,7 +554,8 @@ impl SnitchService {
             // newer one (on this server or another) was saved counts as at that one's time.
             let mut floor = snitch.state.last_check_in_at.max(snitch.state.anchor_at);
             let mut stamped = Vec::with_capacity(batch.len());
-            let mut step = Step::new(snitch.clone(), Vec::new());
+            // Stepped from the stored snitch itself: no copy of it before the first step.
+            let mut stepped: Option<Step> = None;
             for check_in in &batch {
                 let at = floor.map_or(check_in.at, |f| f.max(check_in.at));
                 floor = Some(at);
@@ -561,11 +563,17 @@ impl SnitchService {
                     at,
                     ..check_in.clone()
                 };
-                step = step
-                    .then(|s| machine::advance_through(s, at, &outages))
+                let from = stepped.as_ref().map_or(&snitch, |s| &s.snitch);
+                let next = machine::advance_through(from, at, &outages)
                     .then(|s| machine::check_in(s, &check_in, &case.plan));
+                stepped = Some(match stepped {
+                    None => next,
+                    Some(before) => before.then(|_| next),
+                });
                 stamped.push(check_in);
             }
+            // A batch holds at least the leader's own check-in.
+            let step = stepped.unwrap_or_else(|| Step::new(snitch.clone(), Vec::new()));
             let mut change = Change::new(&snitch, step.snitch, stamped, step.events);
             change.deferred_by = step.deferred_by;
             match self
@@ -619,21 +627,56 @@ impl SnitchService {
                     owners.insert(snitch.case_id.clone(), (case, hooks));
                 }
             }
-            // Saved concurrently, so a store that groups commits (Postgres) writes a
-            // batch in a few transactions instead of one round trip per snitch.
-            let owners = &owners;
-            let outages = &outages;
-            let mut saves = futures::stream::iter(due)
-                .map(|snitch| async move {
-                    match owners.get(&snitch.case_id) {
-                        Some((case, hooks)) => {
-                            self.sweep_one(snitch, now, case, hooks, outages).await
-                        }
-                        None => Ok(Swept::default()),
+            // Stepped here and saved in one `save_all`, so a store that applies many
+            // changes at once (Postgres: one statement per batch) does.
+            let mut changes = Vec::with_capacity(due.len());
+            let mut stepped = Vec::with_capacity(due.len());
+            for snitch in due {
+                let Some((case, hooks)) = owners.get(&snitch.case_id) else {
+                    continue;
+                };
+                let step = machine::advance_through(&snitch, now, &outages);
+                if !step.changes(&snitch) {
+                    report.snitches += 1;
+                    continue;
+                }
+                let swept = Swept {
+                    events: step.events.len(),
+                    deferred: !step.deferred_by.is_empty(),
+                };
+                let mut change = Change::new(&snitch, step.snitch, Vec::new(), step.events);
+                change.deferred_by = step.deferred_by;
+                change.deliveries = change
+                    .events
+                    .iter()
+                    .flat_map(|e| deliveries_for(e, case, hooks))
+                    .collect();
+                changes.push(change);
+                stepped.push((snitch, swept));
+            }
+            let results = self.storage.save_all(&changes).await;
+            let mut any_events = false;
+            for ((change, (before, swept)), result) in changes.iter().zip(stepped).zip(results) {
+                let swept = match result {
+                    Ok(()) => {
+                        self.wake_if_earlier(&before, &change.snitch);
+                        any_events |= !change.events.is_empty();
+                        Ok(swept)
                     }
-                })
-                .buffer_unordered(SWEEP_CONCURRENCY);
-            while let Some(swept) = saves.next().await {
+                    // A check-in (or another server) raced the sweep: read it again.
+                    Err(StorageError::Conflict) => match owners.get(&before.case_id) {
+                        Some((case, hooks)) => match self.storage.snitch(&before.token).await {
+                            Ok(Some(fresh)) => {
+                                self.sweep_one(fresh, now, case, hooks, &outages).await
+                            }
+                            Ok(None) => Ok(Swept::default()),
+                            Err(e) => Err(e.into()),
+                        },
+                        None => Ok(Swept::default()),
+                    },
+                    Err(StorageError::NotFound) => Ok(Swept::default()),
+                    Err(other) => Err(other.into()),
+                };
                 match swept {
                     Ok(swept) => {
                         report.snitches += 1;
@@ -644,6 +687,11 @@ impl SnitchService {
                     Err(e) => {
                         first_error.get_or_insert(e);
                     }
+                }
+            }
+            if any_events {
+                if let Some(hook) = &self.on_events {
+                    hook();
                 }
             }
         }

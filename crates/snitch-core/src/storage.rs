@@ -186,6 +186,19 @@ pub trait Storage: Send + Sync {
     /// [`Change::expected_version`], or [`StorageError::NotFound`] when it is gone.
     async fn save(&self, change: &Change) -> Result<(), StorageError>;
 
+    /// Applies changes, each as [`Storage::save`] would, and gives each one's result, in
+    /// order: one change refused (stale, gone) never stops the others, and changes to one
+    /// snitch apply in order, the second seeing what the first wrote. The default saves
+    /// one after another; a store that can apply many at once (one statement, one
+    /// commit) should.
+    async fn save_all(&self, changes: &[Change]) -> Vec<Result<(), StorageError>> {
+        let mut results = Vec::with_capacity(changes.len());
+        for change in changes {
+            results.push(self.save(change).await);
+        }
+        results
+    }
+
     /// Removes a snitch with its check-ins and events; `false` when there was none.
     async fn delete_snitch(&self, token: &Token) -> Result<bool, StorageError>;
 

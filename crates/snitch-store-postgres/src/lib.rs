@@ -14,19 +14,23 @@
 //! - Optimistic concurrency: a save's `UPDATE … WHERE version = expected` either applies
 //!   (and then the check-in, events and deliveries are inserted with it) or touches no row,
 //!   which is a conflict or a missing snitch.
-//! - Group commit: concurrent saves share one transaction, each in a savepoint of its own,
-//!   and are answered once it committed (see [`PgStorageOptions`]). A save is durable when
-//!   it returns `Ok`, yet a burst of check-ins costs a few commits, not one each. Changes
-//!   to one snitch in one transaction apply as if one after another.
-//! - The plan limit: an insert locks its case's row, then counts and inserts, so concurrent
-//!   inserts into one case take turns.
+//! - Group commit: concurrent saves share one transaction and are answered once it
+//!   committed (see [`PgStorageOptions`]). A save is durable when it returns `Ok`, yet a
+//!   burst of check-ins costs a few commits, not one each. A batch is applied set-based:
+//!   one statement for all its snitches (JSON rows), not several per change. Changes to one
+//!   snitch in one transaction apply as if one after another.
+//! - Concurrent reads of snitches share one query (the case joined).
+//! - The plan limit: each case counts its snitches; an insert raises the count only while
+//!   under the limit and inserts in the same statement, so concurrent inserts into one
+//!   case take turns on its row.
 //! - The deadline sweep reads a partial index on `wake_at`, which every write keeps equal
 //!   to [`Snitch::wake_at`]; sweepers claim due snitches and dispatchers claim deliveries
 //!   with `FOR UPDATE SKIP LOCKED` under a lease, so several servers share the work, and a
 //!   save ends a snitch's sweep lease.
 //! - History is bounded: each snitch keeps its newest [`CHECK_INS_KEPT`] check-ins and
 //!   [`EVENTS_KEPT`] events; finished deliveries go with their event, pending ones stay
-//!   until they finish.
+//!   until they finish. Check-ins are trimmed lazily (once a snitch holds twice what is
+//!   kept, after the commit); reads never show more than is kept.
 
 mod group_commit;
 mod read_batch;
@@ -550,6 +554,12 @@ impl Storage for PgStorage {
 
     async fn save(&self, change: &Change) -> Result<(), StorageError> {
         self.saves.save(change).await
+    }
+
+    /// Queued to the group commit all at once (in order), so they apply in batches of
+    /// up to [`PgStorageOptions::max_batch`], each one statement.
+    async fn save_all(&self, changes: &[Change]) -> Vec<Result<(), StorageError>> {
+        futures::future::join_all(changes.iter().map(|change| self.saves.save(change))).await
     }
 
     async fn delete_snitch(&self, token: &Token) -> Result<bool, StorageError> {

@@ -76,7 +76,9 @@ const DELIVERY_COLUMN_TYPES: &str = "id text, event_id text, event jsonb, case_i
     state text, next_attempt_at timestamptz, attempts jsonb";
 
 /// One round: `$1` snitches, `$2` check-ins, `$3` events, `$4` deliveries, `$5` outage
-/// deferrals, each a JSON array of rows, `$6` [`EVENTS_KEPT`]. For every snitch of `$1`:
+/// deferrals, each a JSON array of rows, `$6` [`EVENTS_KEPT`], `$7` the tokens of `$1` as
+/// an array (so the snitches are found by their index: the planner cannot see into the
+/// JSON, and would scan the table). For every snitch of `$1`:
 /// its token, its stored check-in count if it was updated, and whether it exists. The
 /// events the new ones push out of a history go in the same statement, with their
 /// finished deliveries (the statement sees the stored events, not the new ones: it keeps
@@ -104,8 +106,8 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
            SELECT * FROM jsonb_to_recordset($1) \
              AS i(token text, expected bigint, check_ins_added integer, {input_columns})), \
          locked AS ( \
-           SELECT s.token FROM snitch.snitches s JOIN input i \
-             ON i.token = s.token AND s.version = i.expected \
+           SELECT s.token FROM snitch.snitches s JOIN input i ON i.token = s.token \
+           WHERE s.token = ANY($7) AND s.version = i.expected \
            ORDER BY s.token FOR UPDATE OF s), \
          updated AS ( \
            UPDATE snitch.snitches s SET {sets}, sweep_lease_until = NULL, \
@@ -156,9 +158,10 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
            WHERE o.token IN (SELECT token FROM updated) GROUP BY o.outage_id, o.case_id \
            ON CONFLICT (outage_id, case_id) \
            DO UPDATE SET snitches = outage_deferrals.snitches + EXCLUDED.snitches) \
-         SELECT i.token, u.check_ins_stored, \
-           EXISTS (SELECT 1 FROM snitch.snitches s WHERE s.token = i.token) AS present \
-         FROM input i LEFT JOIN updated u ON u.token = i.token",
+         SELECT i.token, u.check_ins_stored, p.token IS NOT NULL AS present \
+         FROM input i LEFT JOIN updated u ON u.token = i.token \
+         LEFT JOIN (SELECT token FROM snitch.snitches WHERE token = ANY($7)) p \
+           ON p.token = i.token",
         input_columns = input_columns.join(", "),
         sets = sets.join(", "),
         event_selects = event_selects.join(", "),
@@ -356,6 +359,13 @@ impl<'a> Plan<'a> {
                 .bind(Json(&round.deliveries))
                 .bind(Json(&round.deferrals))
                 .bind(limit(EVENTS_KEPT))
+                .bind(
+                    round
+                        .snitches
+                        .iter()
+                        .map(|s| s.token)
+                        .collect::<Vec<&str>>(),
+                )
                 .fetch_all(&mut *conn)
                 .await?;
             let answers: HashMap<&str, (Option<i32>, bool)> = answers
