@@ -30,16 +30,18 @@ use axum::routing::{get, post};
 use axum::Router;
 use clap::{Parser, ValueEnum};
 use hyper::Uri;
-use snitch::machine;
+use snitch::core::machine;
+use snitch::core::{
+    CheckIn, EmailAddress, Interval, RandomTokens, SnitchName, Tags, Timestamp, TokenSource,
+};
+use snitch::prelude::{
+    Case, CaseId, Clock, ManualClock, Outcome, Snitch, SnitchFields, SnitchService, Storage,
+    SystemClock, Token,
+};
 use snitch::server::{launch_with_clock, CaseConfig, Config, Running, StoreKind};
 use snitch::store::memory::MemoryStorage;
 use snitch::store::postgres::{PgStorage, MIGRATOR};
 use snitch::store::sqlite::SqliteStorage;
-use snitch::{
-    Case, CaseId, CheckIn, Clock, EmailAddress, Interval, ManualClock, Notes, Outcome,
-    RandomTokens, Snitch, SnitchFields, SnitchName, SnitchService, Storage, SystemClock, Tags,
-    Timestamp, Token, TokenSource,
-};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, Executor, PgConnection};
 use tokio::net::TcpListener;
@@ -452,16 +454,14 @@ async fn check_in_server(
         BenchStore::Postgres(url) => (None, Some(url), defaults.data_path.clone()),
         BenchStore::Sqlite(path) => (Some(StoreKind::Sqlite), None, path),
     };
-    let config = Config {
-        store,
-        database_url,
-        data_path,
-        cases: cases
-            .iter()
-            .map(|name| case_config(name, per_case, &[], &[]))
-            .collect(),
-        ..defaults
-    };
+    let mut config = defaults;
+    config.store = store;
+    config.database_url = database_url;
+    config.data_path = data_path;
+    config.cases = cases
+        .iter()
+        .map(|name| case_config(name, per_case, &[], &[]))
+        .collect();
     let server = BenchServer::start(config, Arc::new(SystemClock)).await?;
     let service = server.running.service.clone();
     let tokens = create_snitches(&service, &cases, per_case, "daily").await?;
@@ -874,25 +874,16 @@ impl Snitches {
             })
             .collect::<Result<Vec<_>, BoxError>>()?;
         let start = chrono::DateTime::parse_from_rfc3339("2026-11-22T03:10:00Z")?.to_utc();
-        let blank = Snitch {
-            token: bench_token(0)?,
-            case_id: cases[0].id.clone(),
-            name: SnitchName::parse("nightly backup").map_err(|v| v.message)?,
-            tags: Tags::parse(&["prod", "db"]).map_err(|v| v.message)?,
-            notes: Notes::default(),
-            interval: Interval::Hourly,
-            alert_type: Default::default(),
-            alert_email: Default::default(),
-            created_at: start,
-            state: machine::initial_state(),
-            version: 1,
-        };
+        let mut blank = Snitch::new(
+            bench_token(0)?,
+            cases[0].id.clone(),
+            SnitchName::parse("nightly backup").map_err(|v| v.message)?,
+            Interval::Hourly,
+            start,
+        );
+        blank.tags = Tags::parse(&["prod", "db"]).map_err(|v| v.message)?;
         let checked_in_at = |at: Timestamp| {
-            let check_in = CheckIn {
-                at,
-                outcome: Outcome::Success,
-                message: None,
-            };
+            let check_in = CheckIn::new(at, Outcome::Success, None);
             machine::check_in(&blank, &check_in, &cases[0].plan).snitch
         };
         let due_template = checked_in_at(start);
@@ -1092,17 +1083,15 @@ async fn receive(State(receiver): State<Arc<Receiver>>, body: Bytes) -> StatusCo
 async fn alert_delay(count: usize) -> Result<Measured, BoxError> {
     let clock = Arc::new(ShiftedClock::default());
     let (receiver, receiver_addr) = Receiver::start(clock.clone()).await?;
-    let config = Config {
-        store: Some(StoreKind::Memory),
-        allow_private_webhooks: true,
-        cases: vec![case_config(
-            "alerts",
-            count,
-            &[],
-            &[format!("http://{receiver_addr}/hook")],
-        )],
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.store = Some(StoreKind::Memory);
+    config.allow_private_webhooks = true;
+    config.cases = vec![case_config(
+        "alerts",
+        count,
+        &[],
+        &[format!("http://{receiver_addr}/hook")],
+    )];
     let server = BenchServer::start(config, clock.clone()).await?;
     let service = server.running.service.clone();
     let tokens = create_snitches(&service, &["alerts".to_owned()], count, "1_minute").await?;
@@ -1167,18 +1156,16 @@ async fn alert_delay(count: usize) -> Result<Measured, BoxError> {
 
 /// Row 6: sequential `GET /v1/snitches` with HTTP Basic on a case of `api_snitches`.
 async fn api_list(sizes: &Sizes) -> Result<Measured, BoxError> {
-    let config = Config {
-        store: Some(StoreKind::Memory),
-        rate_limit_per_second: NO_RATE_LIMIT,
-        rate_limit_burst: NO_RATE_LIMIT,
-        cases: vec![case_config(
-            "api",
-            sizes.api_snitches,
-            &[API_KEY.to_owned()],
-            &[],
-        )],
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.store = Some(StoreKind::Memory);
+    config.rate_limit_per_second = NO_RATE_LIMIT;
+    config.rate_limit_burst = NO_RATE_LIMIT;
+    config.cases = vec![case_config(
+        "api",
+        sizes.api_snitches,
+        &[API_KEY.to_owned()],
+        &[],
+    )];
     let server = BenchServer::start(config, Arc::new(SystemClock)).await?;
     let service = server.running.service.clone();
     create_snitches(&service, &["api".to_owned()], sizes.api_snitches, "daily").await?;
@@ -1257,15 +1244,11 @@ impl BenchServer {
 
 /// A case of the configuration that holds up to `max_snitches`.
 fn case_config(name: &str, max_snitches: usize, keys: &[String], hooks: &[String]) -> CaseConfig {
-    CaseConfig {
-        name: name.to_owned(),
-        members: Vec::new(),
-        max_snitches: u32::try_from(max_snitches).unwrap_or(u32::MAX),
-        error_notices: true,
-        on_hold: false,
-        api_keys: keys.to_vec(),
-        webhooks: hooks.to_vec(),
-    }
+    let mut case = CaseConfig::new(name);
+    case.max_snitches = u32::try_from(max_snitches).unwrap_or(u32::MAX);
+    case.api_keys = keys.to_vec();
+    case.webhooks = hooks.to_vec();
+    case
 }
 
 /// Creates `per_case` snitches in each case through the service (one task per case, as

@@ -76,12 +76,12 @@ struct CaseArgs {
 
 impl From<CaseArgs> for CaseOptions {
     fn from(a: CaseArgs) -> Self {
-        CaseOptions {
-            members: a.members,
-            max_snitches: a.max_snitches,
-            error_notices: a.error_notices,
-            on_hold: a.on_hold,
-        }
+        let mut options = CaseOptions::default();
+        options.members = a.members;
+        options.max_snitches = a.max_snitches;
+        options.error_notices = a.error_notices;
+        options.on_hold = a.on_hold;
+        options
     }
 }
 

@@ -21,29 +21,57 @@ use snitch_core::{
     AlertEmails, ApiKeyRecord, Case, CaseId, Plan, Storage, StorageError, SystemClock, Timestamp,
 };
 use snitch_http::ApiKeys;
+#[cfg(feature = "postgres")]
 use snitch_store_postgres::PgStorage;
+#[cfg(feature = "sqlite")]
 use snitch_store_sqlite::SqliteStorage;
 
-use crate::server::{open_postgres, open_sqlite, Config, ServerError, StoreLocation};
+#[cfg(feature = "postgres")]
+use crate::server::open_postgres;
+#[cfg(feature = "sqlite")]
+use crate::server::open_sqlite;
+use crate::server::{Config, ServerError, StoreLocation};
 
 /// The longest label a key may have, in characters.
 pub const LABEL_MAX_CHARS: usize = 100;
 
 /// One admin command, with its arguments as given on the command line (checked when run).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AdminCommand {
     /// Lists every case with its members, plan and hold flag.
     CasesList,
     /// Makes a case; an existing one is an error.
-    CasesCreate { name: String, options: CaseOptions },
+    CasesCreate {
+        /// The case id.
+        name: String,
+        /// Its settings.
+        options: CaseOptions,
+    },
     /// Changes the given settings of an existing case.
-    CasesUpdate { name: String, options: CaseOptions },
+    CasesUpdate {
+        /// The case id.
+        name: String,
+        /// The settings to change.
+        options: CaseOptions,
+    },
     /// Makes a key for a case and prints it once.
-    KeysCreate { case: String, label: String },
+    KeysCreate {
+        /// The case id.
+        case: String,
+        /// What the key is for.
+        label: String,
+    },
     /// Lists a case's keys (never the keys themselves).
-    KeysList { case: String },
+    KeysList {
+        /// The case id.
+        case: String,
+    },
     /// Revokes a key by its id.
-    KeysRevoke { id: String },
+    KeysRevoke {
+        /// The key's id, as `keys list` shows it.
+        id: String,
+    },
     /// Runs the store's migrations.
     Migrate,
 }
@@ -51,9 +79,11 @@ pub enum AdminCommand {
 /// The settings of `cases create` and `cases update`, as text: `None` leaves a setting as
 /// it is (or at its default, for a new case).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CaseOptions {
     /// Comma-separated e-mail addresses; an empty string clears the list.
     pub members: Option<String>,
+    /// A whole number: the most snitches the case may have.
     pub max_snitches: Option<String>,
     /// `true` or `false`.
     pub error_notices: Option<String>,
@@ -103,6 +133,7 @@ fn parse_flag(option: &str, raw: &str) -> Result<bool, AdminError> {
 
 /// Why an admin command failed: one line, printed on stderr by the binary.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AdminError {
     /// The input breaks a rule (a case id, an e-mail address, a number, a label).
     #[error("{0}")]
@@ -111,13 +142,16 @@ pub enum AdminError {
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
+    /// The case to create exists already.
     Exists(String),
     /// The configuration, or opening the store, failed.
     #[error(transparent)]
     Server(#[from] ServerError),
     #[error("storage failed: {0}")]
+    /// The store failed.
     Storage(#[from] StorageError),
     #[error("cannot write the output: {0}")]
+    /// The output could not be written.
     Output(#[from] std::io::Error),
 }
 
@@ -134,6 +168,7 @@ impl std::fmt::Debug for Admin {
 }
 
 impl Admin {
+    /// The admin commands over `storage`.
     pub fn new(storage: Arc<dyn Storage>) -> Self {
         let keys = ApiKeys::with_storage(storage.clone(), Arc::new(SystemClock));
         Admin { storage, keys }
@@ -243,8 +278,14 @@ fn check_label(label: &str) -> Result<(), AdminError> {
 
 /// An open durable store and how to close it.
 enum Opened {
+    #[cfg(feature = "sqlite")]
     Sqlite(sqlx::SqlitePool),
+    #[cfg(feature = "postgres")]
     Postgres(sqlx::PgPool),
+    /// A build with neither durable store opens none: [`Opened::open`] refuses first.
+    #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+    #[allow(dead_code)]
+    None(std::convert::Infallible),
 }
 
 impl Opened {
@@ -255,10 +296,20 @@ impl Opened {
                  beyond this command"
                     .into(),
             )),
+            #[cfg(feature = "postgres")]
             StoreLocation::Postgres(url) => Ok((
                 Opened::Postgres(open_postgres(config, &url).await?),
                 "the PostgreSQL database of database_url".into(),
             )),
+            #[cfg(not(feature = "postgres"))]
+            StoreLocation::Postgres(_) => {
+                Err(crate::server::bootstrap::not_compiled("PostgreSQL", "postgres").into())
+            }
+            #[cfg(not(feature = "sqlite"))]
+            StoreLocation::SqliteFile(_) | StoreLocation::SqliteUrl(_) => {
+                Err(crate::server::bootstrap::not_compiled("SQLite", "sqlite").into())
+            }
+            #[cfg(feature = "sqlite")]
             location => {
                 let what = match &location {
                     StoreLocation::SqliteFile(path) => {
@@ -273,31 +324,48 @@ impl Opened {
 
     fn storage(&self) -> Arc<dyn Storage> {
         match self {
+            #[cfg(feature = "sqlite")]
             Opened::Sqlite(pool) => Arc::new(SqliteStorage::new(pool.clone())),
+            #[cfg(feature = "postgres")]
             Opened::Postgres(pool) => Arc::new(PgStorage::new(pool.clone())),
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Opened::None(never) => match *never {},
         }
     }
 
     /// The newest migration of this kind of store, as `<version> (<description>)`.
     fn schema_version(&self) -> String {
-        let migrator = match self {
-            Opened::Sqlite(_) => &*snitch_store_sqlite::MIGRATOR,
-            Opened::Postgres(_) => &*snitch_store_postgres::MIGRATOR,
-        };
-        migrator
-            .iter()
-            .max_by_key(|m| m.version)
-            .map_or_else(String::new, |m| {
-                format!("{} ({})", m.version, m.description)
-            })
+        match self {
+            #[cfg(feature = "sqlite")]
+            Opened::Sqlite(_) => newest_migration(&snitch_store_sqlite::MIGRATOR),
+            #[cfg(feature = "postgres")]
+            Opened::Postgres(_) => newest_migration(&snitch_store_postgres::MIGRATOR),
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Opened::None(never) => match *never {},
+        }
     }
 
     async fn close(self) {
         match self {
+            #[cfg(feature = "sqlite")]
             Opened::Sqlite(pool) => pool.close().await,
+            #[cfg(feature = "postgres")]
             Opened::Postgres(pool) => pool.close().await,
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Opened::None(never) => match never {},
         }
     }
+}
+
+/// `<version> (<description>)` of the newest migration of `migrator`.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+fn newest_migration(migrator: &sqlx::migrate::Migrator) -> String {
+    migrator
+        .iter()
+        .max_by_key(|m| m.version)
+        .map_or_else(String::new, |m| {
+            format!("{} ({})", m.version, m.description)
+        })
 }
 
 /// Runs `command` on the store of `config`: results on `out`, notes for the person at the

@@ -38,10 +38,17 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use axum::Router;
-use snitch_core::{Clock, Notifier, ServiceError, SnitchService, Storage, SystemClock, Timestamp};
+use snitch_core::{
+    Clock, Delivery, Notifier, NotifyError, ServiceError, SnitchService, Storage, SystemClock,
+    Timestamp,
+};
 use snitch_http::outbound::dispatcher::{Dispatcher, DispatcherOptions};
-use snitch_http::outbound::email::{LogEmailNotifier, SmtpEmailNotifier};
+use snitch_http::outbound::email::LogEmailNotifier;
+#[cfg(feature = "smtp")]
+use snitch_http::outbound::email::SmtpEmailNotifier;
+#[cfg(feature = "webhooks")]
 use snitch_http::outbound::webhook::{WebhookNotifier, WebhookOptions};
 use snitch_http::{
     api_router, check_in_router, ApiConfig, ApiKeys, ApiState, AuthFailureLimit, RateLimit,
@@ -55,6 +62,7 @@ pub const MAX_SWEEP_SLEEP: Duration = Duration::from_secs(1);
 
 /// Why [`SnitchBuilder::build`] failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BuildError {
     /// A notifier could not be built from its settings (SMTP URL, sender, HTTP client).
     #[error("invalid notifier settings: {0}")]
@@ -71,6 +79,7 @@ pub enum BuildError {
 enum EmailChoice {
     /// Written to the log (`tracing`), for development.
     Log,
+    #[cfg(feature = "smtp")]
     Smtp {
         url: String,
         from: String,
@@ -80,7 +89,12 @@ enum EmailChoice {
 
 /// How webhooks are sent.
 enum WebhookChoice {
+    #[cfg(feature = "webhooks")]
     Builtin(WebhookOptions),
+    /// No built-in notifier (feature `webhooks` off) and none given: each delivery fails
+    /// at once, recorded with a detail that says why.
+    #[cfg(not(feature = "webhooks"))]
+    Missing,
     Custom(Arc<dyn Notifier>),
 }
 
@@ -98,16 +112,22 @@ pub struct SnitchBuilder {
     dispatcher: DispatcherOptions,
     outage_threshold: chrono::Duration,
     key_refresh_every: Duration,
+    #[cfg(feature = "ui")]
+    ui: snitch_http::ui::UiConfig,
 }
 
 impl std::fmt::Debug for SnitchBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let webhooks = match &self.webhooks {
+        let webhooks: String = match &self.webhooks {
+            #[cfg(feature = "webhooks")]
             WebhookChoice::Builtin(options) => format!("{options:?}"),
+            #[cfg(not(feature = "webhooks"))]
+            WebhookChoice::Missing => "none (feature `webhooks` off)".into(),
             WebhookChoice::Custom(_) => "custom".into(),
         };
         let email = match &self.email {
             EmailChoice::Log => "log",
+            #[cfg(feature = "smtp")]
             EmailChoice::Smtp { .. } => "smtp",
             EmailChoice::Custom(_) => "custom",
         };
@@ -134,7 +154,10 @@ impl SnitchBuilder {
     }
 
     /// Settings of the built-in webhook notifier (default: [`WebhookOptions::default`],
-    /// which refuses private addresses).
+    /// which refuses private addresses). Only with the `webhooks` feature; without it, and
+    /// without [`SnitchBuilder::webhook_notifier`], every webhook delivery fails at once
+    /// with a detail naming the feature (recorded in the outbox, never dropped silently).
+    #[cfg(feature = "webhooks")]
     pub fn webhooks(mut self, options: WebhookOptions) -> Self {
         self.webhooks = WebhookChoice::Builtin(options);
         self
@@ -148,6 +171,9 @@ impl SnitchBuilder {
 
     /// Sends alert e-mails through the SMTP relay at `url` (`smtp://…`, `smtps://…`) from
     /// `from`. Without this (or [`SnitchBuilder::email_notifier`]) e-mails go to the log.
+    /// Only with the `smtp` feature (lettre); without it, give an
+    /// [`email_notifier`](SnitchBuilder::email_notifier) of your own, or e-mails are logged.
+    #[cfg(feature = "smtp")]
     pub fn smtp(mut self, url: impl Into<String>, from: impl Into<String>) -> Self {
         self.email = EmailChoice::Smtp {
             url: url.into(),
@@ -211,6 +237,14 @@ impl SnitchBuilder {
         self
     }
 
+    /// Settings of the web dashboard ([`SnitchRuntime::ui_router`]; default
+    /// [`snitch_http::ui::UiConfig::default`]: under `/ui`, cookies not `Secure`).
+    #[cfg(feature = "ui")]
+    pub fn ui(mut self, config: snitch_http::ui::UiConfig) -> Self {
+        self.ui = config;
+        self
+    }
+
     /// How often the API keys are reloaded from the store (default
     /// [`snitch_http::keys::REFRESH_EVERY`]).
     pub fn key_refresh_every(mut self, every: Duration) -> Self {
@@ -235,8 +269,13 @@ impl SnitchBuilder {
             dispatcher,
             outage_threshold,
             key_refresh_every,
+            #[cfg(feature = "ui")]
+            ui,
         } = self;
         let webhooks: Arc<dyn Notifier> = match webhooks {
+            #[cfg(not(feature = "webhooks"))]
+            WebhookChoice::Missing => Arc::new(WebhooksNotCompiled),
+            #[cfg(feature = "webhooks")]
             WebhookChoice::Builtin(options) => Arc::new(
                 WebhookNotifier::new(options)
                     .map_err(|e| {
@@ -250,6 +289,7 @@ impl SnitchBuilder {
             EmailChoice::Log => {
                 Arc::new(LogEmailNotifier::new().with_check_in_base(check_in_base.clone()))
             }
+            #[cfg(feature = "smtp")]
             EmailChoice::Smtp { url, from } => Arc::new(
                 SmtpEmailNotifier::new(&url, &from)
                     .map_err(|e| BuildError::Notifier(format!("SMTP URL or sender: {e}")))?
@@ -290,12 +330,11 @@ impl SnitchBuilder {
         let api = ApiState::new(
             service.clone(),
             keys.clone(),
-            ApiConfig {
-                check_in_base,
-                rate_limit,
-                auth_failures,
-                maintenance,
-            },
+            ApiConfig::default()
+                .with_check_in_base(check_in_base)
+                .with_rate_limit(rate_limit)
+                .with_auth_failures(auth_failures)
+                .with_maintenance(maintenance),
         );
 
         let (stop, stop_rx) = watch::channel(false);
@@ -319,6 +358,8 @@ impl SnitchBuilder {
         ];
         Ok(SnitchRuntime {
             service,
+            #[cfg(feature = "ui")]
+            ui: snitch_http::ui::UiState::new(api.clone(), ui),
             api,
             keys,
             stop,
@@ -334,6 +375,8 @@ impl SnitchBuilder {
 pub struct SnitchRuntime {
     service: SnitchService,
     api: ApiState,
+    #[cfg(feature = "ui")]
+    ui: snitch_http::ui::UiState,
     keys: Arc<ApiKeys>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -347,7 +390,10 @@ impl SnitchRuntime {
         SnitchBuilder {
             storage,
             clock: Arc::new(SystemClock),
+            #[cfg(feature = "webhooks")]
             webhooks: WebhookChoice::Builtin(WebhookOptions::default()),
+            #[cfg(not(feature = "webhooks"))]
+            webhooks: WebhookChoice::Missing,
             email: EmailChoice::Log,
             check_in_base: api.check_in_base,
             rate_limit: api.rate_limit,
@@ -356,6 +402,8 @@ impl SnitchRuntime {
             dispatcher: DispatcherOptions::default(),
             outage_threshold: snitch_core::liveness::DEFAULT_OUTAGE_THRESHOLD,
             key_refresh_every: snitch_http::keys::REFRESH_EVERY,
+            #[cfg(feature = "ui")]
+            ui: snitch_http::ui::UiConfig::default(),
         }
     }
 
@@ -368,6 +416,15 @@ impl SnitchRuntime {
     /// that [`SnitchBuilder::check_in_base`] names.
     pub fn check_in_router(&self) -> Router {
         check_in_router(self.service.clone())
+    }
+
+    /// The web dashboard (feature `ui`), serving its pages under the configured base path
+    /// (default `/ui`): `merge` it into the router that serves [`SnitchRuntime::api_router`]
+    /// (it signs in with the same API keys and counts failed sign-ins against the same
+    /// limit). Every call shares the same sessions.
+    #[cfg(feature = "ui")]
+    pub fn ui_router(&self) -> Router {
+        snitch_http::ui::ui_router(self.ui.clone())
     }
 
     /// The service, for operations without HTTP (create a case's snitch, check in, …).
@@ -404,6 +461,24 @@ impl SnitchRuntime {
         if let Err(e) = service.record_stop(service.now()).await {
             tracing::warn!(error = %e, "cannot record the clean stop");
         }
+    }
+}
+
+/// The webhook notifier of a build without the `webhooks` feature, when the host gave none:
+/// each delivery fails permanently, and its recorded attempt says why.
+#[cfg_attr(feature = "webhooks", allow(dead_code))]
+#[derive(Debug)]
+struct WebhooksNotCompiled;
+
+/// The detail recorded for a webhook delivery that no notifier can send.
+pub const WEBHOOKS_NOT_COMPILED: &str = "not sent: this build of Snitch has no webhook notifier \
+     (enable the `webhooks` feature, or give SnitchBuilder::webhook_notifier)";
+
+#[async_trait]
+impl Notifier for WebhooksNotCompiled {
+    async fn send(&self, _delivery: &Delivery) -> Result<String, NotifyError> {
+        tracing::warn!("{WEBHOOKS_NOT_COMPILED}");
+        Err(NotifyError::permanent(WEBHOOKS_NOT_COMPILED))
     }
 }
 
@@ -444,6 +519,48 @@ fn sleep_until(now: Timestamp, next: Option<Timestamp>) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn without_a_webhook_notifier_a_delivery_fails_at_once_saying_why() {
+        use snitch_core::{
+            AlertEmails, CaseId, Channel, DeliveryState, Event, EventKind, Notes, SnitchName,
+            Status, Tags, Token, WebhookUrl,
+        };
+        let event = Event {
+            id: "abcdefghijklmnop-1".into(),
+            kind: EventKind::Missing,
+            at: chrono::DateTime::from_timestamp(1_000_000, 0).expect("valid"),
+            case_id: CaseId::parse("acme").expect("valid"),
+            token: Token::parse("abcdefghijklmnop").expect("valid"),
+            name: SnitchName::parse("backup").expect("valid"),
+            notes: Notes::default(),
+            tags: Tags::default(),
+            alert_email: AlertEmails::default(),
+            status: Status::Failed,
+            previous_status: Status::Healthy,
+            checked_in_at: None,
+            check_in: None,
+            missed_periods: 1,
+        };
+        let delivery = Delivery {
+            id: format!("{}-1", event.id),
+            event,
+            channel: Channel::Webhook {
+                hook_id: "h1".into(),
+                url: WebhookUrl::parse("https://hooks.example.test/x").expect("valid"),
+                secret: None,
+            },
+            state: DeliveryState::Pending,
+            next_attempt_at: None,
+            attempts: Vec::new(),
+        };
+        let err = WebhooksNotCompiled
+            .send(&delivery)
+            .await
+            .expect_err("never sent");
+        assert!(err.permanent);
+        assert!(err.detail.contains("`webhooks` feature"), "{}", err.detail);
+    }
 
     #[test]
     fn the_scheduler_sleeps_until_the_next_deadline_but_at_most_a_second() {

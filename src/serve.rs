@@ -30,6 +30,7 @@ use tower::ServiceExt;
 
 /// The limits of one listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ServeOptions {
     /// A connection must send complete request headers within this time after it is
     /// accepted or after its previous response; otherwise it is closed.
@@ -47,6 +48,20 @@ impl Default for ServeOptions {
     }
 }
 
+impl ServeOptions {
+    /// With `timeout` for request headers.
+    pub fn with_header_timeout(mut self, timeout: Duration) -> Self {
+        self.header_timeout = timeout;
+        self
+    }
+
+    /// With at most `n` connections served at once.
+    pub fn with_max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n;
+        self
+    }
+}
+
 /// behaviour.md section 8: 10 s for request headers.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// behaviour.md section 8: 30 s for a whole request.
@@ -57,6 +72,7 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// The first pause after a failed `accept`; it doubles up to [`MAX_ACCEPT_BACKOFF`] while
 /// accepting keeps failing and starts over after a success.
 pub const FIRST_ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
+/// The longest pause between failed `accept`s.
 pub const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
 /// `router` with a request timeout: a request (reading its body included) not answered
@@ -81,6 +97,7 @@ pub fn with_request_timeout(
 
 /// What the accept loop needs of a listener; a seam for testing accept errors.
 pub trait Accept: Send + 'static {
+    /// Accepts the next connection.
     fn accept(&mut self) -> impl Future<Output = io::Result<(TcpStream, SocketAddr)>> + Send;
 }
 

@@ -12,7 +12,7 @@ use common::{
 };
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use snitch::{ManualClock, SystemClock, Token};
+use snitch::prelude::{ManualClock, SystemClock, Token};
 
 /// Which store a server under test keeps its data in.
 #[derive(Debug, Clone, Copy)]

@@ -13,7 +13,7 @@ use common::*;
 use reqwest::Method;
 use serde_json::json;
 use snitch::http::outbound::email::smtp_sink::SmtpSink;
-use snitch::SystemClock;
+use snitch::prelude::SystemClock;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -102,7 +102,7 @@ async fn fresh_database_url() -> String {
         .unwrap_or_else(|e| panic!("cannot reach Postgres at {url}: {e}"));
     let name = format!(
         "snitch_test_{}",
-        snitch::TokenSource::new_token(&snitch::RandomTokens).as_str()
+        snitch::core::TokenSource::new_token(&snitch::core::RandomTokens).as_str()
     );
     admin
         .execute(format!("CREATE DATABASE {name}").as_str())

@@ -20,7 +20,7 @@ use common::*;
 use reqwest::Method;
 use serde_json::Value;
 use snitch::http::outbound::email::smtp_sink::{ReceivedMail, SmtpSink};
-use snitch::{Clock, SystemClock};
+use snitch::prelude::{Clock, SystemClock};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 

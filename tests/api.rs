@@ -10,7 +10,7 @@ use common::*;
 use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use snitch::{Clock, ManualClock};
+use snitch::prelude::{Clock, ManualClock};
 
 // ---------------------------------------------------------------------------------------
 // Create
@@ -1129,7 +1129,7 @@ async fn a_case_on_hold_gets_402_account_on_hold_but_its_check_ins_count() {
     let key = "held-key-00000000000000000000000000001";
     // A snitch made before the hold (through the service, as the API refuses).
     let held = server.active_case("held").await;
-    let fields = snitch::SnitchFields {
+    let fields = snitch::prelude::SnitchFields {
         name: Some("old job".into()),
         interval: Some("daily".into()),
         ..Default::default()
@@ -1291,7 +1291,7 @@ async fn maintenance_mode_is_503_while_check_ins_keep_working() {
     let server = Server::launch(&top, &default_cases(), clock).await;
     // A snitch from before the maintenance window.
     let case = server.case("acme").await;
-    let fields = snitch::SnitchFields {
+    let fields = snitch::prelude::SnitchFields {
         name: Some("n".into()),
         interval: Some("daily".into()),
         ..Default::default()

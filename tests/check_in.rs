@@ -10,7 +10,8 @@ use common::*;
 use reqwest::header::CONTENT_TYPE;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use snitch::{CheckIn, Clock, ManualClock, Outcome};
+use snitch::core::CheckIn;
+use snitch::prelude::{Clock, ManualClock, Outcome};
 
 /// The stored check-ins of an `acme` snitch, newest first.
 async fn check_ins(server: &Server, token: &str) -> Vec<CheckIn> {

@@ -8,8 +8,8 @@ mod counting;
 use std::sync::Arc;
 
 use counting::CountingStorage;
+use snitch::prelude::{Case, CaseId, Outcome, SnitchFields, SnitchRuntime, Storage};
 use snitch::store::memory::MemoryStorage;
-use snitch::{Case, CaseId, Outcome, SnitchFields, SnitchRuntime, Storage};
 
 async fn counting_memory() -> CountingStorage {
     CountingStorage::new(Arc::new(MemoryStorage::new()))

@@ -21,8 +21,8 @@ use chrono::DateTime;
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 use snitch::http::outbound::webhook::WebhookOptions;
+use snitch::prelude::ManualClock;
 use snitch::serve::{serve, ServeOptions};
-use snitch::ManualClock;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -51,10 +51,7 @@ impl Running {
             builder
                 .clock(clock)
                 // The receiver is on loopback.
-                .webhooks(WebhookOptions {
-                    allow_private: true,
-                    ..WebhookOptions::default()
-                })
+                .webhooks(WebhookOptions::default().with_allow_private(true))
                 // The test's jumps in time are not our downtime.
                 .outage_threshold(chrono::Duration::days(365_000))
         })

@@ -13,11 +13,11 @@ use common::{default_cases, start_time, Server, NO_RATE_LIMIT};
 use proptest::prelude::*;
 use reqwest::StatusCode;
 use serde_json::Value;
-use snitch::store::memory::MemoryStorage;
-use snitch::{
-    Case, CaseId, Clock, EventKind, Interval, ManualClock, Outcome, SequentialTokens, SnitchFields,
-    SnitchService, Storage,
+use snitch::core::{EventKind, Interval, SequentialTokens};
+use snitch::prelude::{
+    Case, CaseId, Clock, ManualClock, Outcome, SnitchFields, SnitchService, Storage,
 };
+use snitch::store::memory::MemoryStorage;
 
 const THRESHOLD: Duration = Duration::seconds(60);
 /// How often the simulated server sweeps (and so records that it is alive) while up.

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
+use snitch::prelude::{BuildError, ManualClock, SnitchRuntime};
 use snitch::store::memory::MemoryStorage;
-use snitch::{BuildError, ManualClock, SnitchRuntime};
 
 fn start() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-11-22T03:00:00.123Z")

@@ -4,11 +4,13 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use snitch::store::memory::MemoryStorage;
-use snitch::{
-    Case, CaseId, CheckInMessage, ErrorType, EventKind, ManualClock, Outcome, SequentialTokens,
-    ServiceError, SnitchFields, SnitchService, Status, Storage, Tag, Validation,
+use snitch::core::{
+    CheckInMessage, ErrorType, EventKind, SequentialTokens, ServiceError, Tag, Validation,
 };
+use snitch::prelude::{
+    Case, CaseId, ManualClock, Outcome, SnitchFields, SnitchService, Status, Storage,
+};
+use snitch::store::memory::MemoryStorage;
 
 struct World {
     service: SnitchService,
@@ -546,10 +548,10 @@ async fn a_snitch_the_store_cannot_save_does_not_stop_the_sweep() {
 
     use snitch::core::contract::{at, case, checked_in, snitch as fixture};
     use snitch::core::storage::MockStorage;
-    use snitch::StorageError;
+    use snitch::prelude::StorageError;
 
     let acme = case("acme");
-    let due: Vec<snitch::Snitch> = (1..=3)
+    let due: Vec<snitch::prelude::Snitch> = (1..=3)
         .map(|n| checked_in(&fixture(&acme, n, at(0)), at(1)).snitch)
         .collect();
     let poisoned = due[1].token.clone();
@@ -604,4 +606,140 @@ async fn a_snitch_the_store_cannot_save_does_not_stop_the_sweep() {
     let mut saved = saved.lock().expect("not poisoned").clone();
     saved.sort();
     assert_eq!(saved, [due[0].token.clone(), due[2].token.clone()]);
+}
+
+/// A mocked store holding one snitch of `acme`: reads give the current snitch, saves
+/// apply `on_save` (given the change and how many saves came before).
+fn one_snitch_store(
+    acme: &Case,
+    current: Arc<std::sync::Mutex<snitch::core::Snitch>>,
+    on_save: impl Fn(&snitch::core::Change, usize) -> Result<(), snitch::core::StorageError>
+        + Send
+        + 'static,
+) -> snitch::core::storage::MockStorage {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let mut store = snitch::core::storage::MockStorage::new();
+    let read = current.clone();
+    store
+        .expect_snitch()
+        .returning(move |_| Ok(Some(read.lock().expect("not poisoned").clone())));
+    let owner = acme.clone();
+    store
+        .expect_case()
+        .returning(move |_| Ok(Some(owner.clone())));
+    // A check-in reads its snitch and case at once.
+    let (read, owner) = (current.clone(), acme.clone());
+    store.expect_snitch_with_case().returning(move |_| {
+        let snitch = read.lock().expect("not poisoned").clone();
+        Ok(Some((snitch, Some(owner.clone()))))
+    });
+    store.expect_webhooks().returning(|_| Ok(Vec::new()));
+    let saves = AtomicUsize::new(0);
+    store
+        .expect_save()
+        .returning(move |change| on_save(change, saves.fetch_add(1, Ordering::SeqCst)));
+    store
+}
+
+/// Times never go backwards for a snitch (the regression of issue 15): a check-in that
+/// read the clock just before a period boundary, then lost its save to a newer check-in
+/// committed just after the boundary (another server), is retried from a fresh read. It
+/// must count at the newer one's time: stamped at its own, older time it would move
+/// `checked_in_at` and `anchor_at` back across the boundary and the deadline a period
+/// earlier, which could send a false `snitch.missing`.
+#[tokio::test]
+async fn a_check_in_retried_after_a_newer_one_committed_never_moves_times_back() {
+    use std::sync::Mutex;
+
+    use snitch::core::contract::{at as minute, case, checked_in, snitch as fixture};
+    use snitch::core::StorageError;
+
+    let acme = case("acme");
+    // Checked in at 03:01: due at 05:00, the end of the next hour.
+    let v1 = checked_in(&fixture(&acme, 1, minute(0)), minute(1)).snitch;
+    let ours = minute(60) - Duration::milliseconds(100); // 03:59:59.900
+    let theirs = minute(60) + Duration::milliseconds(100); // 04:00:00.100
+    let newer = checked_in(&v1, theirs).snitch;
+    assert_eq!(newer.state.deadline_at, Some(minute(180)), "due at 06:00");
+
+    let current = Arc::new(Mutex::new(v1.clone()));
+    let stored = current.clone();
+    let store = one_snitch_store(&acme, current.clone(), move |change, before| {
+        let mut stored = stored.lock().expect("not poisoned");
+        if before == 0 {
+            // Between our read and our save, the other server's check-in commits.
+            *stored = newer.clone();
+            return Err(StorageError::Conflict);
+        }
+        if change.expected_version() != stored.version {
+            return Err(StorageError::Conflict);
+        }
+        *stored = change.snitch.clone();
+        Ok(())
+    });
+    let clock = Arc::new(ManualClock::new(ours));
+    let service = SnitchService::new(Arc::new(store), clock);
+    let saved = service
+        .check_in(v1.token.as_str(), Outcome::Success, None)
+        .await
+        .expect("checked in after one conflict");
+
+    let state = &saved.state;
+    assert!(state.checked_in_at >= Some(theirs), "{state:?}");
+    assert!(state.anchor_at >= Some(theirs), "{state:?}");
+    assert!(
+        state.deadline_at >= Some(minute(180)),
+        "the deadline never moves earlier than the newer check-in set it: {state:?}"
+    );
+    assert_eq!(current.lock().expect("not poisoned").state, *state);
+}
+
+/// A save whose COMMIT failed with an unknown outcome is never retried by the service
+/// (a retry would step again and count the check-in twice): it is acknowledged when the
+/// store holds exactly the change, and reported as unknown (503) otherwise.
+#[tokio::test]
+async fn a_check_in_whose_commit_outcome_is_unknown_is_never_saved_twice() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    use snitch::core::contract::{at as minute, case, checked_in, snitch as fixture};
+    use snitch::core::StorageError;
+
+    let acme = case("acme");
+    let v1 = checked_in(&fixture(&acme, 1, minute(0)), minute(1)).snitch;
+    for landed in [true, false] {
+        let current = Arc::new(Mutex::new(v1.clone()));
+        let stored = current.clone();
+        let saves = Arc::new(AtomicUsize::new(0));
+        let counted = saves.clone();
+        let store = one_snitch_store(&acme, current.clone(), move |change, _| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            if landed {
+                *stored.lock().expect("not poisoned") = change.snitch.clone();
+            }
+            Err(StorageError::CommitOutcomeUnknown(
+                "connection reset during COMMIT".into(),
+            ))
+        });
+        let clock = Arc::new(ManualClock::new(minute(30)));
+        let service = SnitchService::new(Arc::new(store), clock);
+        let result = service
+            .check_in(v1.token.as_str(), Outcome::Success, None)
+            .await;
+        assert_eq!(saves.load(Ordering::SeqCst), 1, "saved once, never retried");
+        if landed {
+            let saved = result.expect("the commit landed: acknowledged");
+            assert_eq!(saved, *current.lock().expect("not poisoned"));
+            assert_eq!(saved.state.last_check_in_at, Some(minute(30)));
+        } else {
+            let err = result.expect_err("the outcome is unknown");
+            assert!(
+                matches!(&err, ServiceError::Storage(e) if e.is_outcome_unknown()),
+                "{err:?}"
+            );
+            assert_eq!(err.error_type(), Some(ErrorType::ServiceUnavailable));
+            assert_eq!(*current.lock().expect("not poisoned"), v1);
+        }
+    }
 }

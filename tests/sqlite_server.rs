@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
+use snitch::prelude::{Storage, Token};
 use snitch::store::sqlite::SqliteStorage;
-use snitch::{Storage, Token};
 
 /// The server binary, running in `dir`; killed with SIGKILL when dropped.
 struct ServerProcess {

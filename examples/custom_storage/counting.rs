@@ -11,10 +11,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use snitch::{
-    ApiKeyRecord, Attempt, AttemptResult, Case, CaseId, CaseOutage, Change, CheckIn, ClaimLimits,
-    Delivery, Event, Outage, Snitch, Storage, StorageError, Tag, Timestamp, Token, Webhook,
+use snitch::core::{
+    ApiKeyRecord, Attempt, AttemptResult, CaseOutage, Change, CheckIn, ClaimLimits, Outage, Tag,
+    Timestamp, Webhook,
 };
+use snitch::prelude::{Case, CaseId, Delivery, Event, Snitch, Storage, StorageError, Token};
 
 /// Counts the calls of each [`Storage`] method, then forwards them to the inner store.
 pub struct CountingStorage {

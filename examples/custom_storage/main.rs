@@ -9,8 +9,8 @@ mod counting;
 use std::sync::Arc;
 
 use counting::CountingStorage;
+use snitch::prelude::{Case, CaseId, Outcome, SnitchFields, SnitchRuntime};
 use snitch::store::memory::MemoryStorage;
-use snitch::{Case, CaseId, Outcome, SnitchFields, SnitchRuntime};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {

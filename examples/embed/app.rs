@@ -10,8 +10,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use snitch::http::ApiKeys;
+use snitch::prelude::{Case, CaseId, SnitchBuilder, SnitchRuntime, SnitchService};
 use snitch::store::sqlite::SqliteStorage;
-use snitch::{Case, CaseId, SnitchBuilder, SnitchRuntime, SnitchService};
 use sqlx::migrate::Migrator;
 use sqlx::SqlitePool;
 

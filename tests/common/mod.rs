@@ -14,8 +14,8 @@ use chrono::{DateTime, Utc};
 use reqwest::header::CONTENT_TYPE;
 use reqwest::{Client, Method, RequestBuilder, Response, StatusCode};
 use serde_json::{json, Value};
+use snitch::prelude::{Case, CaseId, Clock, ManualClock, SystemClock};
 use snitch::server::{config_from_toml, launch_with_clock, Running, ServerError};
-use snitch::{Case, CaseId, Clock, ManualClock, SystemClock};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 

@@ -4,7 +4,7 @@
 
 use std::str::FromStr;
 
-use snitch::{RandomTokens, TokenSource};
+use snitch::core::{RandomTokens, TokenSource};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, Executor, PgConnection, PgPool};
 

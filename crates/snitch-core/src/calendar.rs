@@ -14,23 +14,41 @@ pub type Timestamp = DateTime<Utc>;
 
 /// How often a job is expected to check in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Interval {
+    /// One minute.
     Minute1,
+    /// Two minutes.
     Minute2,
+    /// Three minutes.
     Minute3,
+    /// Five minutes.
     Minute5,
+    /// Ten minutes.
     Minute10,
+    /// Fifteen minutes.
     Minute15,
+    /// Thirty minutes.
     Minute30,
+    /// One hour.
     Hourly,
+    /// Two hours.
     Hour2,
+    /// Three hours.
     Hour3,
+    /// Four hours.
     Hour4,
+    /// Six hours.
     Hour6,
+    /// Eight hours.
     Hour8,
+    /// Twelve hours.
     Hour12,
+    /// One day (UTC midnight to midnight).
     Daily,
+    /// One week, from Monday 00:00 UTC.
     Weekly,
+    /// One calendar month, from the 1st 00:00 UTC.
     Monthly,
 }
 
@@ -194,6 +212,7 @@ pub struct Period {
 }
 
 impl Period {
+    /// The interval the period belongs to.
     pub fn interval(&self) -> Interval {
         self.interval
     }
@@ -208,10 +227,12 @@ impl Period {
         self.end
     }
 
+    /// How long the period lasts (months and weeks included, so not a constant).
     pub fn len(&self) -> Duration {
         self.end - self.start
     }
 
+    /// Whether `t` is inside the period (`start <= t < end`).
     pub fn contains(&self, t: Timestamp) -> bool {
         self.start <= t && t < self.end
     }

@@ -9,6 +9,7 @@ use crate::calendar::Timestamp;
 
 /// A source of the current instant.
 pub trait Clock: Send + Sync {
+    /// The current instant.
     fn now(&self) -> Timestamp;
 }
 
@@ -30,6 +31,7 @@ pub struct ManualClock {
 }
 
 impl ManualClock {
+    /// A clock stopped at `start`.
     pub fn new(start: Timestamp) -> Self {
         ManualClock {
             now: Mutex::new(start),
@@ -42,6 +44,7 @@ impl ManualClock {
         *now += by;
     }
 
+    /// Moves time to `to` (forward or backward).
     pub fn set(&self, to: Timestamp) {
         *self.now.lock().unwrap_or_else(|e| e.into_inner()) = to;
     }

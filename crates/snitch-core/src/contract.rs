@@ -1274,6 +1274,7 @@ pub fn webhook(case: &Case, n: i64, secret: Option<&str>) -> Webhook {
     }
 }
 
+/// Contract: webhooks come back as stored, oldest first, per case.
 pub async fn webhooks_round_trip_oldest_first_per_case(store: Arc<dyn Storage>) {
     let acme = with_case(&store, "acme").await;
     let other = with_case(&store, "other").await;
@@ -1292,6 +1293,7 @@ pub async fn webhooks_round_trip_oldest_first_per_case(store: Arc<dyn Storage>) 
     assert_eq!(store.webhooks(&other.id).await.expect("read"), [theirs]);
 }
 
+/// Contract: a taken hook id is refused, and so is a hook of an unknown case.
 pub async fn webhook_ids_are_unique_and_cases_must_exist(store: Arc<dyn Storage>) {
     let acme = with_case(&store, "acme").await;
     let hook = webhook(&acme, 1, None);
@@ -1308,6 +1310,7 @@ pub async fn webhook_ids_are_unique_and_cases_must_exist(store: Arc<dyn Storage>
     assert_eq!(store.webhooks(&acme.id).await.expect("read").len(), 1);
 }
 
+/// Contract: a hook is deleted only through its own case.
 pub async fn delete_webhook_only_of_its_case(store: Arc<dyn Storage>) {
     let acme = with_case(&store, "acme").await;
     let other = with_case(&store, "other").await;
@@ -1377,6 +1380,7 @@ fn ids(deliveries: &[Delivery]) -> Vec<String> {
     deliveries.iter().map(|d| d.id.clone()).collect()
 }
 
+/// Contract: saved deliveries are claimed earliest first, under a lease.
 pub async fn saved_deliveries_are_claimed_earliest_first_under_a_lease(store: Arc<dyn Storage>) {
     let (acme, hooks) = case_with_outbox(&store, "acme").await;
     assert_eq!(store.next_delivery_at().await.expect("read"), None);
@@ -1434,6 +1438,7 @@ pub async fn saved_deliveries_are_claimed_earliest_first_under_a_lease(store: Ar
     );
 }
 
+/// Contract: attempts are recorded and their result decides what follows.
 pub async fn attempts_are_recorded_and_decide_what_follows(store: Arc<dyn Storage>) {
     let (acme, hooks) = case_with_outbox(&store, "acme").await;
     let made = reporting_with_deliveries(&store, &acme, &hooks, 1, at(1)).await;
@@ -1496,6 +1501,7 @@ pub async fn attempts_are_recorded_and_decide_what_follows(store: Arc<dyn Storag
     ));
 }
 
+/// Contract: a refused save stores none of its deliveries.
 pub async fn a_refused_save_stores_no_deliveries(store: Arc<dyn Storage>) {
     let (acme, hooks) = case_with_outbox(&store, "acme").await;
     let fresh = snitch(&acme, 1, t0());
@@ -1519,6 +1525,7 @@ pub async fn a_refused_save_stores_no_deliveries(store: Arc<dyn Storage>) {
     assert_eq!(store.next_delivery_at().await.expect("read"), None);
 }
 
+/// Contract: deliveries outlive their snitch until they are finished.
 pub async fn deliveries_outlive_their_snitch_until_finished(store: Arc<dyn Storage>) {
     let (acme, hooks) = case_with_outbox(&store, "acme").await;
     let made = reporting_with_deliveries(&store, &acme, &hooks, 1, at(1)).await;
@@ -1901,6 +1908,7 @@ pub async fn cases_are_listed_by_id(store: Arc<dyn Storage>) {
     assert_eq!(store.cases().await.expect("list"), [acme, beta]);
 }
 
+/// Contract: API keys come back as stored, oldest first, per case.
 pub async fn api_keys_round_trip_oldest_first_per_case(store: Arc<dyn Storage>) {
     let acme = with_case(&store, "acme").await;
     let beta = with_case(&store, "beta").await;
@@ -1923,6 +1931,7 @@ pub async fn api_keys_round_trip_oldest_first_per_case(store: Arc<dyn Storage>) 
         .is_empty());
 }
 
+/// Contract: taken key ids and digests are refused, and keys of unknown cases.
 pub async fn api_key_ids_and_digests_are_unique_and_cases_must_exist(store: Arc<dyn Storage>) {
     let acme = with_case(&store, "acme").await;
     let key = api_key(&acme, 1);
@@ -1941,6 +1950,7 @@ pub async fn api_key_ids_and_digests_are_unique_and_cases_must_exist(store: Arc<
     assert_eq!(store.api_keys(None).await.expect("list"), [key]);
 }
 
+/// Contract: a revoked key stays listed, as revoked.
 pub async fn revoked_api_keys_stay_listed_as_revoked(store: Arc<dyn Storage>) {
     let acme = with_case(&store, "acme").await;
     let (one, two) = (api_key(&acme, 1), api_key(&acme, 2));
@@ -1960,6 +1970,7 @@ pub async fn revoked_api_keys_stay_listed_as_revoked(store: Arc<dyn Storage>) {
     );
 }
 
+/// Contract: a key's recorded use keeps the latest time.
 pub async fn api_key_use_keeps_the_latest_time(store: Arc<dyn Storage>) {
     let acme = with_case(&store, "acme").await;
     let key = api_key(&acme, 1);

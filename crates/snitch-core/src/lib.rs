@@ -5,6 +5,8 @@
 //! This crate does no I/O, never reads the wall clock (time comes from a [`Clock`] or a
 //! `now` argument) and knows nothing of HTTP, SQL or JSON.
 
+#![warn(missing_docs)]
+
 pub mod calendar;
 mod check_in_queue;
 pub mod clock;
@@ -32,7 +34,9 @@ pub use outbox::{
     Attempt, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery, DeliveryState, RetryPolicy,
 };
 pub use service::{SnitchFields, SnitchService, SweepReport};
-pub use snitch::{CheckIn, Event, EventKind, Pause, PauseUntil, Snitch, SnitchState};
+pub use snitch::{
+    CheckIn, Event, EventKind, InvalidSnitch, Pause, PauseUntil, Snitch, SnitchRecord, SnitchState,
+};
 pub use storage::{ApiKeyRecord, Change, Storage, StorageError};
 pub use tokens::{RandomTokens, SequentialTokens, TokenSource};
 pub use types::{

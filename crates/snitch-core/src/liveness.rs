@@ -23,7 +23,9 @@ pub fn heartbeat_interval(threshold: Duration) -> Duration {
 pub struct Outage {
     /// Assigned by the store, increasing.
     pub id: u64,
+    /// The last moment a server was alive.
     pub started_at: Timestamp,
+    /// When service resumed (the heartbeat that found the outage).
     pub ended_at: Timestamp,
 }
 
@@ -45,7 +47,9 @@ impl Outage {
 /// An outage as one case saw it: how many of its snitches got a fresh deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CaseOutage {
+    /// The outage.
     pub outage: Outage,
+    /// How many of the case's snitches it gave a fresh deadline.
     pub snitches_deferred: u64,
 }
 

@@ -25,18 +25,22 @@ pub const SMART_MIN_SAMPLES: usize = 3;
 /// The smallest margin a smart deadline leaves after the latest learned offset.
 pub const SMART_MIN_MARGIN: Duration = Duration::minutes(5);
 
+/// The validation message for pausing a pending snitch.
 pub const PAUSED_WHILE_PENDING: &str = "can't be paused while pending";
 
 /// The outcome of one step: the snitch as it is now and what it emitted, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
+    /// The snitch after the step.
     pub snitch: Snitch,
+    /// What the step emitted, in order.
     pub events: Vec<Event>,
     /// The outages that gave the snitch a fresh deadline in this step (their ids).
     pub deferred_by: Vec<u64>,
 }
 
 impl Step {
+    /// A step to `snitch` that emitted `events` and deferred nothing.
     pub fn new(snitch: Snitch, events: Vec<Event>) -> Step {
         Step {
             snitch,

@@ -17,6 +17,7 @@ use crate::types::{Case, EmailAddress};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{detail}")]
 pub struct NotifyError {
+    /// What went wrong, for people (stored with the attempt).
     pub detail: String,
     /// Whether retrying is pointless.
     pub permanent: bool,

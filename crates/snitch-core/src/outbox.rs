@@ -12,21 +12,29 @@ use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
 /// Where a delivery goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Channel {
+    /// A POST of the event to a hook of the case.
     Webhook {
+        /// The hook's id.
         hook_id: String,
+        /// Where to POST.
         url: WebhookUrl,
+        /// The secret that signs the payload, if the hook has one.
         secret: Option<WebhookSecret>,
     },
+    /// An e-mail alert.
     Email {
+        /// The recipients.
         to: Vec<EmailAddress>,
     },
 }
 
 impl Channel {
+    /// The channel's kind as text: `webhook` or `email`.
     pub fn kind(&self) -> &'static str {
         self.channel_kind().as_str()
     }
 
+    /// The channel's kind.
     pub fn channel_kind(&self) -> ChannelKind {
         match self {
             Channel::Webhook { .. } => ChannelKind::Webhook,
@@ -37,12 +45,16 @@ impl Channel {
 
 /// The kinds of [`Channel`]: each has its own notifier and its own concurrency budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum ChannelKind {
+    /// A webhook POST.
     Webhook,
+    /// An e-mail.
     Email,
 }
 
 impl ChannelKind {
+    /// The kind as text: `webhook` or `email`.
     pub fn as_str(self) -> &'static str {
         match self {
             ChannelKind::Webhook => "webhook",
@@ -53,15 +65,18 @@ impl ChannelKind {
 
 /// Where a delivery stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DeliveryState {
     /// Waiting for its (next) attempt at `next_attempt_at`.
     Pending,
+    /// Received by its target.
     Delivered,
     /// Given up after the retry window; recorded, never tried again.
     Failed,
 }
 
 impl DeliveryState {
+    /// The state as text: `pending`, `delivered` or `failed`.
     pub fn as_str(self) -> &'static str {
         match self {
             DeliveryState::Pending => "pending",
@@ -74,10 +89,13 @@ impl DeliveryState {
 /// One try at a delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attempt {
+    /// When the attempt started.
     pub at: Timestamp,
+    /// Whether the receiver took it.
     pub ok: bool,
     /// What the receiver said: `HTTP 200`, an SMTP reply, or the error.
     pub detail: String,
+    /// How long the attempt took, in milliseconds.
     pub duration_ms: u64,
 }
 
@@ -86,12 +104,16 @@ pub struct Attempt {
 pub struct Delivery {
     /// `<event id>-<n>`: unique.
     pub id: String,
+    /// The event to send (as it was when emitted).
     pub event: Event,
+    /// Where it goes.
     pub channel: Channel,
+    /// Where it stands.
     pub state: DeliveryState,
     /// When it may next be tried; `None` once delivered or failed. While a dispatcher
     /// holds it, this is the end of that dispatcher's lease.
     pub next_attempt_at: Option<Timestamp>,
+    /// Every attempt so far, oldest first.
     pub attempts: Vec<Attempt>,
 }
 
@@ -126,6 +148,7 @@ impl Delivery {
 /// So a case with thousands of due deliveries takes at most its cap and never hides
 /// another case's deliveries from the claim; a key at its cap is skipped.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClaimLimits {
     /// Most webhook deliveries to take (the dispatcher's free webhook slots).
     pub webhooks: usize,
@@ -142,6 +165,25 @@ pub struct ClaimLimits {
 }
 
 impl ClaimLimits {
+    /// Up to `webhooks` webhooks and `emails` e-mails, at most `per_case_channel` of one
+    /// (case, channel kind) and `per_destination` to one destination in flight, with
+    /// nothing in flight yet (set the `*_in_flight` fields to add what is).
+    pub fn new(
+        webhooks: usize,
+        emails: usize,
+        per_case_channel: usize,
+        per_destination: usize,
+    ) -> Self {
+        ClaimLimits {
+            webhooks,
+            emails,
+            per_case_channel,
+            per_destination,
+            case_channels_in_flight: Vec::new(),
+            destinations_in_flight: Vec::new(),
+        }
+    }
+
     /// Up to `limit` deliveries of each kind, with no other cap: what a claim without
     /// fairness rules would take.
     pub fn at_most(limit: usize) -> Self {
@@ -229,8 +271,11 @@ impl ClaimLimits {
 /// How a finished attempt leaves the delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttemptResult {
+    /// Received: the delivery is done.
     Delivered,
+    /// Failed; try again at this instant.
     RetryAt(Timestamp),
+    /// Failed for good (permanent, or the retry window closed).
     GaveUp,
 }
 
@@ -269,9 +314,13 @@ pub fn deliveries_for(event: &Event, case: &Case, hooks: &[Webhook]) -> Vec<Deli
 /// Exponential backoff with jitter: about `first_delay`, doubling, capped at `max_delay`,
 /// until `give_up_after` has passed since the event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RetryPolicy {
+    /// About how long after the first failure the second attempt comes.
     pub first_delay: Duration,
+    /// The longest wait between two attempts.
     pub max_delay: Duration,
+    /// How long after the event attempts stop: the delivery is given up.
     pub give_up_after: Duration,
 }
 
@@ -286,6 +335,15 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// A policy with these three durations (see the fields).
+    pub fn new(first_delay: Duration, max_delay: Duration, give_up_after: Duration) -> Self {
+        RetryPolicy {
+            first_delay,
+            max_delay,
+            give_up_after,
+        }
+    }
+
     /// What follows a failed attempt number `failures` (1 for the first) at `now`, for an
     /// event of `event_at`. `jitter` in `[0, 1)` spreads retries by up to ±20 %.
     pub fn after_failure(

@@ -40,14 +40,21 @@ const TOKEN_ATTEMPTS: usize = 8;
 /// The attributes of a create or update request, as the client sent them. `None` means
 /// "not given" (on update: unchanged). Adapters map JSON `null` to the value it means:
 /// `Some(vec![])` for `tags` and `alert_email`, `Some("")` for the others.
+///
+/// Build it with `..Default::default()`, so a new attribute does not break the build.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SnitchFields {
+    /// The snitch's name.
     pub name: Option<String>,
+    /// The interval's name, e.g. `hourly`.
     pub interval: Option<String>,
+    /// `basic` or `smart`.
     pub alert_type: Option<String>,
     /// A list of addresses; the comma-separated string form is split by the adapter.
     pub alert_email: Option<Vec<String>>,
+    /// Free text.
     pub notes: Option<String>,
+    /// The tags.
     pub tags: Option<Vec<String>>,
 }
 
@@ -117,6 +124,7 @@ pub fn parse_pause_until(raw: Option<&str>, now: Timestamp) -> Result<PauseUntil
 
 /// What one sweep did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SweepReport {
     /// Snitches that changed (declared missing or resumed from a timed pause).
     pub snitches: usize,
@@ -202,6 +210,7 @@ impl SnitchService {
         Self::with_tokens(storage, clock, Arc::new(RandomTokens))
     }
 
+    /// A service that makes its tokens with `tokens` (e.g. predictable ones in tests).
     pub fn with_tokens(
         storage: Arc<dyn Storage>,
         clock: Arc<dyn Clock>,
@@ -231,6 +240,7 @@ impl SnitchService {
         self
     }
 
+    /// The clock the service reads.
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
     }
@@ -255,7 +265,22 @@ impl SnitchService {
                 .flat_map(|e| deliveries_for(e, case, hooks))
                 .collect();
         }
-        self.storage.save(&change).await?;
+        match self.storage.save(&change).await {
+            Ok(()) => {}
+            // The commit may have happened: it did if the store now holds exactly the
+            // snitch this change made (same version, same state, times included). Then it
+            // is answered as saved. Otherwise (not stored yet, or since changed by another
+            // writer, or the read fails) the error stands and is not retried here: a
+            // retry would step again on top of a change that may be stored, and count a
+            // check-in twice. The caller is told the outcome is unknown (the API answers
+            // 503); the dispatcher's hook is not called, a later claim finds any events.
+            Err(e) if e.is_outcome_unknown() => {
+                if !self.stored_as(&change.snitch).await {
+                    return Err(e);
+                }
+            }
+            Err(e) => return Err(e),
+        }
         self.wake_if_earlier(before, &change.snitch);
         if !change.events.is_empty() {
             if let Some(hook) = &self.on_events {
@@ -274,6 +299,13 @@ impl SnitchService {
         }
     }
 
+    /// Whether the store holds exactly `snitch` (after a save whose commit outcome is
+    /// unknown: then it was committed).
+    async fn stored_as(&self, snitch: &Snitch) -> bool {
+        matches!(self.storage.snitch(&snitch.token).await, Ok(Some(stored)) if stored == *snitch)
+    }
+
+    /// The store the service works on.
     pub fn storage(&self) -> &Arc<dyn Storage> {
         &self.storage
     }
@@ -303,11 +335,13 @@ impl SnitchService {
         Ok(tags)
     }
 
+    /// The case's snitch with this token; another case's is not found.
     pub async fn get(&self, case: &Case, token: &str) -> Result<Snitch, ServiceError> {
         ensure_active(case)?;
         self.load_owned(case, token).await
     }
 
+    /// Creates a snitch from `fields` (`name` and `interval` required), within the plan's limit.
     pub async fn create(&self, case: &Case, fields: &SnitchFields) -> Result<Snitch, ServiceError> {
         ensure_active(case)?;
         let mut problems = Validations::new();
@@ -464,6 +498,7 @@ impl SnitchService {
         Ok(())
     }
 
+    /// Deletes the case's snitch with its history.
     pub async fn delete(&self, case: &Case, token: &str) -> Result<(), ServiceError> {
         ensure_active(case)?;
         let snitch = self.load_owned(case, token).await?;
@@ -675,6 +710,17 @@ impl SnitchService {
                         None => Ok(Swept::default()),
                     },
                     Err(StorageError::NotFound) => Ok(Swept::default()),
+                    // Committed after all if the store holds exactly this change's snitch
+                    // (see `save_with_outbox`); otherwise the error stands.
+                    Err(e) if e.is_outcome_unknown() => {
+                        if self.stored_as(&change.snitch).await {
+                            self.wake_if_earlier(&before, &change.snitch);
+                            any_events |= !change.events.is_empty();
+                            Ok(swept)
+                        } else {
+                            Err(e.into())
+                        }
+                    }
                     Err(other) => Err(other.into()),
                 };
                 match swept {

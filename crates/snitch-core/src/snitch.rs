@@ -2,7 +2,8 @@
 
 use crate::calendar::{Interval, Timestamp};
 use crate::types::{
-    AlertEmails, AlertType, CaseId, CheckInMessage, Notes, Outcome, SnitchName, Status, Tags, Token,
+    check_alert_type_fits, AlertEmails, AlertType, CaseId, CheckInMessage, Notes, Outcome,
+    SnitchName, Status, Tags, Token,
 };
 
 /// How many check-in offsets smart alerts learn from (behaviour.md section 4).
@@ -11,25 +12,47 @@ pub const SMART_OFFSETS_KEPT: usize = 10;
 pub const CHECK_INS_KEPT: usize = 100;
 
 /// A monitor of one job: what the user configured and where the state machine stands.
+///
+/// Read-only outside this crate, by convention: the fields are public for reading, but a
+/// snitch changes only through [`crate::machine`] and [`crate::SnitchService`], which keep
+/// its invariants (see [`SnitchRecord`]). It cannot be built with a struct literal outside
+/// this crate (`#[non_exhaustive]`): the service creates snitches, and a store rebuilds one
+/// it reads back with [`Snitch::restore`], which checks the invariants.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Snitch {
+    /// The secret identifier, in API paths and the check-in URL.
     pub token: Token,
+    /// The case (account) that owns the snitch.
     pub case_id: CaseId,
+    /// What the user calls it.
     pub name: SnitchName,
+    /// The user's tags, in the order given, without duplicates.
     pub tags: Tags,
+    /// Free text of the user.
     pub notes: Notes,
+    /// How often the job is expected to check in.
     pub interval: Interval,
+    /// How the deadline is set; `smart` only with an interval of an hour or longer.
     pub alert_type: AlertType,
+    /// Who is e-mailed about it (the case's members when empty).
     pub alert_email: AlertEmails,
+    /// When it was created.
     pub created_at: Timestamp,
+    /// Where the state machine stands.
     pub state: SnitchState,
     /// Bumped on every saved change; stores refuse a save made from a stale read.
     pub version: u64,
 }
 
 /// Where a snitch stands in the state machine of behaviour.md section 3.
+///
+/// Read-only outside this crate, by convention, like [`Snitch`]; built outside only
+/// through [`Snitch::restore`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SnitchState {
+    /// The status the API shows.
     pub status: Status,
     /// The last successful check-in (error check-ins do not move it).
     pub checked_in_at: Option<Timestamp>,
@@ -41,6 +64,7 @@ pub struct SnitchState {
     /// When the snitch is declared missing if nothing arrives. `None` while pending or
     /// paused. Always inside (or at the end of) the period it is due in.
     pub deadline_at: Option<Timestamp>,
+    /// The pause in force: `Some` exactly while the status is `paused`.
     pub pause: Option<Pause>,
     /// Offsets in milliseconds of the recent check-ins from the start of their periods,
     /// oldest first, at most [`SMART_OFFSETS_KEPT`].
@@ -59,7 +83,9 @@ pub struct SnitchState {
 
 /// A pause in force.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Pause {
+    /// When it ends.
     pub until: PauseUntil,
     /// The status to return to on unpause when no successful check-in came meanwhile.
     pub resume_status: Status,
@@ -92,25 +118,211 @@ impl Snitch {
         }
     }
 
+    /// A new, pending snitch with `basic` alerts, no tags, notes or alert e-mails and
+    /// version 1, as the service creates one (e.g. for a benchmark that inserts snitches
+    /// directly). Its configured fields without a rule between them (`name`, `tags`,
+    /// `notes`, `alert_email`) may be set before it is inserted.
+    pub fn new(
+        token: Token,
+        case_id: CaseId,
+        name: SnitchName,
+        interval: Interval,
+        created_at: Timestamp,
+    ) -> Snitch {
+        Snitch {
+            token,
+            case_id,
+            name,
+            tags: Tags::default(),
+            notes: Notes::default(),
+            interval,
+            alert_type: AlertType::Basic,
+            alert_email: AlertEmails::default(),
+            created_at,
+            state: SnitchState::default(),
+            version: 1,
+        }
+    }
+
+    /// Where the state machine stands: `self.state.status`.
     pub fn status(&self) -> Status {
         self.state.status
+    }
+
+    /// Rebuilds a snitch a store read back, checking what can be checked of its
+    /// invariants: the one way to build a [`Snitch`] outside this crate. A store maps the
+    /// error to [`crate::StorageError::Corrupt`] (there is a `From`).
+    pub fn restore(record: SnitchRecord) -> Result<Snitch, InvalidSnitch> {
+        let invalid = |why: &str| Err(InvalidSnitch(format!("snitch {}: {why}", record.token)));
+        if record.version == 0 {
+            return invalid("version 0 (versions start at 1)");
+        }
+        if check_alert_type_fits(record.alert_type, record.interval).is_err() {
+            return invalid("smart alerts with an interval shorter than an hour");
+        }
+        let paused = record.status == Status::Paused;
+        match &record.pause {
+            Some(_) if !paused => return invalid("a pause while not paused"),
+            None if paused => return invalid("paused without a pause"),
+            Some(p) if p.resume_status == Status::Paused => {
+                return invalid("a pause that resumes to paused")
+            }
+            _ => {}
+        }
+        let waiting = paused || record.status == Status::Pending;
+        if record.deadline_at.is_some() == waiting {
+            return invalid("a deadline must be set exactly when neither pending nor paused");
+        }
+        if record.smart_offsets_ms.len() > SMART_OFFSETS_KEPT {
+            return invalid("more smart offsets than are kept");
+        }
+        match (record.checked_in_at, record.last_check_in_at) {
+            (Some(_), None) => return invalid("a successful check-in but no last check-in"),
+            (Some(ok), Some(last)) if ok > last => {
+                return invalid("the last successful check-in after the last check-in")
+            }
+            _ => {}
+        }
+        Ok(Snitch {
+            token: record.token,
+            case_id: record.case_id,
+            name: record.name,
+            tags: record.tags,
+            notes: record.notes,
+            interval: record.interval,
+            alert_type: record.alert_type,
+            alert_email: record.alert_email,
+            created_at: record.created_at,
+            state: SnitchState {
+                status: record.status,
+                checked_in_at: record.checked_in_at,
+                last_check_in_at: record.last_check_in_at,
+                anchor_at: record.anchor_at,
+                deadline_at: record.deadline_at,
+                pause: record.pause,
+                smart_offsets_ms: record.smart_offsets_ms,
+                last_errored_alert_at: record.last_errored_alert_at,
+                error_announced: record.error_announced,
+                last_recovery_alert_at: record.last_recovery_alert_at,
+                event_seq: record.event_seq,
+            },
+            version: record.version,
+        })
+    }
+
+    /// Every stored field of the snitch, e.g. for a store that keeps it as one record.
+    pub fn to_record(&self) -> SnitchRecord {
+        let state = &self.state;
+        SnitchRecord {
+            token: self.token.clone(),
+            case_id: self.case_id.clone(),
+            name: self.name.clone(),
+            tags: self.tags.clone(),
+            notes: self.notes.clone(),
+            interval: self.interval,
+            alert_type: self.alert_type,
+            alert_email: self.alert_email.clone(),
+            created_at: self.created_at,
+            version: self.version,
+            status: state.status,
+            checked_in_at: state.checked_in_at,
+            last_check_in_at: state.last_check_in_at,
+            anchor_at: state.anchor_at,
+            deadline_at: state.deadline_at,
+            pause: state.pause.clone(),
+            smart_offsets_ms: state.smart_offsets_ms.clone(),
+            last_errored_alert_at: state.last_errored_alert_at,
+            error_announced: state.error_announced,
+            last_recovery_alert_at: state.last_recovery_alert_at,
+            event_seq: state.event_seq,
+        }
+    }
+}
+
+/// Every stored field of a [`Snitch`], flat, as a store reads it back: plain data for
+/// storage implementers, turned into a snitch by [`Snitch::restore`], which refuses a
+/// record that breaks the snitch's invariants. The fields mean what the fields of the
+/// same name of [`Snitch`] and [`SnitchState`] mean.
+///
+/// Exhaustive on purpose: a new field of a snitch is one more thing every store must keep,
+/// so it should break a store's build, not be silently dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct SnitchRecord {
+    pub token: Token,
+    pub case_id: CaseId,
+    pub name: SnitchName,
+    pub tags: Tags,
+    pub notes: Notes,
+    pub interval: Interval,
+    pub alert_type: AlertType,
+    pub alert_email: AlertEmails,
+    pub created_at: Timestamp,
+    pub version: u64,
+    pub status: Status,
+    pub checked_in_at: Option<Timestamp>,
+    pub last_check_in_at: Option<Timestamp>,
+    pub anchor_at: Option<Timestamp>,
+    pub deadline_at: Option<Timestamp>,
+    pub pause: Option<Pause>,
+    pub smart_offsets_ms: Vec<i64>,
+    pub last_errored_alert_at: Option<Timestamp>,
+    pub error_announced: bool,
+    pub last_recovery_alert_at: Option<Timestamp>,
+    pub event_seq: u64,
+}
+
+/// A stored snitch that breaks an invariant (see [`Snitch::restore`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid stored snitch: {0}")]
+pub struct InvalidSnitch(String);
+
+impl Pause {
+    /// A pause until `until` that returns to `resume_status` (never `paused`) on unpause,
+    /// unless a successful check-in arrived meanwhile (`checked_in_while_paused`).
+    pub fn new(until: PauseUntil, resume_status: Status, checked_in_while_paused: bool) -> Self {
+        Pause {
+            until,
+            resume_status,
+            checked_in_while_paused,
+        }
     }
 }
 
 /// One check-in as recorded in a snitch's history.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CheckIn {
+    /// When it arrived (never before the snitch's previous check-in).
     pub at: Timestamp,
+    /// Success, or the exit status of a failed run.
     pub outcome: Outcome,
+    /// The message the job sent, if any.
     pub message: Option<CheckInMessage>,
+}
+
+impl CheckIn {
+    /// A check-in at `at`.
+    pub fn new(at: Timestamp, outcome: Outcome, message: Option<CheckInMessage>) -> Self {
+        CheckIn {
+            at,
+            outcome,
+            message,
+        }
+    }
 }
 
 /// What happened to a snitch, as webhooks name it (api-v1.md 6.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum EventKind {
+    /// A check-in after a failure or an error (or the first one).
     Reporting,
+    /// A deadline passed without a check-in.
     Missing,
+    /// A check-in reported an error.
     Errored,
+    /// The snitch was paused.
     Paused,
 }
 
@@ -125,6 +337,7 @@ impl EventKind {
         }
     }
 
+    /// The kind named by its webhook `type`, e.g. `snitch.missing`.
     pub fn parse(raw: &str) -> Option<EventKind> {
         [
             EventKind::Reporting,
@@ -147,16 +360,25 @@ impl EventKind {
 pub struct Event {
     /// Unique and stable: `<token>-<n>` for the n-th event of the snitch.
     pub id: String,
+    /// What happened.
     pub kind: EventKind,
     /// When it happened; for `snitch.missing` the deadline that passed.
     pub at: Timestamp,
+    /// The case of the snitch.
     pub case_id: CaseId,
+    /// The snitch's token.
     pub token: Token,
+    /// The snitch's name then.
     pub name: SnitchName,
+    /// The snitch's notes then.
     pub notes: Notes,
+    /// The snitch's tags then.
     pub tags: Tags,
+    /// The snitch's alert e-mails then.
     pub alert_email: AlertEmails,
+    /// The status after the event.
     pub status: Status,
+    /// The status before the event.
     pub previous_status: Status,
     /// The last successful check-in when it happened.
     pub checked_in_at: Option<Timestamp>,
@@ -165,4 +387,78 @@ pub struct Event {
     /// For `snitch.missing`: how many due points passed with no check-in, announced at
     /// once (behaviour.md section 8, "Catch-up is one event"); 0 for other kinds.
     pub missed_periods: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine;
+    use crate::types::Plan;
+    use chrono::{DateTime, Utc};
+
+    fn at(s: &str) -> Timestamp {
+        DateTime::parse_from_rfc3339(s)
+            .expect("test timestamps are valid")
+            .with_timezone(&Utc)
+    }
+
+    fn checked_in() -> Snitch {
+        let fresh = Snitch::new(
+            Token::parse("tok00000000000000001").expect("valid"),
+            CaseId::parse("acme").expect("valid"),
+            SnitchName::parse("backup").expect("valid"),
+            Interval::Daily,
+            at("2026-11-22T03:00:00Z"),
+        );
+        let check_in = CheckIn::new(at("2026-11-22T03:05:00Z"), Outcome::Success, None);
+        machine::check_in(&fresh, &check_in, &Plan::default()).snitch
+    }
+
+    #[test]
+    fn restore_gives_back_what_the_machine_made() {
+        let snitch = checked_in();
+        assert_eq!(Snitch::restore(snitch.to_record()), Ok(snitch.clone()));
+        let paused = machine::pause(&snitch, PauseUntil::Unpaused, at("2026-11-22T04:00:00Z"))
+            .expect("pausable")
+            .snitch;
+        assert_eq!(Snitch::restore(paused.to_record()), Ok(paused));
+    }
+
+    #[test]
+    fn restore_refuses_a_record_that_breaks_an_invariant() {
+        let good = checked_in().to_record();
+        type Breaks = fn(&mut SnitchRecord);
+        let broken: Vec<(&str, Breaks)> = vec![
+            ("version 0", |r| r.version = 0),
+            ("smart and sub-hourly", |r| {
+                r.alert_type = AlertType::Smart;
+                r.interval = Interval::Minute10;
+            }),
+            ("paused without a pause", |r| r.status = Status::Paused),
+            ("a pause while healthy", |r| {
+                r.pause = Some(Pause::new(PauseUntil::Healthy, Status::Healthy, false));
+            }),
+            ("a pause resuming to paused", |r| {
+                r.status = Status::Paused;
+                r.deadline_at = None;
+                r.pause = Some(Pause::new(PauseUntil::Healthy, Status::Paused, false));
+            }),
+            ("healthy without a deadline", |r| r.deadline_at = None),
+            ("pending with a deadline", |r| r.status = Status::Pending),
+            ("too many smart offsets", |r| {
+                r.smart_offsets_ms = vec![0; SMART_OFFSETS_KEPT + 1];
+            }),
+            ("a success after the last check-in", |r| {
+                r.last_check_in_at = Some(at("2026-11-22T03:01:00Z"));
+            }),
+            ("a success without a last check-in", |r| {
+                r.last_check_in_at = None
+            }),
+        ];
+        for (what, breaks) in broken {
+            let mut record = good.clone();
+            breaks(&mut record);
+            assert!(Snitch::restore(record).is_err(), "{what} is refused");
+        }
+    }
 }

@@ -22,7 +22,11 @@ use crate::types::{Case, CaseId, Tag, Token};
 use crate::webhook::Webhook;
 
 /// Why a store could not do what was asked.
+///
+/// Callers that only need to know whether to retry use [`StorageError::is_transient`]
+/// and [`StorageError::is_outcome_unknown`] instead of matching variants.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StorageError {
     /// The snitch was changed by someone else since it was read; read it again.
     #[error("the snitch changed since it was read")]
@@ -32,7 +36,10 @@ pub enum StorageError {
     NotFound,
     /// The case already holds its plan's maximum number of snitches.
     #[error("the case holds its plan's maximum of {max} snitches")]
-    LimitReached { max: u32 },
+    LimitReached {
+        /// The plan's maximum.
+        max: u32,
+    },
     /// A snitch with this token exists already.
     #[error("the token is taken")]
     DuplicateToken,
@@ -45,6 +52,20 @@ pub enum StorageError {
     /// What was stored cannot be read back as a valid value.
     #[error("stored data is invalid: {0}")]
     Corrupt(String),
+    /// The write was sent and its `COMMIT` failed in a way that leaves its outcome unknown
+    /// (the connection broke while committing, an I/O error in the middle of the commit):
+    /// it may or may not be stored. Not transient: retrying the same write blindly may do
+    /// it twice. A caller retries only what is idempotent, or reads first to find out
+    /// (a versioned [`Storage::save`] is refused with [`StorageError::Conflict`] if the
+    /// first one was stored; the service compares the stored snitch with its change).
+    #[error("the commit failed and its outcome is unknown: {0}")]
+    CommitOutcomeUnknown(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl From<crate::snitch::InvalidSnitch> for StorageError {
+    fn from(e: crate::snitch::InvalidSnitch) -> Self {
+        StorageError::Corrupt(e.to_string())
+    }
 }
 
 impl StorageError {
@@ -52,7 +73,8 @@ impl StorageError {
     /// (connection lost, pool exhausted, database busy) or the snitch changed since it
     /// was read (read it again, then retry). Everything else is permanent: retrying the
     /// same call gives the same answer (not found, a limit, a taken token, an unknown case,
-    /// corrupt data).
+    /// corrupt data). A commit whose outcome is unknown is not transient either (see
+    /// [`StorageError::is_outcome_unknown`]).
     pub fn is_transient(&self) -> bool {
         match self {
             StorageError::Backend(_) | StorageError::Conflict => true,
@@ -60,21 +82,34 @@ impl StorageError {
             | StorageError::LimitReached { .. }
             | StorageError::DuplicateToken
             | StorageError::UnknownCase(_)
-            | StorageError::Corrupt(_) => false,
+            | StorageError::Corrupt(_)
+            | StorageError::CommitOutcomeUnknown(_) => false,
         }
+    }
+
+    /// Whether the write may have been stored although it failed: its `COMMIT` failed
+    /// with an unknown outcome. Retry it only if doing it twice is harmless, or after
+    /// reading what is stored.
+    pub fn is_outcome_unknown(&self) -> bool {
+        matches!(self, StorageError::CommitOutcomeUnknown(_))
     }
 }
 
 /// One atomic change to a snitch: its new state, the check-ins that caused it (oldest
 /// first; several when concurrent check-ins of one snitch are saved together), the events
 /// it emitted and their deliveries (the outbox). A store keeps all of it or none.
+///
+/// Built only by this crate (the service, [`Change::new`]); read-only to stores, by
+/// convention.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Change {
     /// The snitch as it is after the change; its `version` is one more than the stored one.
     pub snitch: Snitch,
     /// Oldest first; a store keeps the newest [`crate::snitch::CHECK_INS_KEPT`] of the
     /// snitch's history, this change's included.
     pub check_ins: Vec<CheckIn>,
+    /// The events the change emitted, in order.
     pub events: Vec<Event>,
     /// The deliveries of `events`, to be sent by a dispatcher.
     pub deliveries: Vec<Delivery>,
@@ -113,6 +148,7 @@ impl Change {
 pub struct ApiKeyRecord {
     /// Unique, chosen by the host; what admin commands name a key by.
     pub id: String,
+    /// The case the key authenticates as.
     pub case_id: CaseId,
     /// The host's digest of the key (e.g. SHA-256, hex): unique.
     pub digest: String,
@@ -120,6 +156,7 @@ pub struct ApiKeyRecord {
     pub prefix: String,
     /// What the key is for, given by whoever made it; may be empty.
     pub label: String,
+    /// When the key was made.
     pub created_at: Timestamp,
     /// The latest use recorded by [`Storage::record_api_key_use`].
     pub last_used_at: Option<Timestamp>,
@@ -130,12 +167,34 @@ pub struct ApiKeyRecord {
 /// A backend that keeps cases, snitches, their recent check-ins and their events.
 ///
 /// Object-safe: hosts hold an `Arc<dyn Storage>`.
+///
+/// # Required and provided methods
+///
+/// The methods without a default are the core of a store: cases and API keys, snitches
+/// and their changes, the deadline index ([`Storage::due`], [`Storage::next_wake_at`]),
+/// history, webhooks and the outbox. Methods added later have a default where one is
+/// sane, so a store written against an older version keeps compiling and running:
+///
+/// - [`Storage::claim_due`]: [`Storage::due`] without a lease. Correct for any number of
+///   sweepers, because saves are versioned (two sweepers of one snitch make one change
+///   and one [`StorageError::Conflict`]), but several servers then repeat each other's
+///   work.
+/// - [`Storage::record_api_key_use`]: records nothing (`last_used_at` stays unset).
+/// - [`Storage::heartbeat`], [`Storage::record_stop`], [`Storage::outages`],
+///   [`Storage::case_outages`]: a store that keeps no liveness; it never finds an
+///   outage, so deadlines that fall in our own downtime are announced when service
+///   resumes, as if the job had missed them.
+///
+/// The contract suite (`storage_contract_tests!`) tests every method, these included: a
+/// store that keeps a default fails the tests of that feature. The defaults get a store
+/// running; the contract defines a complete one.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait Storage: Send + Sync {
     /// Creates the case or replaces its members, plan and hold flag.
     async fn upsert_case(&self, case: &Case) -> Result<(), StorageError>;
 
+    /// The case with this id, if stored.
     async fn case(&self, id: &CaseId) -> Result<Option<Case>, StorageError>;
 
     /// Every case, by id.
@@ -154,12 +213,18 @@ pub trait Storage: Send + Sync {
 
     /// Records uses of keys: each key's `last_used_at` becomes the later of the stored one
     /// and the given one. Unknown ids are ignored (the key may be gone).
-    async fn record_api_key_use(&self, uses: &[(String, Timestamp)]) -> Result<(), StorageError>;
+    ///
+    /// Provided: records nothing.
+    async fn record_api_key_use(&self, uses: &[(String, Timestamp)]) -> Result<(), StorageError> {
+        let _ = uses;
+        Ok(())
+    }
 
     /// Stores a new snitch, unless its case already holds `max_snitches`
     /// ([`StorageError::LimitReached`]); the count and the insert are one atomic step.
     async fn insert_snitch(&self, snitch: &Snitch, max_snitches: u32) -> Result<(), StorageError>;
 
+    /// The snitch with this token, if stored.
     async fn snitch(&self, token: &Token) -> Result<Option<Snitch>, StorageError>;
 
     /// The snitch and its case (`None` when the case is not stored), as one read: what a
@@ -210,12 +275,17 @@ pub trait Storage: Send + Sync {
     /// until `lease_until`, or until the snitch is saved, no other call returns them, so
     /// sweepers on several servers share the work; a dead sweeper's snitches come back
     /// when its lease ends. Earliest first.
+    ///
+    /// Provided: [`Storage::due`], without a lease (see the trait's documentation).
     async fn claim_due(
         &self,
         now: Timestamp,
         lease_until: Timestamp,
         limit: usize,
-    ) -> Result<Vec<Snitch>, StorageError>;
+    ) -> Result<Vec<Snitch>, StorageError> {
+        let _ = lease_until;
+        self.due(now, limit).await
+    }
 
     /// The earliest [`Snitch::wake_at`] of all snitches, so a scheduler knows how long it
     /// may sleep.
@@ -267,28 +337,48 @@ pub trait Storage: Send + Sync {
     /// `threshold` before `now`, stores the outage from then to `now` and returns it.
     /// A store no server ever recorded has no outage. Of servers racing after one outage,
     /// exactly one gets it.
+    ///
+    /// Provided: keeps nothing and finds no outage.
     async fn heartbeat(
         &self,
         server: &str,
         now: Timestamp,
         threshold: chrono::Duration,
-    ) -> Result<Option<Outage>, StorageError>;
+    ) -> Result<Option<Outage>, StorageError> {
+        let _ = (server, now, threshold);
+        Ok(None)
+    }
 
     /// Records that `server` stopped cleanly at `at`, its last moment alive, so the next
     /// start measures the downtime exactly.
-    async fn record_stop(&self, server: &str, at: Timestamp) -> Result<(), StorageError>;
+    ///
+    /// Provided: keeps nothing.
+    async fn record_stop(&self, server: &str, at: Timestamp) -> Result<(), StorageError> {
+        let _ = (server, at);
+        Ok(())
+    }
 
     /// The outages that ended at or after `since`, oldest first.
-    async fn outages(&self, since: Timestamp) -> Result<Vec<Outage>, StorageError>;
+    ///
+    /// Provided: none.
+    async fn outages(&self, since: Timestamp) -> Result<Vec<Outage>, StorageError> {
+        let _ = since;
+        Ok(Vec::new())
+    }
 
     /// The most recent outages, newest first, at most `limit`, each with how many of the
     /// case's snitches it deferred (counted from saved [`Change::deferred_by`]; 0 when
     /// none).
+    ///
+    /// Provided: none.
     async fn case_outages(
         &self,
         case: &CaseId,
         limit: usize,
-    ) -> Result<Vec<CaseOutage>, StorageError>;
+    ) -> Result<Vec<CaseOutage>, StorageError> {
+        let _ = (case, limit);
+        Ok(Vec::new())
+    }
 
     /// The deliveries of these events (any state), in the order they were stored.
     async fn deliveries(&self, event_ids: &[String]) -> Result<Vec<Delivery>, StorageError>;
@@ -310,8 +400,11 @@ mod tests {
             StorageError::DuplicateToken,
             StorageError::UnknownCase(case),
             StorageError::Corrupt("bad row".into()),
+            StorageError::CommitOutcomeUnknown("connection reset in COMMIT".into()),
         ] {
             assert!(!permanent.is_transient(), "{permanent}");
         }
+        assert!(StorageError::CommitOutcomeUnknown("reset".into()).is_outcome_unknown());
+        assert!(!StorageError::Backend("reset".into()).is_outcome_unknown());
     }
 }

@@ -11,6 +11,7 @@ const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
 
 /// Makes new snitch tokens.
 pub trait TokenSource: Send + Sync {
+    /// A new, random-looking token, unique with overwhelming probability.
     fn new_token(&self) -> Token;
 }
 

@@ -9,16 +9,24 @@ use std::str::FromStr;
 use crate::calendar::Interval;
 use crate::validation::Validation;
 
+/// The longest snitch name, in characters.
 pub const NAME_MAX_CHARS: usize = 255;
+/// The longest tag, in characters.
 pub const TAG_MAX_CHARS: usize = 64;
+/// The most tags on one snitch.
 pub const TAGS_MAX: usize = 50;
+/// The longest notes, in characters.
 pub const NOTES_MAX_CHARS: usize = 10_000;
+/// The most alert e-mail addresses on one snitch.
 pub const ALERT_EMAILS_MAX: usize = 20;
+/// The longest check-in message kept, in characters (longer ones are cut).
 pub const CHECK_IN_MESSAGE_MAX_CHARS: usize = 256;
+/// The shortest token, in characters.
 pub const TOKEN_MIN_CHARS: usize = 16;
 /// Tokens are generated with this many characters; longer ones are accepted when parsed.
 pub const TOKEN_CHARS: usize = 20;
 
+/// The validation message of a missing or blank attribute.
 pub const BLANK: &str = "can't be blank";
 /// Text fields of the API refuse U+0000: no store has to hold it, and stores that cannot
 /// (PostgreSQL) behave as the others do (behaviour.md section 8).
@@ -48,6 +56,7 @@ fn too_long(max: usize) -> String {
 pub struct SnitchName(String);
 
 impl SnitchName {
+    /// Parses a name: trimmed, not blank, at most [`NAME_MAX_CHARS`], no NUL.
     pub fn parse(raw: &str) -> Result<Self, Validation> {
         refuse_nul("name", raw)?;
         let name = raw.trim();
@@ -60,6 +69,7 @@ impl SnitchName {
         Ok(SnitchName(name.to_owned()))
     }
 
+    /// The name.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -71,6 +81,7 @@ impl SnitchName {
 pub struct Tag(String);
 
 impl Tag {
+    /// Parses a tag: trimmed, not blank, no comma, at most [`TAG_MAX_CHARS`], no NUL.
     pub fn parse(raw: &str) -> Result<Self, Validation> {
         refuse_nul("tags", raw)?;
         let tag = raw.trim();
@@ -92,6 +103,7 @@ impl Tag {
         Ok(Tag(tag.to_owned()))
     }
 
+    /// The tag.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -142,6 +154,7 @@ impl Tags {
         self.0.len() != before
     }
 
+    /// Whether `tag` is among them.
     pub fn contains(&self, tag: &Tag) -> bool {
         self.0.contains(tag)
     }
@@ -151,18 +164,22 @@ impl Tags {
         filter.iter().all(|t| self.contains(t))
     }
 
+    /// The tags, in order.
     pub fn iter(&self) -> impl Iterator<Item = &Tag> {
         self.0.iter()
     }
 
+    /// The tags, in order.
     pub fn as_slice(&self) -> &[Tag] {
         &self.0
     }
 
+    /// How many tags there are.
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -173,6 +190,7 @@ impl Tags {
 pub struct Notes(String);
 
 impl Notes {
+    /// Parses notes: at most [`NOTES_MAX_CHARS`], no NUL.
     pub fn parse(raw: &str) -> Result<Self, Validation> {
         refuse_nul("notes", raw)?;
         if raw.chars().count() > NOTES_MAX_CHARS {
@@ -181,6 +199,7 @@ impl Notes {
         Ok(Notes(raw.to_owned()))
     }
 
+    /// The notes.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -191,6 +210,7 @@ impl Notes {
 pub struct EmailAddress(String);
 
 impl EmailAddress {
+    /// Parses an e-mail address (trimmed).
     pub fn parse(raw: &str) -> Result<Self, Validation> {
         refuse_nul("alert_email", raw)?;
         let address = raw.trim();
@@ -204,6 +224,7 @@ impl EmailAddress {
         }
     }
 
+    /// The address.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -248,14 +269,17 @@ impl AlertEmails {
         Self::parse(&parts)
     }
 
+    /// The addresses, in order.
     pub fn iter(&self) -> impl Iterator<Item = &EmailAddress> {
         self.0.iter()
     }
 
+    /// The addresses, in order.
     pub fn as_slice(&self) -> &[EmailAddress] {
         &self.0
     }
 
+    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -263,13 +287,17 @@ impl AlertEmails {
 
 /// How the deadline is set: `basic` (end of the next period) or `smart` (learned).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum AlertType {
+    /// The deadline is the end of the period after the last check-in's.
     #[default]
     Basic,
+    /// The deadline is learned from when the job usually checks in.
     Smart,
 }
 
 impl AlertType {
+    /// Parses `basic` or `smart`.
     pub fn parse(raw: &str) -> Result<Self, Validation> {
         match raw {
             "basic" => Ok(AlertType::Basic),
@@ -278,6 +306,7 @@ impl AlertType {
         }
     }
 
+    /// The name: `basic` or `smart`.
     pub fn as_str(self) -> &'static str {
         match self {
             AlertType::Basic => "basic",
@@ -301,6 +330,7 @@ pub fn parse_interval(raw: &str) -> Result<Interval, Validation> {
         .map_err(|_| Validation::new("interval", interval_not_allowed_message()))
 }
 
+/// The validation message of `smart` with an interval shorter than an hour.
 pub const SMART_NEEDS_HOUR: &str = "smart alerts need an interval of an hour or longer";
 
 /// `smart` is allowed only for `hourly` and longer intervals (behaviour.md section 4).
@@ -323,6 +353,7 @@ pub struct Token(String);
 pub struct InvalidToken;
 
 impl Token {
+    /// Parses a token: at least [`TOKEN_MIN_CHARS`] characters from `[a-z0-9]`.
     pub fn parse(raw: &str) -> Result<Self, InvalidToken> {
         let well_formed = raw.len() >= TOKEN_MIN_CHARS
             && raw.len() <= 64
@@ -336,6 +367,7 @@ impl Token {
         }
     }
 
+    /// The token.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -356,16 +388,23 @@ impl fmt::Display for Token {
 
 /// A snitch's status as the API shows it (api-v1.md 3.1).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Status {
+    /// Created, never checked in.
     #[default]
     Pending,
+    /// Checked in on time.
     Healthy,
+    /// Missed its deadline (webhooks call it `missing`).
     Failed,
+    /// Its last check-in reported an error.
     Errored,
+    /// Paused: no alerts until resumed.
     Paused,
 }
 
 impl Status {
+    /// The name the API shows, e.g. `healthy`.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Pending => "pending",
@@ -384,6 +423,7 @@ impl Status {
         }
     }
 
+    /// The status with this API name.
     pub fn parse(raw: &str) -> Option<Status> {
         [
             Status::Pending,
@@ -409,6 +449,7 @@ impl fmt::Display for Status {
 pub struct CaseId(String);
 
 impl CaseId {
+    /// Parses a case id: 1 to 64 characters from `[A-Za-z0-9_.-]`.
     pub fn parse(raw: &str) -> Result<Self, Validation> {
         let ok = !raw.is_empty()
             && raw.len() <= 64
@@ -425,6 +466,7 @@ impl CaseId {
         }
     }
 
+    /// The id.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -457,15 +499,18 @@ impl Default for Plan {
 /// The account that owns snitches, with its team and plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Case {
+    /// The case's id.
     pub id: CaseId,
     /// Team members who receive alerts when a snitch has no `alert_email` override.
     pub members: Vec<EmailAddress>,
+    /// The case's plan and its limits.
     pub plan: Plan,
     /// On hold after failed payments: every API call is refused, check-ins still count.
     pub on_hold: bool,
 }
 
 impl Case {
+    /// An active case with no members and the default plan.
     pub fn new(id: CaseId) -> Self {
         Case {
             id,
@@ -492,6 +537,7 @@ impl CheckInMessage {
         Some(CheckInMessage(replace_nul(&cut)))
     }
 
+    /// The message.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -500,14 +546,17 @@ impl CheckInMessage {
 /// How a job reported: `s` absent, empty or `0` is success, anything else an error.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Outcome {
+    /// The run succeeded.
     Success,
     /// The exit status the job sent, cut to 64 characters.
     Error {
+        /// The exit status the job sent.
         exit_status: String,
     },
 }
 
 impl Outcome {
+    /// The outcome of the `s` parameter: absent, empty or `0` is success.
     pub fn from_exit_status(s: Option<&str>) -> Outcome {
         match s.map(str::trim) {
             None | Some("") | Some("0") => Outcome::Success,
@@ -520,6 +569,7 @@ impl Outcome {
         }
     }
 
+    /// Whether it is [`Outcome::Success`].
     pub fn is_success(&self) -> bool {
         matches!(self, Outcome::Success)
     }

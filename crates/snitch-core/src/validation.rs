@@ -5,11 +5,14 @@ use std::fmt;
 /// One problem with one attribute of a request, e.g. `name`: `can't be blank`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Validation {
+    /// The attribute at fault, e.g. `name`.
     pub attribute: String,
+    /// What is wrong with it, e.g. `can't be blank`.
     pub message: String,
 }
 
 impl Validation {
+    /// A problem with `attribute`.
     pub fn new(attribute: impl Into<String>, message: impl Into<String>) -> Self {
         Validation {
             attribute: attribute.into(),
@@ -23,14 +26,17 @@ impl Validation {
 pub struct Validations(Vec<Validation>);
 
 impl Validations {
+    /// No problems yet.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// One problem.
     pub fn single(attribute: impl Into<String>, message: impl Into<String>) -> Self {
         Validations(vec![Validation::new(attribute, message)])
     }
 
+    /// Adds a problem.
     pub fn push(&mut self, attribute: impl Into<String>, message: impl Into<String>) {
         self.0.push(Validation::new(attribute, message));
     }
@@ -46,10 +52,12 @@ impl Validations {
         }
     }
 
+    /// Whether there is no problem.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
+    /// The problems, in the order found.
     pub fn iter(&self) -> impl Iterator<Item = &Validation> {
         self.0.iter()
     }

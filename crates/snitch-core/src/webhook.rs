@@ -6,7 +6,9 @@ use crate::calendar::Timestamp;
 use crate::types::CaseId;
 use crate::validation::Validation;
 
+/// The longest hook URL, in characters.
 pub const WEBHOOK_URL_MAX_CHARS: usize = 2_048;
+/// The longest hook secret, in characters.
 pub const WEBHOOK_SECRET_MAX_CHARS: usize = 256;
 
 /// Where a hook is POSTed: an absolute `http` or `https` URL with a host. Credentials in
@@ -15,6 +17,7 @@ pub const WEBHOOK_SECRET_MAX_CHARS: usize = 256;
 pub struct WebhookUrl(String);
 
 impl WebhookUrl {
+    /// Parses an absolute `http` or `https` URL of at most [`WEBHOOK_URL_MAX_CHARS`].
     pub fn parse(raw: &str) -> Result<Self, Validation> {
         let invalid = || Validation::new("url", "must be an http or https URL with a host");
         crate::types::refuse_nul("url", raw)?;
@@ -36,6 +39,7 @@ impl WebhookUrl {
         Ok(WebhookUrl(url.to_string()))
     }
 
+    /// The URL as given.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -67,6 +71,7 @@ impl fmt::Display for WebhookUrl {
 pub struct WebhookSecret(String);
 
 impl WebhookSecret {
+    /// Parses a secret of at most [`WEBHOOK_SECRET_MAX_CHARS`].
     pub fn parse(raw: &str) -> Result<Self, Validation> {
         crate::types::refuse_nul("secret", raw)?;
         if raw.is_empty() {
@@ -81,6 +86,7 @@ impl WebhookSecret {
         Ok(WebhookSecret(raw.to_owned()))
     }
 
+    /// The secret itself (never printed: `Debug` hides it).
     pub fn expose(&self) -> &str {
         &self.0
     }
@@ -97,9 +103,13 @@ impl fmt::Debug for WebhookSecret {
 pub struct Webhook {
     /// Random, `[a-z0-9]`, unique.
     pub id: String,
+    /// The case whose events it receives.
     pub case_id: CaseId,
+    /// Where events are POSTed.
     pub url: WebhookUrl,
+    /// The secret that signs payloads, if any.
     pub secret: Option<WebhookSecret>,
+    /// When it was registered.
     pub created_at: Timestamp,
 }
 

@@ -23,9 +23,19 @@ use governor::{Quota, RateLimiter};
 /// How many failed authentications an address may make: `burst` at once, then one more
 /// every `60 / per_minute` seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AuthFailureLimit {
+    /// Failures refilled per minute (default 10).
     pub per_minute: NonZeroU32,
+    /// Failures allowed at once (default 20).
     pub burst: NonZeroU32,
+}
+
+impl AuthFailureLimit {
+    /// `burst` failures at once, then `per_minute` a minute.
+    pub fn new(per_minute: NonZeroU32, burst: NonZeroU32) -> Self {
+        AuthFailureLimit { per_minute, burst }
+    }
 }
 
 impl Default for AuthFailureLimit {

@@ -7,15 +7,21 @@ use snitch_core::{ErrorType, ServiceError, Validations};
 
 /// An error the API answers with.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ApiError {
     /// A typed error of api-v1.md section 7 (`kind` is its stable `type`), or one of the
     /// protocol errors the table does not list: `method_not_allowed` (405),
     /// `payload_too_large` (413), `request_timeout` (408).
     Typed {
+        /// The HTTP status.
         status: StatusCode,
+        /// The stable `type` of the body.
         kind: &'static str,
+        /// The `error` text of the body.
         message: String,
+        /// The `validations` of a `validation_failed`, if any.
         validations: Option<Validations>,
+        /// `Retry-After` in seconds, for a 429.
         retry_after_secs: Option<u64>,
     },
     /// Malformed JSON: 400 with an empty body.
@@ -44,6 +50,7 @@ impl ApiError {
         Self::protocol(status, kind.as_str(), message)
     }
 
+    /// 401 `api_key_invalid`: no key, or not a valid one.
     pub fn api_key_invalid() -> Self {
         Self::typed(
             StatusCode::UNAUTHORIZED,
@@ -52,6 +59,7 @@ impl ApiError {
         )
     }
 
+    /// 404 `resource_not_found`.
     pub fn not_found() -> Self {
         Self::typed(
             StatusCode::NOT_FOUND,
@@ -60,6 +68,7 @@ impl ApiError {
         )
     }
 
+    /// 429 `rate_limited`, to be retried after `retry_after_secs`.
     pub fn rate_limited(retry_after_secs: u64) -> Self {
         ApiError::Typed {
             status: StatusCode::TOO_MANY_REQUESTS,
@@ -82,6 +91,7 @@ impl ApiError {
         }
     }
 
+    /// 503 `service_unavailable` (maintenance mode, or a store that is down).
     pub fn service_unavailable() -> Self {
         Self::typed(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -130,6 +140,7 @@ impl ApiError {
         }
     }
 
+    /// 422 `validation_failed` with these problems.
     pub fn invalid(validations: Validations) -> Self {
         ApiError::Typed {
             status: StatusCode::UNPROCESSABLE_ENTITY,
@@ -140,6 +151,7 @@ impl ApiError {
         }
     }
 
+    /// 422 `validation_failed` with one problem: `attribute` and its `message`.
     pub fn invalid_attribute(attribute: &str, message: &str) -> Self {
         Self::invalid(Validations::single(attribute, message))
     }
@@ -172,7 +184,22 @@ impl From<ServiceError> for ApiError {
                     retry_after_secs: Some(1),
                 }
             }
+            // The change was sent and may or may not be stored: 503 too (check-ins and
+            // the API's updates are safe to repeat), with a message that says so.
+            ServiceError::Storage(e) if e.is_outcome_unknown() => {
+                tracing::warn!(cause = %e, "commit outcome unknown; answered 503");
+                ApiError::Typed {
+                    status: StatusCode::SERVICE_UNAVAILABLE,
+                    kind: ErrorType::ServiceUnavailable.as_str(),
+                    message: "The store failed while saving; the change may or may not be \
+                              saved, so check before repeating a create"
+                        .into(),
+                    validations: None,
+                    retry_after_secs: Some(1),
+                }
+            }
             ServiceError::Storage(e) => ApiError::Internal(e.to_string()),
+            other => ApiError::Internal(other.to_string()),
         }
     }
 }
@@ -240,6 +267,15 @@ mod tests {
                 Some(&HeaderValue::from(1))
             );
         }
+        let unknown = ApiError::from(ServiceError::Storage(StorageError::CommitOutcomeUnknown(
+            "connection reset during COMMIT".into(),
+        )))
+        .into_response();
+        assert_eq!(unknown.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            unknown.headers().get(header::RETRY_AFTER),
+            Some(&HeaderValue::from(1))
+        );
         let corrupt = ServiceError::Storage(StorageError::Corrupt("bad row".into()));
         assert_eq!(
             ApiError::from(corrupt).into_response().status(),

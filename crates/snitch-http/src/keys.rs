@@ -36,6 +36,7 @@ pub const MIN_KEY_CHARS: usize = 32;
 pub struct KeyDigest([u8; 32]);
 
 impl KeyDigest {
+    /// The digest of a plain key.
     pub fn of(key: &str) -> Self {
         KeyDigest(Sha256::digest(key.as_bytes()).into())
     }
@@ -52,6 +53,7 @@ impl KeyDigest {
         Some(KeyDigest(out))
     }
 
+    /// The digest as lowercase hex, as stored.
     pub fn to_hex(self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
     }
@@ -91,8 +93,11 @@ struct Known {
 
 /// A key just made: shown once, then only its record is kept.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct NewKey {
+    /// The plain key: shown to its owner once, never stored.
     pub key: String,
+    /// What is stored: the digest, its prefix, the case and label.
     pub record: ApiKeyRecord,
 }
 
@@ -265,7 +270,13 @@ impl ApiKeys {
 
     /// The case a presented key belongs to; a use of a stored key is noted.
     pub fn case_of(&self, key: &str) -> Option<(KeyDigest, CaseId)> {
-        let presented = KeyDigest::of(key);
+        self.case_of_digest(&KeyDigest::of(key))
+    }
+
+    /// The case of a key known by its digest (e.g. the key a dashboard session signed in
+    /// with), while the key is live: `None` once it is revoked. A use is noted.
+    pub fn case_of_digest(&self, presented: &KeyDigest) -> Option<(KeyDigest, CaseId)> {
+        let presented = *presented;
         let keys = self.by_digest.read().unwrap_or_else(|e| e.into_inner());
         let (stored, known) = keys.get_key_value(&presented)?;
         if !bool::from(stored.0.ct_eq(&presented.0)) {

@@ -4,6 +4,8 @@
 //! The two live on separate routers because they live on separate hosts (`base_url` and
 //! `check_in_base`): a host application nests or serves each wherever it likes.
 
+#![warn(missing_docs)]
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::num::NonZeroU32;
@@ -34,6 +36,8 @@ pub mod auth_limit;
 pub mod error;
 pub mod keys;
 pub mod outbound;
+#[cfg(feature = "ui")]
+pub mod ui;
 pub mod wire;
 
 pub use auth_limit::AuthFailureLimit;
@@ -50,9 +54,19 @@ pub const CHECK_IN_OK: &str = "Got it, thanks!\n";
 
 /// Per-key request rate: a token bucket refilled at `per_second`, holding `burst`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RateLimit {
+    /// Requests per second refilled into each key's bucket (default 10).
     pub per_second: NonZeroU32,
+    /// The bucket's size: requests a key may make at once (default 60).
     pub burst: NonZeroU32,
+}
+
+impl RateLimit {
+    /// `per_second` requests a second, `burst` at once.
+    pub fn new(per_second: NonZeroU32, burst: NonZeroU32) -> Self {
+        RateLimit { per_second, burst }
+    }
 }
 
 impl Default for RateLimit {
@@ -66,9 +80,11 @@ impl Default for RateLimit {
 
 /// Settings of the API router.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ApiConfig {
     /// Where check-in URLs point, e.g. `https://nosnch.example.com`.
     pub check_in_base: String,
+    /// The per-key request rate.
     pub rate_limit: RateLimit,
     /// Failed authentications per client address ([`auth_limit`]).
     pub auth_failures: AuthFailureLimit,
@@ -86,6 +102,32 @@ impl Default for ApiConfig {
             auth_failures: AuthFailureLimit::default(),
             maintenance: false,
         }
+    }
+}
+
+impl ApiConfig {
+    /// With check-in URLs under `base`.
+    pub fn with_check_in_base(mut self, base: impl Into<String>) -> Self {
+        self.check_in_base = base.into();
+        self
+    }
+
+    /// With the per-key request rate `limit`.
+    pub fn with_rate_limit(mut self, limit: RateLimit) -> Self {
+        self.rate_limit = limit;
+        self
+    }
+
+    /// With the failed-authentication limit `limit`.
+    pub fn with_auth_failures(mut self, limit: AuthFailureLimit) -> Self {
+        self.auth_failures = limit;
+        self
+    }
+
+    /// Starting in maintenance mode, or not.
+    pub fn with_maintenance(mut self, on: bool) -> Self {
+        self.maintenance = on;
+        self
     }
 }
 
@@ -116,6 +158,7 @@ impl std::fmt::Debug for ApiState {
 }
 
 impl ApiState {
+    /// The state of the API routers over `service`, answering keys from `keys`.
     pub fn new(service: SnitchService, keys: Arc<ApiKeys>, config: ApiConfig) -> Self {
         let quota =
             Quota::per_second(config.rate_limit.per_second).allow_burst(config.rate_limit.burst);
@@ -131,10 +174,12 @@ impl ApiState {
         }
     }
 
+    /// Switches maintenance mode (503 for the API; check-ins keep working) at run time.
     pub fn set_maintenance(&self, on: bool) {
         self.inner.maintenance.store(on, Ordering::Relaxed);
     }
 
+    /// Whether the API is in maintenance mode.
     pub fn maintenance(&self) -> bool {
         self.inner.maintenance.load(Ordering::Relaxed)
     }

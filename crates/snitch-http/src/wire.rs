@@ -20,31 +20,50 @@ fn format_opt(t: Option<Timestamp>) -> Option<String> {
 
 /// `{"interval": …}`: the compat `type` object.
 #[derive(Debug, Serialize)]
+#[non_exhaustive]
 pub struct TypeJson {
+    /// The interval's name (`daily`, `15_minute`, …).
     pub interval: &'static str,
 }
 
 /// A snitch as the API shows it (api-v1.md 2.1 plus the extras of behaviour.md).
 #[derive(Debug, Serialize)]
+#[non_exhaustive]
 pub struct SnitchJson {
+    /// The snitch's token, its id in the API.
     pub token: String,
+    /// The snitch's URL in the API (`/v1/snitches/<token>`).
     pub href: String,
+    /// The name.
     pub name: String,
+    /// The tags, in order.
     pub tags: Vec<String>,
+    /// `pending`, `healthy`, `failed`, `errored` or `paused`.
     pub status: &'static str,
+    /// The notes.
     pub notes: String,
+    /// The last check-in's time, RFC 3339 UTC.
     pub checked_in_at: Option<String>,
+    /// Where the job checks in.
     pub check_in_url: String,
+    /// The interval's name (also under `type`).
     pub interval: &'static str,
+    /// `{"interval": …}`, as Dead Man's Snitch answers it.
     #[serde(rename = "type")]
     pub type_: TypeJson,
+    /// `basic` or `smart`.
     pub alert_type: &'static str,
+    /// The snitch's own alert addresses.
     pub alert_email: Vec<String>,
+    /// When the snitch was made, RFC 3339 UTC.
     pub created_at: String,
+    /// When the current period's check-in is due, RFC 3339 UTC; `None` while pending or
+    /// paused.
     pub deadline_at: Option<String>,
 }
 
 impl SnitchJson {
+    /// The JSON of `s`, its check-in URL under `check_in_base`.
     pub fn new(s: &Snitch, check_in_base: &str) -> Self {
         SnitchJson {
             token: s.token.to_string(),
@@ -68,6 +87,7 @@ impl SnitchJson {
     }
 }
 
+/// The names of `tags`, in order.
 pub fn tag_names(tags: &[Tag]) -> Vec<String> {
     tags.iter().map(|t| t.as_str().to_owned()).collect()
 }
@@ -220,8 +240,8 @@ const MASK: &str = "***";
 
 /// A URL with any `user:password@` removed and its query values masked: credentials are
 /// never shown, and neither are tokens passed as query parameters (`?token=…`).
-fn without_credentials(url: &str) -> String {
-    match reqwest::Url::parse(url) {
+pub(crate) fn without_credentials(url: &str) -> String {
+    match url::Url::parse(url) {
         Ok(mut parsed) => {
             // Both only fail for URLs that cannot have credentials at all.
             let _ = parsed.set_username("");
@@ -236,8 +256,8 @@ fn without_credentials(url: &str) -> String {
 /// A URL with its password, if any, and every query value replaced by `***`: the user
 /// name and the query keys still tell which credentials a hook uses, the secrets are
 /// never shown again.
-fn password_masked(url: &str) -> String {
-    match reqwest::Url::parse(url) {
+pub(crate) fn password_masked(url: &str) -> String {
+    match url::Url::parse(url) {
         Ok(mut parsed) => {
             if parsed.password().is_some() {
                 let _ = parsed.set_password(Some(MASK));
@@ -251,7 +271,7 @@ fn password_masked(url: &str) -> String {
 
 /// Replaces the value of each `key=value` pair of the query by [`MASK`], keeping the keys
 /// as written; pairs without a value (`?flag`, `?key=`) hide nothing and stay.
-fn mask_query_values(url: &mut reqwest::Url) {
+fn mask_query_values(url: &mut url::Url) {
     let Some(query) = url.query() else { return };
     let masked: Vec<String> = query
         .split('&')

@@ -2,6 +2,8 @@
 //! sweeps cost O(log n) per affected snitch. Nothing survives a restart; use it for
 //! development, tests and single-process deployments that can afford to lose state.
 
+#![warn(missing_docs)]
+
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -72,6 +74,7 @@ struct Entry {
 }
 
 impl MemoryStorage {
+    /// An empty store.
     pub fn new() -> Self {
         Self::default()
     }

@@ -4,15 +4,21 @@
 //! [`GroupCommit::save`] queues the change with a reply channel and waits. A background
 //! task, spawned on the first save, takes the first queued change, gathers more for at
 //! most [`PgStorageOptions::max_wait`] or until [`PgStorageOptions::max_batch`], and hands
-//! the batch to a task of its own, which applies it in one transaction: each change
-//! inside a savepoint of its own, so a change that is refused or fails is rolled back
-//! alone and never aborts the others. Up to [`PgStorageOptions::max_concurrent_batches`]
+//! the batch to a task of its own, which applies it set-based ([`crate::set_based`]): one
+//! statement for all its snitches, its own transaction (several in one transaction when a
+//! snitch comes twice). When Postgres refuses that statement, the batch is applied again
+//! in one transaction with each change inside a savepoint of its own, so a change that is
+//! refused or fails is rolled back alone and never aborts the others. Up to [`PgStorageOptions::max_concurrent_batches`]
 //! batches apply at once, on as many connections, so one batch's statements run while
 //! another waits for its commit.
 //!
 //! Every reply goes out only after `COMMIT` returned: an `Ok` means the change is
 //! durable, and when the commit (or anything outside a single change) fails, every change
-//! of the batch gets a [`StorageError::Backend`], never an `Ok`.
+//! of the batch gets an error, never an `Ok`: [`StorageError::CommitOutcomeUnknown`] when
+//! the `COMMIT` got no answer (it may have committed), [`StorageError::Backend`] otherwise
+//! (rolled back). Serialization failures and deadlocks (SQLSTATE 40001, 40P01), whether of
+//! one change or of the whole batch, were rolled back by Postgres and are applied again,
+//! a bounded number of times, before anyone is answered.
 //!
 //! The changes of a batch apply one after another, ordered by token, and changes to one
 //! snitch in the order they were queued: two of them behave as two sequential saves, the
@@ -32,12 +38,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use snitch_core::{Change, StorageError};
-
-use crate::set_based::{Housekeeping, Plan};
 use sqlx::postgres::PgPool;
 use sqlx::Executor;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::{timeout_at, Instant};
+
+use crate::set_based::{Housekeeping, Plan};
 
 /// How [`crate::PgStorage`] groups concurrent saves into transactions.
 ///
@@ -219,15 +225,26 @@ async fn run(
     }
 }
 
-/// Applies the batch in one transaction and answers each change once it is over: its own
-/// result when the transaction committed, a `Backend` error otherwise. Tells whether the
-/// transaction committed. The histories are trimmed after the answers.
+/// Applies the batch and answers each change once it is over: its own result when the
+/// transaction committed, an error otherwise ([`batch_error`]). A batch that Postgres
+/// rolled back for a serialization failure or a deadlock is applied again, up to
+/// [`ATTEMPTS`] times. Tells whether the transaction committed. The histories are trimmed
+/// after the answers.
 async fn commit(pool: &PgPool, mut batch: Vec<Job>) -> bool {
     // Batches applying at once lock their snitches' rows in the same order, so they can
     // wait for each other but never deadlock. The sort is stable: changes to one snitch
     // keep the order they were queued in, and apply as if one after another.
     batch.sort_by(|a, b| a.token().cmp(b.token()));
-    match apply(pool, &batch).await {
+    let mut attempt = 1;
+    let outcome = loop {
+        match apply(pool, &batch).await {
+            Err(failure) if attempt < ATTEMPTS && is_rolled_back_to_retry(failure.error()) => {
+                attempt += 1;
+            }
+            outcome => break outcome,
+        }
+    };
+    match outcome {
         Ok((results, housekeeping)) => {
             for (job, result) in batch.into_iter().zip(results) {
                 // A caller that stopped waiting has no one to tell.
@@ -238,12 +255,10 @@ async fn commit(pool: &PgPool, mut batch: Vec<Job>) -> bool {
             let _ = housekeeping.run(pool).await;
             true
         }
-        Err(e) => {
-            let e = Arc::new(e);
+        Err(failure) => {
+            let e = Arc::new(failure);
             for job in batch {
-                let _ = job
-                    .reply
-                    .send(Err(StorageError::Backend(Box::new(e.clone()))));
+                let _ = job.reply.send(Err(batch_error(&e)));
             }
             false
         }
@@ -253,60 +268,163 @@ async fn commit(pool: &PgPool, mut batch: Vec<Job>) -> bool {
 /// The batch, set-based (see [`crate::set_based`]): the result of each change, once
 /// committed. A batch that is one statement (every snitch in it once, the usual case)
 /// runs without `BEGIN` and `COMMIT`: the statement is its own transaction, one round
-/// trip. When the database refuses a statement (a change breaks a constraint, say),
-/// nothing of it was written, and the batch is applied again one change at a time, so
-/// the failing change fails alone. Any other error (the connection lost, the commit
-/// failed) is the batch's.
-async fn apply(
-    pool: &PgPool,
-    batch: &[Job],
-) -> Result<(Vec<Result<(), StorageError>>, Housekeeping), sqlx::Error> {
+/// trip, and a failure Postgres did not answer is an unknown commit outcome. When Postgres
+/// refuses a statement (a change breaks a constraint, say), nothing of it is stored, and
+/// the batch is applied again one change at a time ([`apply_one_by_one`]), so the failing
+/// change fails alone.
+async fn apply(pool: &PgPool, batch: &[Job]) -> SetResults {
     let changes: Vec<&Change> = batch.iter().map(|job| &job.change).collect();
     let plan = Plan::of(&changes);
     let applied = if plan.is_one_statement() {
-        let mut conn = pool.acquire().await?;
-        plan.apply(&mut conn).await
+        let mut conn = pool.acquire().await.map_err(BatchFailure::Before)?;
+        plan.apply(&mut conn).await.map_err(|e| {
+            if answered(&e) {
+                BatchFailure::Before(e)
+            } else {
+                BatchFailure::Commit(e)
+            }
+        })
     } else {
-        let mut tx = pool.begin().await?;
+        let mut tx = pool.begin().await.map_err(BatchFailure::Before)?;
         match plan.apply(&mut tx).await {
             Ok(done) => {
-                tx.commit().await?;
+                tx.commit().await.map_err(BatchFailure::Commit)?;
                 Ok(done)
             }
-            Err(e) => Err(e),
+            Err(e) => Err(BatchFailure::Before(e)),
         }
     };
     match applied {
-        Ok(done) => Ok(done),
-        Err(sqlx::Error::Database(_)) => Ok((
-            apply_one_by_one(pool, batch).await?,
-            Housekeeping::default(),
-        )),
-        Err(e) => Err(e),
+        Err(BatchFailure::Before(e))
+            if e.as_database_error().is_some() && !is_rolled_back_to_retry(&e) =>
+        {
+            Ok((
+                apply_one_by_one(pool, batch).await?,
+                Housekeeping::default(),
+            ))
+        }
+        other => other,
     }
 }
 
-/// One transaction with a savepoint per change: the result of each change, if the
-/// transaction committed.
+/// Each change's result and what is left after the commit, or what failed the batch.
+type SetResults = Result<(Vec<Result<(), StorageError>>, Housekeeping), BatchFailure>;
+
+/// How many times a batch, or one change inside it, is applied when Postgres rolled it
+/// back for a serialization failure or a deadlock (it picks one of the transactions
+/// involved; the others go on, so the next attempt usually passes).
+const ATTEMPTS: usize = 5;
+
+/// Whether Postgres rolled the work back because of a concurrent transaction, so that
+/// doing it again may succeed: a serialization failure (40001) or a deadlock (40P01).
+fn is_rolled_back_to_retry(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|code| code == "40001" || code == "40P01")
+}
+
+/// Why a whole batch failed: before its `COMMIT` (nothing is stored: dropping the
+/// transaction rolled it all back), or in its `COMMIT`.
+#[derive(Debug, thiserror::Error)]
+enum BatchFailure {
+    #[error("{0}")]
+    Before(#[source] sqlx::Error),
+    #[error("COMMIT failed: {0}")]
+    Commit(#[source] sqlx::Error),
+}
+
+impl BatchFailure {
+    fn error(&self) -> &sqlx::Error {
+        match self {
+            BatchFailure::Before(e) | BatchFailure::Commit(e) => e,
+        }
+    }
+}
+
+/// What each change of a failed batch is told. A `COMMIT` that Postgres answered with an
+/// error (a deferred constraint, a serialization failure) rolled the transaction back: a
+/// [`StorageError::Backend`], like any failure before it. A `COMMIT` that got no answer
+/// (the connection broke, the server ended the session: a FATAL error or a connection
+/// exception, class 08) may or may not have committed:
+/// [`StorageError::CommitOutcomeUnknown`].
+fn batch_error(failure: &Arc<BatchFailure>) -> StorageError {
+    let boxed = Box::new(Arc::clone(failure));
+    let BatchFailure::Commit(e) = &**failure else {
+        return StorageError::Backend(boxed);
+    };
+    if answered(e) {
+        StorageError::Backend(boxed)
+    } else {
+        StorageError::CommitOutcomeUnknown(boxed)
+    }
+}
+
+/// Whether Postgres answered the statement with an error and so rolled its transaction
+/// back; not when the connection broke or the server ended the session (a FATAL error or
+/// a connection exception, class 08), after which the work may or may not be committed.
+fn answered(e: &sqlx::Error) -> bool {
+    e.as_database_error().is_some_and(|d| {
+        let fatal = d
+            .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+            .is_some_and(|pg| {
+                matches!(
+                    pg.severity(),
+                    sqlx::postgres::PgSeverity::Fatal | sqlx::postgres::PgSeverity::Panic
+                )
+            });
+        let connection = d.code().is_some_and(|c| c.starts_with("08"));
+        !fatal && !connection
+    })
+}
+
+/// Whether a change failed only because Postgres picked it to roll back (see
+/// [`is_rolled_back_to_retry`]).
+fn change_rolled_back_to_retry(result: &Result<(), StorageError>) -> bool {
+    match result {
+        Err(StorageError::Backend(e)) => e
+            .downcast_ref::<sqlx::Error>()
+            .is_some_and(is_rolled_back_to_retry),
+        _ => false,
+    }
+}
+
+/// One transaction with a savepoint per change (the fallback of [`apply`]): the result of
+/// each change, if the transaction committed. An error here (begin, a savepoint, the
+/// commit) is the batch's:
+/// dropping the transaction rolls all of it back. A change that Postgres rolled back for
+/// a serialization failure or a deadlock is rolled back to its savepoint and applied
+/// again, up to [`ATTEMPTS`] times.
 async fn apply_one_by_one(pool: &PgPool, batch: &[Job]) -> Results {
-    let mut tx = pool.begin().await?;
-    tx.execute("SAVEPOINT change").await?;
+    let before = BatchFailure::Before;
+    let mut tx = pool.begin().await.map_err(before)?;
+    tx.execute("SAVEPOINT change").await.map_err(before)?;
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
-        let result = crate::save_change(&mut tx, &job.change).await;
+        let mut attempt = 1;
+        let result = loop {
+            let result = crate::save_change(&mut tx, &job.change).await;
+            if attempt < ATTEMPTS && change_rolled_back_to_retry(&result) {
+                attempt += 1;
+                tx.execute("ROLLBACK TO SAVEPOINT change")
+                    .await
+                    .map_err(before)?;
+                continue;
+            }
+            break result;
+        };
         // Where the next change starts: a new savepoint after this one's work, or, when
         // this one failed, the same savepoint once rolled back to (it stays set).
         let next = match result {
             Ok(()) => "RELEASE SAVEPOINT change; SAVEPOINT change",
             Err(_) => "ROLLBACK TO SAVEPOINT change",
         };
-        tx.execute(next).await?;
+        tx.execute(next).await.map_err(before)?;
         results.push(result);
     }
     // The last savepoint holds no work; it commits with the rest.
-    tx.commit().await?;
+    tx.commit().await.map_err(BatchFailure::Commit)?;
     Ok(results)
 }
 
-/// Each change's result, or the error that failed the whole batch.
-type Results = Result<Vec<Result<(), StorageError>>, sqlx::Error>;
+/// Each change's result, or what failed the whole batch.
+type Results = Result<Vec<Result<(), StorageError>>, BatchFailure>;

@@ -32,6 +32,8 @@
 //!   until they finish. Check-ins are trimmed lazily (once a snitch holds twice what is
 //!   kept, after the commit); reads never show more than is kept.
 
+#![warn(missing_docs)]
+
 mod group_commit;
 mod read_batch;
 mod records;

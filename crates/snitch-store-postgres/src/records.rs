@@ -14,7 +14,7 @@ use snitch_core::calendar::Interval;
 use snitch_core::{
     AlertEmails, AlertType, ApiKeyRecord, Attempt, Case, CaseId, Channel, CheckIn, CheckInMessage,
     Delivery, DeliveryState, EmailAddress, Event, EventKind, Notes, Outcome, Pause, PauseUntil,
-    Plan, Snitch, SnitchName, SnitchState, Status, StorageError, Tag, Tags, Token, Validation,
+    Plan, Snitch, SnitchName, SnitchRecord, Status, StorageError, Tag, Tags, Token, Validation,
     Webhook, WebhookSecret, WebhookUrl,
 };
 use sqlx::types::Json;
@@ -269,16 +269,15 @@ impl SnitchRow {
                     .pause_resume_status
                     .as_deref()
                     .ok_or_else(|| corrupt("pause", "no resume status"))?;
-                Some(Pause {
+                Some(Pause::new(
                     until,
-                    resume_status: status("pause resume status", resume_status)?,
-                    checked_in_while_paused: self
-                        .pause_checked_in
+                    status("pause resume status", resume_status)?,
+                    self.pause_checked_in
                         .ok_or_else(|| corrupt("pause", "no checked-in flag"))?,
-                })
+                ))
             }
         };
-        Ok(Snitch {
+        Ok(Snitch::restore(SnitchRecord {
             token: token(&self.token)?,
             case_id: case_id(&self.case_id)?,
             name: SnitchName::parse(&self.name).map_err(invalid("name"))?,
@@ -291,21 +290,19 @@ impl SnitchRow {
             alert_type: AlertType::parse(&self.alert_type).map_err(invalid("alert type"))?,
             alert_email: AlertEmails::parse(&self.alert_email).map_err(invalid("alert emails"))?,
             created_at: self.created_at,
-            state: SnitchState {
-                status: status("status", &self.status)?,
-                checked_in_at: self.checked_in_at,
-                last_check_in_at: self.last_check_in_at,
-                anchor_at: self.anchor_at,
-                deadline_at: self.deadline_at,
-                pause,
-                smart_offsets_ms: self.smart_offsets_ms,
-                last_errored_alert_at: self.last_errored_alert_at,
-                error_announced: self.error_announced,
-                last_recovery_alert_at: self.last_recovery_alert_at,
-                event_seq: from_bigint("event_seq", self.event_seq)?,
-            },
+            status: status("status", &self.status)?,
+            checked_in_at: self.checked_in_at,
+            last_check_in_at: self.last_check_in_at,
+            anchor_at: self.anchor_at,
+            deadline_at: self.deadline_at,
+            pause,
+            smart_offsets_ms: self.smart_offsets_ms,
+            last_errored_alert_at: self.last_errored_alert_at,
+            error_announced: self.error_announced,
+            last_recovery_alert_at: self.last_recovery_alert_at,
+            event_seq: from_bigint("event_seq", self.event_seq)?,
             version: from_bigint("version", self.version)?,
-        })
+        })?)
     }
 }
 
@@ -393,14 +390,11 @@ impl CheckInRecord {
                 message
             }
         };
-        Ok(CheckIn {
-            at: self.at,
-            outcome: match self.exit_status {
-                None => Outcome::Success,
-                Some(exit_status) => Outcome::Error { exit_status },
-            },
-            message,
-        })
+        let outcome = match self.exit_status {
+            None => Outcome::Success,
+            Some(exit_status) => Outcome::Error { exit_status },
+        };
+        Ok(CheckIn::new(self.at, outcome, message))
     }
 }
 

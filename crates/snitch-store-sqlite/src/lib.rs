@@ -34,6 +34,8 @@
 //!   [`EVENTS_KEPT`] events; finished deliveries go with their event, pending ones stay
 //!   until they finish.
 
+#![warn(missing_docs)]
+
 mod records;
 mod writer;
 

@@ -16,7 +16,9 @@
 //!
 //! Every reply goes out only after `COMMIT` returned: an `Ok` means the change is on
 //! disk, and when the commit (or anything outside a single change) fails, every change of
-//! the batch gets a [`StorageError::Backend`]. The changes of a batch apply one after
+//! the batch gets an error: [`StorageError::CommitOutcomeUnknown`] when the `COMMIT` may
+//! have reached the disk (see [`commit_error`]), [`StorageError::Backend`] otherwise. The
+//! changes of a batch apply one after
 //! another in the order they were queued: two changes to one snitch behave as two
 //! sequential saves.
 //!
@@ -93,8 +95,29 @@ pub(crate) struct WriteTx {
 }
 
 impl WriteTx {
+    /// Commits; a failure is classified by [`commit_error`].
     pub(crate) async fn commit(self) -> Result<(), StorageError> {
-        self.tx.commit().await.map_err(backend)
+        self.tx.commit().await.map_err(commit_error)
+    }
+}
+
+/// What a failed `COMMIT` means. SQLite answers most failures before anything is written,
+/// and the transaction is then rolled back (it stays open and is dropped): busy, a
+/// deferred foreign key, a full disk. Those are [`StorageError::Backend`]. An I/O error
+/// (`SQLITE_IOERR` and its extended codes) may come after the commit reached the log, and
+/// an error of the connection's worker thread leaves no answer at all: the outcome is
+/// unknown, [`StorageError::CommitOutcomeUnknown`].
+pub(crate) fn commit_error(e: sqlx::Error) -> StorageError {
+    /// SQLite's primary result code for I/O errors.
+    const SQLITE_IOERR: i64 = 10;
+    let answered = e.as_database_error().is_some_and(|d| {
+        let code = d.code().and_then(|c| c.parse::<i64>().ok());
+        code.is_none_or(|c| c & 0xff != SQLITE_IOERR)
+    });
+    if answered {
+        backend(e)
+    } else {
+        StorageError::CommitOutcomeUnknown(Box::new(e))
     }
 }
 
@@ -225,11 +248,15 @@ async fn commit(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: Vec<Job>) 
             true
         }
         Err(e) => {
+            let unknown = e.0.is_outcome_unknown();
             let e = Arc::new(e);
             for job in batch {
-                let _ = job
-                    .reply
-                    .send(Err(StorageError::Backend(Box::new(e.clone()))));
+                let cause = Box::new(e.clone());
+                let _ = job.reply.send(Err(if unknown {
+                    StorageError::CommitOutcomeUnknown(cause)
+                } else {
+                    StorageError::Backend(cause)
+                }));
             }
             false
         }
@@ -282,3 +309,18 @@ fn batch_error(e: sqlx::Error) -> BatchError {
 
 /// Each change's result, or the error that failed the whole batch.
 type Results = Result<Vec<Result<(), StorageError>>, BatchError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_commit_without_an_answer_has_an_unknown_outcome() {
+        for lost in [
+            sqlx::Error::WorkerCrashed,
+            sqlx::Error::Io(std::io::Error::other("disk unplugged")),
+        ] {
+            assert!(commit_error(lost).is_outcome_unknown());
+        }
+    }
+}

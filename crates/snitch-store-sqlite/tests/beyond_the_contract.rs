@@ -272,3 +272,50 @@ async fn migrations_share_the_file_with_a_hosts_own() {
         pool.close().await;
     }
 }
+
+/// A COMMIT that SQLite refuses (here a deferred foreign key a trigger broke) rolls the
+/// batch back: the save is a plain backend error, not an unknown outcome and never `Ok`,
+/// nothing of it is stored, and the store goes on working.
+#[tokio::test]
+async fn a_commit_sqlite_refuses_is_rolled_back_and_reported() {
+    let pool = fresh_pool().await;
+    let store = SqliteStorage::new(pool.clone());
+    let (_, snitches) = acme_with_snitches(&store, 1).await;
+    let fresh = &snitches[0];
+    sqlx::raw_sql(
+        "CREATE TABLE parents (id INTEGER PRIMARY KEY); \
+         CREATE TABLE orphans (parent INTEGER REFERENCES parents(id) \
+         DEFERRABLE INITIALLY DEFERRED); \
+         CREATE TRIGGER orphan_on_update AFTER UPDATE ON snitches \
+         BEGIN INSERT INTO orphans VALUES (42); END;",
+    )
+    .execute(&pool)
+    .await
+    .expect("trigger");
+
+    let change = checked_in(fresh, at(5));
+    let refused = store.save(&change).await;
+    assert!(
+        matches!(&refused, Err(StorageError::Backend(_))),
+        "refused at commit, rolled back: {refused:?}"
+    );
+    assert_eq!(
+        store.snitch(&fresh.token).await.expect("read").as_ref(),
+        Some(fresh)
+    );
+    assert!(store
+        .check_ins(&fresh.token, 10)
+        .await
+        .expect("read")
+        .is_empty());
+
+    sqlx::query("DROP TRIGGER orphan_on_update")
+        .execute(&pool)
+        .await
+        .expect("drop");
+    store.save(&change).await.expect("saved once allowed");
+    assert_eq!(
+        store.check_ins(&fresh.token, 10).await.expect("read").len(),
+        1
+    );
+}

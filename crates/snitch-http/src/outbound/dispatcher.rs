@@ -27,7 +27,9 @@ use tokio::task::JoinHandle;
 
 /// Settings of a [`Dispatcher`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DispatcherOptions {
+    /// The backoff of failed deliveries, and when they are given up.
     pub retry: RetryPolicy,
     /// Webhook deliveries in flight at once, in all.
     pub concurrency: usize,
@@ -62,6 +64,50 @@ impl Default for DispatcherOptions {
             lease: chrono::Duration::minutes(1),
             poll: Duration::from_secs(1),
         }
+    }
+}
+
+impl DispatcherOptions {
+    /// With the retry policy `retry`.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// With `n` webhook deliveries in flight at once, in all.
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// With `n` e-mail deliveries in flight at once.
+    pub fn with_email_concurrency(mut self, n: usize) -> Self {
+        self.email_concurrency = n;
+        self
+    }
+
+    /// With `n` deliveries of one case through one channel kind in flight at once.
+    pub fn with_per_case_channel(mut self, n: usize) -> Self {
+        self.per_case_channel = n;
+        self
+    }
+
+    /// With `n` webhook deliveries to one destination in flight at once.
+    pub fn with_per_destination(mut self, n: usize) -> Self {
+        self.per_destination = n;
+        self
+    }
+
+    /// With claimed deliveries reserved for `lease`.
+    pub fn with_lease(mut self, lease: chrono::Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// With at most `poll` between looks at the outbox.
+    pub fn with_poll(mut self, poll: Duration) -> Self {
+        self.poll = poll;
+        self
     }
 }
 
@@ -146,6 +192,8 @@ impl std::fmt::Debug for Dispatcher {
 }
 
 impl Dispatcher {
+    /// A dispatcher claiming from `storage`, sending webhook deliveries through
+    /// `webhooks` and e-mails through `email`.
     pub fn new(
         storage: Arc<dyn Storage>,
         clock: Arc<dyn Clock>,
@@ -183,22 +231,23 @@ impl Dispatcher {
             .in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        ClaimLimits {
-            webhooks: self.webhook_slots.available_permits(),
-            emails: self.email_slots.available_permits(),
-            per_case_channel: self.options.per_case_channel.max(1),
-            per_destination: self.options.per_destination.max(1),
-            case_channels_in_flight: counts
-                .by_case_channel
-                .iter()
-                .map(|((case, kind), n)| (case.clone(), *kind, *n))
-                .collect(),
-            destinations_in_flight: counts
-                .by_destination
-                .iter()
-                .map(|(d, n)| (d.clone(), *n))
-                .collect(),
-        }
+        let mut limits = ClaimLimits::new(
+            self.webhook_slots.available_permits(),
+            self.email_slots.available_permits(),
+            self.options.per_case_channel.max(1),
+            self.options.per_destination.max(1),
+        );
+        limits.case_channels_in_flight = counts
+            .by_case_channel
+            .iter()
+            .map(|((case, kind), n)| (case.clone(), *kind, *n))
+            .collect();
+        limits.destinations_in_flight = counts
+            .by_destination
+            .iter()
+            .map(|(d, n)| (d.clone(), *n))
+            .collect();
+        limits
     }
 
     /// Claims what is due now and fits under the caps (as many as there are free slots of
@@ -411,11 +460,7 @@ mod tests {
         let hooks = Arc::new(hooks);
         let mail = Arc::new(Receiver::default());
         let options = DispatcherOptions {
-            retry: RetryPolicy {
-                first_delay: Span::seconds(10),
-                max_delay: Span::seconds(40),
-                give_up_after: Span::minutes(2),
-            },
+            retry: RetryPolicy::new(Span::seconds(10), Span::seconds(40), Span::minutes(2)),
             ..Default::default()
         };
         let dispatcher = Arc::new(Dispatcher::new(

@@ -1,48 +1,34 @@
-//! A runnable Snitch server: configuration, store selection, listeners and graceful
-//! shutdown over the [`SnitchRuntime`] runtime (which runs the scheduler, the dispatcher and the
-//! key refresh). `examples/server.rs` is a thin command line over [`launch`]; tests call
-//! [`launch`] with listeners on port 0.
+//! The server's configuration: the TOML file, `SNITCH_<KEY>` overrides, the checks, and the
+//! options derived from it.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use snitch_core::{
-    AlertEmails, Case, CaseId, Clock, Plan, RetryPolicy, SnitchService, Storage, SystemClock,
-    WebhookUrl,
-};
+use snitch_core::{Plan, RetryPolicy, Storage};
 use snitch_http::outbound::dispatcher::DispatcherOptions;
+#[cfg(feature = "webhooks")]
 use snitch_http::outbound::webhook::WebhookOptions;
-use snitch_http::{ApiError, ApiKeys, ApiState, AuthFailureLimit, RateLimit};
-use snitch_store_memory::MemoryStorage;
-use snitch_store_postgres::PgStorage;
-use snitch_store_sqlite::SqliteStorage;
-use tokio::net::TcpListener;
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
-use tower_http::trace::TraceLayer;
+use snitch_http::{AuthFailureLimit, RateLimit};
 
-use crate::runtime::{BuildError, SnitchBuilder, SnitchRuntime};
-use crate::serve::{
-    fitting_max_connections, raise_fd_limit, serve, with_request_timeout, ServeOptions,
-};
-
-pub use crate::runtime::MAX_SWEEP_SLEEP;
+use super::ServerError;
+use crate::runtime::{SnitchBuilder, SnitchRuntime};
+use crate::serve::ServeOptions;
 
 /// The server's settings: a TOML file, each key overridable by `SNITCH_<KEY>`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Config {
     #[serde(default = "default_listen")]
+    /// Where the API listens (default `127.0.0.1:8080`).
     pub listen: SocketAddr,
     #[serde(default = "default_check_in_listen")]
+    /// Where check-ins are received (default `127.0.0.1:8081`).
     pub check_in_listen: SocketAddr,
     /// Where the API is reached from outside; defaults to `http://<listen>`.
     pub base_url: Option<String>,
@@ -63,21 +49,31 @@ pub struct Config {
     /// SMTP relay for alert e-mails; absent: e-mails are written to the log.
     pub smtp_url: Option<String>,
     #[serde(default = "default_mail_from")]
+    /// The sender of alert e-mails (default `snitch@localhost`).
     pub mail_from: String,
     #[serde(default)]
+    /// Deliver webhooks to private addresses too (default `false`; needs the `webhooks` feature).
     pub allow_private_webhooks: bool,
     #[serde(default = "default_rate")]
+    /// Requests per second refilled into each API key's bucket.
     pub rate_limit_per_second: u32,
     #[serde(default = "default_burst")]
+    /// Requests an API key may make at once.
     pub rate_limit_burst: u32,
     /// Failed authentications allowed per client address: a burst, then this many a
     /// minute; beyond that the address gets 429 for a while, correct keys included.
     #[serde(default = "default_auth_failures_per_minute")]
     pub auth_failures_per_minute: u32,
     #[serde(default = "default_auth_failures_burst")]
+    /// Failed authentications an address may make at once.
     pub auth_failures_burst: u32,
     #[serde(default)]
+    /// Start in maintenance mode (503 for the API; check-ins keep working).
     pub maintenance: bool,
+    /// Serve the web dashboard under `/ui/` on the API listener (feature `ui`). Its
+    /// cookies are `Secure` when `base_url` is https.
+    #[serde(default = "default_true")]
+    pub ui: bool,
     /// Connections each listener serves at once; more wait in the kernel's backlog.
     /// Lowered (with a warning) to what the limit of open files allows.
     #[serde(default = "default_max_connections")]
@@ -115,12 +111,14 @@ pub struct Config {
     #[serde(default = "default_delivery_cap_per_destination")]
     pub delivery_cap_per_destination: usize,
     #[serde(default, rename = "case")]
+    /// The `[[case]]` tables: cases made (or updated) at start, with keys and hooks.
     pub cases: Vec<CaseConfig>,
 }
 
 /// The kinds of store the server can keep its data in.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum StoreKind {
     /// In memory: everything is lost when the server stops.
     Memory,
@@ -132,7 +130,9 @@ pub enum StoreKind {
 
 /// Where the server keeps its data, as decided by [`Config::store_location`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StoreLocation {
+    /// The in-memory store: nothing is kept when the server stops.
     Memory,
     /// A SQLite database file.
     SqliteFile(PathBuf),
@@ -145,21 +145,43 @@ pub enum StoreLocation {
 /// One `[[case]]` of the configuration.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct CaseConfig {
+    /// The case id.
     pub name: String,
     #[serde(default)]
+    /// The e-mail addresses alerted for the case's snitches.
     pub members: Vec<String>,
     #[serde(default = "default_max_snitches")]
+    /// The most snitches the case may have.
     pub max_snitches: u32,
     #[serde(default = "default_true")]
+    /// Whether `snitch.errored` alerts are sent.
     pub error_notices: bool,
     #[serde(default)]
+    /// On hold: the API refuses every call; check-ins still count.
     pub on_hold: bool,
     /// Plain keys for development; hashed when loaded, never kept.
     #[serde(default)]
     pub api_keys: Vec<String>,
     #[serde(default)]
+    /// Hook URLs stored for the case (needs the `webhooks` feature).
     pub webhooks: Vec<String>,
+}
+
+impl CaseConfig {
+    /// The case `name` with the defaults of a `[[case]]` that gives only its name.
+    pub fn new(name: impl Into<String>) -> Self {
+        CaseConfig {
+            name: name.into(),
+            members: Vec::new(),
+            max_snitches: default_max_snitches(),
+            error_notices: true,
+            on_hold: false,
+            api_keys: Vec::new(),
+            webhooks: Vec::new(),
+        }
+    }
 }
 
 fn default_listen() -> SocketAddr {
@@ -241,7 +263,7 @@ impl Default for Config {
 }
 
 /// The top-level keys that an environment variable `SNITCH_<KEY>` can set.
-const ENV_KEYS: [&str; 27] = [
+const ENV_KEYS: [&str; 28] = [
     "listen",
     "check_in_listen",
     "base_url",
@@ -258,6 +280,7 @@ const ENV_KEYS: [&str; 27] = [
     "auth_failures_per_minute",
     "auth_failures_burst",
     "maintenance",
+    "ui",
     "max_connections",
     "header_timeout_ms",
     "request_timeout_ms",
@@ -270,27 +293,6 @@ const ENV_KEYS: [&str; 27] = [
     "delivery_cap_per_case",
     "delivery_cap_per_destination",
 ];
-
-/// Why the server could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ServerError {
-    #[error("invalid configuration: {0}")]
-    Config(String),
-    #[error("storage failed at start-up: {0}")]
-    Storage(#[from] snitch_core::StorageError),
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-}
-
-impl From<BuildError> for ServerError {
-    fn from(e: BuildError) -> Self {
-        match e {
-            BuildError::Storage(e) => ServerError::Storage(e),
-            BuildError::Notifier(m) => ServerError::Config(m),
-            BuildError::Liveness(e) => ServerError::Config(format!("cannot record liveness: {e}")),
-        }
-    }
-}
 
 impl Config {
     /// Reads the TOML text `toml_text`, then overrides its keys from `env` (called with
@@ -311,7 +313,7 @@ impl Config {
             });
             let Some(value) = value else { continue };
             let parsed = match key {
-                "allow_private_webhooks" | "maintenance" => value
+                "allow_private_webhooks" | "maintenance" | "ui" => value
                     .trim()
                     .parse::<bool>()
                     .map(toml::Value::Boolean)
@@ -378,10 +380,35 @@ impl Config {
             );
         }
         self.store_location()?;
+        self.check_features(cfg!(feature = "smtp"), cfg!(feature = "webhooks"))?;
         let mut names = std::collections::HashSet::new();
         for case in &self.cases {
             if !names.insert(case.name.as_str()) {
                 return bad(format!("case {:?} is configured twice", case.name));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses settings that need a part this build was compiled without, rather than
+    /// dropping alerts: `smtp_url` needs the `smtp` feature, configured webhooks and
+    /// `allow_private_webhooks` the `webhooks` feature.
+    fn check_features(&self, smtp: bool, webhooks: bool) -> Result<(), ServerError> {
+        let missing = |what: &str, feature: &str| {
+            Err(ServerError::Config(format!(
+                "{what} needs the `{feature}` feature, which this build of Snitch was compiled \
+                 without"
+            )))
+        };
+        if !smtp && self.smtp_url.is_some() {
+            return missing("smtp_url", "smtp");
+        }
+        if !webhooks {
+            if self.allow_private_webhooks {
+                return missing("allow_private_webhooks", "webhooks");
+            }
+            if let Some(case) = self.cases.iter().find(|c| !c.webhooks.is_empty()) {
+                return missing(&format!("case {:?}: webhooks", case.name), "webhooks");
             }
         }
         Ok(())
@@ -425,39 +452,42 @@ impl Config {
 
     /// How the dispatcher shares its delivery slots (behaviour.md section 8).
     pub fn dispatcher_options(&self) -> DispatcherOptions {
-        DispatcherOptions {
-            retry: self.retry_policy(),
-            concurrency: self.webhook_concurrency,
-            email_concurrency: self.email_concurrency,
-            per_case_channel: self.delivery_cap_per_case,
-            per_destination: self.delivery_cap_per_destination,
-            ..DispatcherOptions::default()
-        }
+        DispatcherOptions::default()
+            .with_retry(self.retry_policy())
+            .with_concurrency(self.webhook_concurrency)
+            .with_email_concurrency(self.email_concurrency)
+            .with_per_case_channel(self.delivery_cap_per_case)
+            .with_per_destination(self.delivery_cap_per_destination)
     }
 
     /// A [`SnitchRuntime`] runtime over `storage` with these settings (clock: the system's).
     pub fn snitch_builder(&self, storage: Arc<dyn Storage>) -> SnitchBuilder {
         let nonzero = |n: u32| NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN);
-        let mut builder = SnitchRuntime::builder(storage)
-            .webhooks(WebhookOptions {
-                allow_private: self.allow_private_webhooks,
-                ..WebhookOptions::default()
-            })
+        let builder = SnitchRuntime::builder(storage);
+        #[cfg(feature = "webhooks")]
+        let builder = builder
+            .webhooks(WebhookOptions::default().with_allow_private(self.allow_private_webhooks));
+        let builder = builder
             .check_in_base(self.check_in_base())
-            .rate_limit(RateLimit {
-                per_second: nonzero(self.rate_limit_per_second),
-                burst: nonzero(self.rate_limit_burst),
-            })
-            .auth_failures(AuthFailureLimit {
-                per_minute: nonzero(self.auth_failures_per_minute),
-                burst: nonzero(self.auth_failures_burst),
-            })
+            .rate_limit(RateLimit::new(
+                nonzero(self.rate_limit_per_second),
+                nonzero(self.rate_limit_burst),
+            ))
+            .auth_failures(AuthFailureLimit::new(
+                nonzero(self.auth_failures_per_minute),
+                nonzero(self.auth_failures_burst),
+            ))
             .maintenance(self.maintenance)
             .dispatcher(self.dispatcher_options())
             .outage_threshold(self.outage_threshold());
-        if let Some(url) = &self.smtp_url {
-            builder = builder.smtp(url, &self.mail_from);
-        }
+        #[cfg(feature = "smtp")]
+        let builder = match &self.smtp_url {
+            Some(url) => builder.smtp(url, &self.mail_from),
+            None => builder,
+        };
+        #[cfg(feature = "ui")]
+        let builder = builder.ui(snitch_http::ui::UiConfig::default()
+            .with_secure_cookies(self.base_url().starts_with("https://")));
         builder
     }
 
@@ -472,321 +502,38 @@ impl Config {
     /// The backoff of failed deliveries.
     pub fn retry_policy(&self) -> RetryPolicy {
         let ms = |v: u64| chrono::Duration::milliseconds(i64::try_from(v).unwrap_or(i64::MAX));
-        RetryPolicy {
-            first_delay: ms(self.retry_first_delay_ms),
-            max_delay: ms(self.retry_max_delay_ms),
-            give_up_after: ms(self.retry_give_up_after_secs.saturating_mul(1000)),
-        }
+        RetryPolicy::new(
+            ms(self.retry_first_delay_ms),
+            ms(self.retry_max_delay_ms),
+            ms(self.retry_give_up_after_secs.saturating_mul(1000)),
+        )
     }
 
     /// The limits of each listener.
     pub fn serve_options(&self) -> ServeOptions {
-        ServeOptions {
-            header_timeout: Duration::from_millis(self.header_timeout_ms),
-            max_connections: self.max_connections,
-        }
+        ServeOptions::default()
+            .with_header_timeout(Duration::from_millis(self.header_timeout_ms))
+            .with_max_connections(self.max_connections)
     }
 
+    /// How long a whole request may take before the 408.
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
     }
 
+    /// Where the API is reached from outside.
     pub fn base_url(&self) -> String {
         self.base_url
             .clone()
             .unwrap_or_else(|| format!("http://{}", self.listen))
     }
 
+    /// Where check-ins are sent from outside.
     pub fn check_in_base(&self) -> String {
         self.check_in_base
             .clone()
             .unwrap_or_else(|| format!("http://{}", self.check_in_listen))
     }
-}
-
-/// A running server.
-#[derive(Debug)]
-pub struct Running {
-    pub api_addr: SocketAddr,
-    pub check_in_addr: SocketAddr,
-    /// The key of the `demo` case made when no case is configured: shown once.
-    pub demo_key: Option<String>,
-    pub service: SnitchService,
-    pub api: ApiState,
-    task: JoinHandle<Result<(), std::io::Error>>,
-}
-
-impl Running {
-    /// Waits until the server has shut down and every accepted request was answered.
-    pub async fn wait(self) -> Result<(), ServerError> {
-        match self.task.await {
-            Ok(result) => Ok(result?),
-            Err(join) => Err(ServerError::Io(std::io::Error::other(join))),
-        }
-    }
-}
-
-/// Starts the API on `api` and check-ins on `check_in`, with the deadline scheduler, until
-/// `shutdown` completes; then stops accepting, finishes in-flight requests and returns.
-pub async fn launch(
-    config: Config,
-    api: TcpListener,
-    check_in: TcpListener,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<Running, ServerError> {
-    launch_with_clock(config, api, check_in, Arc::new(SystemClock), shutdown).await
-}
-
-/// The router with `TraceLayer`'s request spans, when the subscriber installed now wants
-/// them (`RUST_LOG=tower_http=debug`): otherwise the layer would cost every request its
-/// time and record nothing (failures are logged by the HTTP crate itself).
-fn traced(router: axum::Router) -> axum::Router {
-    if tracing::enabled!(target: "tower_http::trace", tracing::Level::DEBUG) {
-        router.layer(TraceLayer::new_for_http())
-    } else {
-        router
-    }
-}
-
-/// [`launch`] with a chosen clock (tests use a [`snitch_core::ManualClock`]).
-pub async fn launch_with_clock(
-    config: Config,
-    api: TcpListener,
-    check_in: TcpListener,
-    clock: Arc<dyn Clock>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<Running, ServerError> {
-    let storage = open_storage(&config).await?;
-    let snitch = config.snitch_builder(storage).clock(clock).build().await?;
-    let demo_key = match load_cases(&config, snitch.service(), snitch.keys()).await {
-        Ok(demo_key) => demo_key,
-        Err(e) => {
-            snitch.shutdown().await;
-            return Err(e);
-        }
-    };
-    if let Err(e) = snitch.keys().refresh().await {
-        snitch.shutdown().await;
-        return Err(e.into());
-    }
-
-    let api_app = traced(with_request_timeout(
-        snitch.api_router(),
-        config.request_timeout(),
-        || ApiError::request_timeout().into_response(),
-    ));
-    let check_in_app = traced(with_request_timeout(
-        snitch.check_in_router(),
-        config.request_timeout(),
-        request_timeout_text,
-    ));
-
-    let api_addr = api.local_addr()?;
-    let check_in_addr = check_in.local_addr()?;
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let stopped = move |mut rx: watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|stop| *stop).await;
-    };
-
-    let mut options = config.serve_options();
-    let fd_limit = raise_fd_limit();
-    options.max_connections = fitting_max_connections(options.max_connections, 2, fd_limit);
-    if options.max_connections < config.max_connections {
-        tracing::warn!(
-            configured = config.max_connections,
-            used = options.max_connections,
-            fd_limit,
-            "max_connections lowered to fit the limit of open files"
-        );
-    }
-    let api_server = tokio::spawn(serve(api, api_app, options, stopped(stop_rx.clone())));
-    let check_in_server = tokio::spawn(serve(check_in, check_in_app, options, stopped(stop_rx)));
-
-    let service = snitch.service().clone();
-    let api_state = snitch.api_state().clone();
-    let task = tokio::spawn(async move {
-        shutdown.await;
-        tracing::info!("shutting down: finishing requests in flight");
-        let _ = stop_tx.send(true);
-        let results = [api_server.await, check_in_server.await];
-        // The scheduler, the dispatcher (deliveries in flight are recorded) and the key
-        // refresh stop; the clean stop is recorded.
-        snitch.shutdown().await;
-        for result in results {
-            result.map_err(std::io::Error::other)??;
-        }
-        tracing::info!("stopped");
-        Ok(())
-    });
-
-    Ok(Running {
-        api_addr,
-        check_in_addr,
-        demo_key,
-        service,
-        api: api_state,
-        task,
-    })
-}
-
-/// The check-in listener's 408: text, like its other answers.
-fn request_timeout_text() -> Response {
-    (
-        StatusCode::REQUEST_TIMEOUT,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        "The request was not complete in time.\n",
-    )
-        .into_response()
-}
-
-/// The store of [`Config::store_location`], opened and migrated.
-pub async fn open_storage(config: &Config) -> Result<Arc<dyn Storage>, ServerError> {
-    Ok(match config.store_location()? {
-        StoreLocation::Memory => {
-            tracing::info!("using the in-memory store: data is lost when the server stops");
-            Arc::new(MemoryStorage::new())
-        }
-        StoreLocation::Postgres(url) => {
-            Arc::new(PgStorage::new(open_postgres(config, &url).await?))
-        }
-        location => Arc::new(SqliteStorage::new(open_sqlite(config, &location).await?)),
-    })
-}
-
-/// A pool on PostgreSQL at `url`, migrated.
-pub async fn open_postgres(config: &Config, url: &str) -> Result<sqlx::PgPool, ServerError> {
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(config.database_max_connections)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect(url)
-        .await
-        // The URL may hold a password: name the failure, not the URL.
-        .map_err(|e| ServerError::Config(format!("cannot connect to database_url: {e}")))?;
-    snitch_store_postgres::MIGRATOR
-        .run(&pool)
-        .await
-        .map_err(|e| ServerError::Config(format!("cannot migrate the database: {e}")))?;
-    tracing::info!("using PostgreSQL storage");
-    Ok(pool)
-}
-
-/// A pool on the SQLite database of `location` (a file, created with its directory if
-/// missing, or a `sqlite:` URL), migrated.
-pub async fn open_sqlite(
-    config: &Config,
-    location: &StoreLocation,
-) -> Result<sqlx::SqlitePool, ServerError> {
-    let connections = config.database_max_connections;
-    let pool = match location {
-        StoreLocation::SqliteFile(path) => {
-            create_parent_dir(path)?;
-            snitch_store_sqlite::connect(path, connections)
-                .await
-                .map_err(|e| ServerError::Config(format!("cannot open {}: {e}", path.display())))?
-        }
-        StoreLocation::SqliteUrl(url) => {
-            snitch_store_sqlite::connect_url(url, connections)
-                .await
-                .map_err(|e| ServerError::Config(format!("cannot open database_url: {e}")))?
-        }
-        other => {
-            return Err(ServerError::Config(format!(
-                "not a SQLite location: {other:?}"
-            )))
-        }
-    };
-    snitch_store_sqlite::MIGRATOR
-        .run(&pool)
-        .await
-        .map_err(|e| ServerError::Config(format!("cannot migrate the database: {e}")))?;
-    match location {
-        StoreLocation::SqliteFile(path) => {
-            tracing::info!(path = %path.display(), "using SQLite storage");
-        }
-        _ => tracing::info!("using SQLite storage at database_url"),
-    }
-    Ok(pool)
-}
-
-/// Creates the directory a database file goes in, if missing.
-fn create_parent_dir(path: &Path) -> Result<(), ServerError> {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir).map_err(|e| {
-            ServerError::Config(format!(
-                "cannot create the directory {}: {e}",
-                dir.display()
-            ))
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// Stores the configured cases, their keys (once) and hooks; with none configured and none
-/// stored, makes a `demo` case with a key on the first start and returns that key (`None`
-/// on later starts, or when the admin commands made cases).
-async fn load_cases(
-    config: &Config,
-    service: &SnitchService,
-    keys: &ApiKeys,
-) -> Result<Option<String>, ServerError> {
-    let invalid = |case: &str, what: String| ServerError::Config(format!("case {case:?}: {what}"));
-    if config.cases.is_empty() {
-        // Made once, on the first start, and kept: a later start finds it with its key.
-        let id = CaseId::parse("demo").map_err(|v| invalid("demo", v.message))?;
-        let storage = service.storage();
-        let stored = storage.cases().await?;
-        let demo_ready = stored.iter().any(|c| c.id == id)
-            && !storage.api_keys(Some(id.clone())).await?.is_empty();
-        // Cases made with the admin commands are the store's own: no demo beside them.
-        if demo_ready || stored.iter().any(|c| c.id != id) {
-            return Ok(None);
-        }
-        storage.upsert_case(&Case::new(id.clone())).await?;
-        return Ok(Some(keys.create(&id, "demo").await?.key));
-    }
-    for c in &config.cases {
-        let id = CaseId::parse(&c.name).map_err(|v| invalid(&c.name, v.message))?;
-        let members = AlertEmails::parse(&c.members)
-            .map_err(|v| invalid(&c.name, format!("members: {}", v.message)))?;
-        let case = Case {
-            id: id.clone(),
-            members: members.as_slice().to_vec(),
-            plan: Plan {
-                max_snitches: c.max_snitches,
-                error_notices: c.error_notices,
-            },
-            on_hold: c.on_hold,
-        };
-        service.storage().upsert_case(&case).await?;
-        for key in &c.api_keys {
-            keys.ensure_plain(key, &id, "configuration")
-                .await
-                .map_err(|e| invalid(&c.name, e))?;
-        }
-        // Hooks go through the service so they are validated like API input; a case on
-        // hold still gets its configured hooks, and one already stored is kept.
-        let mut active = case.clone();
-        active.on_hold = false;
-        let stored: Vec<String> = service
-            .webhooks(&active)
-            .await
-            .map_err(|e| invalid(&c.name, e.to_string()))?
-            .into_iter()
-            .map(|h| h.url.to_string())
-            .collect();
-        for url in &c.webhooks {
-            let parsed = WebhookUrl::parse(url)
-                .map_err(|v| invalid(&c.name, format!("webhook {url:?}: {}", v.message)))?;
-            if stored.contains(&parsed.to_string()) {
-                continue;
-            }
-            service
-                .create_webhook(&active, url, None)
-                .await
-                .map_err(|e| invalid(&c.name, format!("webhook {url:?}: {e}")))?;
-        }
-    }
-    Ok(None)
 }
 
 /// Env-free convenience for tests and embedding: TOML text only.
@@ -976,6 +723,25 @@ webhooks = ["https://hooks.acme.test/snitch"]
         ] {
             assert!(config_from_toml(zero).is_err(), "{zero}");
         }
+    }
+
+    #[test]
+    fn settings_for_parts_compiled_out_are_refused_not_dropped() {
+        let smtp = config_from_toml("smtp_url = \"smtp://127.0.0.1:2525\"").expect("valid");
+        let err = smtp.check_features(false, true).expect_err("no smtp");
+        assert!(err.to_string().contains("`smtp` feature"), "{err}");
+        assert!(smtp.check_features(true, false).is_ok());
+
+        let hooks =
+            config_from_toml("[[case]]\nname = \"acme\"\nwebhooks = [\"https://h.test/x\"]")
+                .expect("valid");
+        let err = hooks.check_features(true, false).expect_err("no webhooks");
+        assert!(err.to_string().contains("\"acme\": webhooks"), "{err}");
+        assert!(err.to_string().contains("`webhooks` feature"), "{err}");
+        let private = config_from_toml("allow_private_webhooks = true").expect("valid");
+        assert!(private.check_features(true, false).is_err());
+        // Without either, a configuration that asks for neither is fine.
+        assert!(Config::default().check_features(false, false).is_ok());
     }
 
     #[test]

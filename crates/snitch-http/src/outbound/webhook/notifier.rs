@@ -1,78 +1,20 @@
-//! Webhook deliveries over HTTP(S): api-v1.md section 6 and behaviour.md section 5.
-//!
-//! [`WebhookNotifier`] POSTs every event to a hook URL as JSON ([`webhook_body`]) with
-//! `Content-Type: application/json`, a `User-Agent` naming Snitch, and
-//! `Snitch-Event-Id: <event id>` (the same on every retry, so receivers can drop
-//! duplicates: delivery is at least once). Credentials in the URL
-//! (`https://user:pass@host/…`) are taken out of the URL and sent as HTTP Basic.
-//!
-//! Only a 2xx answer is a success. Redirects are not followed (a 3xx is a failure), and a
-//! request that takes longer than the timeout (30 s by default) fails. Unless
-//! [`WebhookOptions::allow_private`] is set, targets on loopback, private, link-local,
-//! CGNAT, multicast or unspecified addresses are refused: host names are checked on the
-//! addresses they resolve to, at connect time, and IP literals before sending (see
-//! [`is_refused_address`]). Requests never go through an HTTP proxy, so that the check
-//! applies to the address actually connected to.
-//!
-//! # Verifying signatures
-//!
-//! A hook registered with a secret gets each request signed in a header
-//!
-//! ```text
-//! Snitch-Signature: t=1795342500,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd
-//! ```
-//!
-//! where `t` is when the request was signed (Unix seconds) and `v1` is the lowercase hex
-//! HMAC-SHA256, keyed with the secret, of the string `<t>.<body>`: the value of `t`, a
-//! dot, and the raw request body exactly as received (bytes, before any JSON parsing).
-//!
-//! A receiver should:
-//!
-//! 1. compute the HMAC of `<t>.<raw body>` with its copy of the secret and compare it
-//!    with `v1` in constant time (ignore other `v…` entries; more versions may come);
-//! 2. check that `t` is recent (for example within 5 minutes of its own clock) to refuse
-//!    replays of an old request; a retry is signed afresh, with a new `t`;
-//! 3. answer 2xx quickly, and use `Snitch-Event-Id` to ignore an event it already has.
-//!
-//! Rust receivers can use [`verify_signature`] and [`signature_timestamp`]:
-//!
-//! ```
-//! use snitch_http::outbound::webhook::{signature_header, signature_timestamp, verify_signature};
-//!
-//! let body = br#"{"type":"snitch.missing"}"#;
-//! // What Snitch sends; a receiver takes it from the `Snitch-Signature` header.
-//! let header = signature_header("s3cret", 1_795_342_500, body);
-//!
-//! assert!(verify_signature("s3cret", &header, body));
-//! assert!(!verify_signature("wrong secret", &header, body));
-//! assert!(!verify_signature("s3cret", &header, b"{\"type\":\"snitch.reporting\"}"));
-//! assert_eq!(signature_timestamp(&header), Some(1_795_342_500));
-//! ```
+//! [`WebhookNotifier`]: POSTs deliveries with reqwest (feature `webhooks`).
 
 use std::error::Error as StdError;
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hmac::{Hmac, Mac};
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::header::CONTENT_TYPE;
 use reqwest::{redirect, Client, StatusCode, Url};
-use serde_json::{json, Value};
-use sha2::Sha256;
-use snitch_core::{Channel, Clock, Delivery, Event, EventKind, Notifier, NotifyError, SystemClock};
+use snitch_core::{Channel, Clock, Delivery, Notifier, NotifyError, SystemClock};
 
-use crate::wire::{format_time, tag_names};
+use super::address::{is_refused_address, GuardedResolver, Refused};
+use super::payload::{webhook_body, EVENT_ID_HEADER};
+use super::signature::{signature_header, SIGNATURE_HEADER};
 
-type HmacSha256 = Hmac<Sha256>;
-type BoxError = Box<dyn StdError + Send + Sync>;
-
-/// The header carrying the event id, the same on every retry.
-pub const EVENT_ID_HEADER: &str = "Snitch-Event-Id";
-/// The header carrying the signature of a hook with a secret.
-pub const SIGNATURE_HEADER: &str = "Snitch-Signature";
 /// The hard timeout of a delivery attempt (api-v1.md 6.3).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long connecting may take (behaviour.md section 8).
@@ -88,6 +30,7 @@ pub fn default_user_agent() -> String {
 
 /// Settings of a [`WebhookNotifier`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WebhookOptions {
     /// Deliver to loopback, private, link-local, CGNAT, multicast and unspecified
     /// addresses too (default: refused).
@@ -96,7 +39,34 @@ pub struct WebhookOptions {
     pub timeout: Duration,
     /// How long establishing the connection may take (default 5 s).
     pub connect_timeout: Duration,
+    /// The `User-Agent` of every request (default [`default_user_agent`]).
     pub user_agent: String,
+}
+
+impl WebhookOptions {
+    /// Delivering to private addresses too, or not.
+    pub fn with_allow_private(mut self, allow: bool) -> Self {
+        self.allow_private = allow;
+        self
+    }
+
+    /// With a hard timeout of `timeout` per attempt.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// With at most `timeout` to establish a connection.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// With `user_agent` as the `User-Agent`.
+    pub fn with_user_agent(mut self, user_agent: impl Into<String>) -> Self {
+        self.user_agent = user_agent.into();
+        self
+    }
 }
 
 impl Default for WebhookOptions {
@@ -155,6 +125,7 @@ impl WebhookNotifier {
         self
     }
 
+    /// The settings it was built with.
     pub fn options(&self) -> &WebhookOptions {
         &self.options
     }
@@ -242,192 +213,6 @@ impl Notifier for WebhookNotifier {
             tracing::debug!(delivery = %delivery.id, %detail, "webhook attempt failed");
             Err(NotifyError::new(detail))
         }
-    }
-}
-
-/// The JSON body of api-v1.md 6.1 for an event. A `snitch.missing` that stands for
-/// several due points carries `missed_periods` in `data` (behaviour.md section 8).
-pub fn webhook_body(event: &Event) -> Value {
-    let mut body = json!({
-        "type": event.kind.as_str(),
-        "timestamp": format_time(event.at),
-        "data": {
-            "snitch": {
-                "token": event.token.as_str(),
-                "name": event.name.as_str(),
-                "notes": event.notes.as_str(),
-                "tags": tag_names(event.tags.as_slice()),
-                "status": event.status.webhook_name(),
-                "previous_status": event.previous_status.webhook_name(),
-            }
-        }
-    });
-    if event.kind == EventKind::Missing {
-        body["data"]["missed_periods"] = json!(event.missed_periods.max(1));
-    }
-    body
-}
-
-/// The `Snitch-Signature` value for a body signed at `timestamp` (Unix seconds):
-/// `t=<timestamp>,v1=<hex HMAC-SHA256(secret, "<timestamp>.<body>")>`.
-pub fn signature_header(secret: &str, timestamp: i64, body: &[u8]) -> String {
-    let tag = signing_mac(secret, &timestamp.to_string(), body)
-        .finalize()
-        .into_bytes();
-    format!("t={timestamp},v1={}", to_hex(&tag))
-}
-
-/// Whether a `Snitch-Signature` header is a valid signature of `body` with `secret`
-/// (any of its `v1` entries, compared in constant time). It does not look at how old
-/// `t` is: check [`signature_timestamp`] against your clock for that.
-pub fn verify_signature(secret: &str, header: &str, body: &[u8]) -> bool {
-    let Some(timestamp) = header_timestamp(header) else {
-        return false;
-    };
-    header_entries(header)
-        .filter(|(key, _)| *key == "v1")
-        .filter_map(|(_, value)| from_hex(value))
-        .any(|expected| {
-            signing_mac(secret, timestamp, body)
-                .verify_slice(&expected)
-                .is_ok()
-        })
-}
-
-/// The `t` of a `Snitch-Signature` header: when it was signed, in Unix seconds.
-pub fn signature_timestamp(header: &str) -> Option<i64> {
-    header_timestamp(header)?.parse().ok()
-}
-
-fn header_entries(header: &str) -> impl Iterator<Item = (&str, &str)> {
-    header
-        .split(',')
-        .filter_map(|part| part.trim().split_once('='))
-        .map(|(key, value)| (key.trim(), value.trim()))
-}
-
-fn header_timestamp(header: &str) -> Option<&str> {
-    header_entries(header)
-        .find(|(key, _)| *key == "t")
-        .map(|(_, value)| value)
-        .filter(|t| !t.is_empty() && t.len() <= 20 && t.bytes().all(|b| b.is_ascii_digit()))
-}
-
-fn signing_mac(secret: &str, timestamp: &str, body: &[u8]) -> HmacSha256 {
-    let mut mac =
-        HmacSha256::new_from_slice(secret.as_bytes()).expect("HMAC takes keys of any length");
-    mac.update(timestamp.as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    mac
-}
-
-fn to_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
-    out
-}
-
-fn from_hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) || !text.is_ascii() {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
-        .collect()
-}
-
-/// Whether a delivery to this address is refused unless private targets are allowed:
-/// loopback, private (10/8, 172.16/12, 192.168/16, fc00::/7), link-local (169.254/16,
-/// fe80::/10), CGNAT (100.64/10), multicast, unspecified or "this network" (0/8),
-/// broadcast, deprecated site-local (fec0::/10), and the IPv4-mapped (`::ffff:a.b.c.d`)
-/// and NAT64 (`64:ff9b::a.b.c.d`) forms of refused IPv4 addresses.
-pub fn is_refused_address(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => is_refused_v4(v4),
-        IpAddr::V6(v6) => is_refused_v6(v6),
-    }
-}
-
-fn is_refused_v4(ip: Ipv4Addr) -> bool {
-    let [a, b, ..] = ip.octets();
-    ip.is_loopback()
-        || ip.is_private()
-        || ip.is_link_local()
-        || ip.is_multicast()
-        || ip.is_broadcast()
-        // 0.0.0.0/8: unspecified and "this network".
-        || a == 0
-        // 100.64.0.0/10: carrier-grade NAT.
-        || (a == 100 && (b & 0xc0) == 64)
-}
-
-fn is_refused_v6(ip: Ipv6Addr) -> bool {
-    if let Some(v4) = ip.to_ipv4_mapped() {
-        return is_refused_v4(v4);
-    }
-    let segments = ip.segments();
-    // 64:ff9b::/96: the NAT64 well-known prefix embeds an IPv4 address.
-    if segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-        let [.., hi, lo] = segments;
-        let [a, b] = hi.to_be_bytes();
-        let [c, d] = lo.to_be_bytes();
-        return is_refused_v4(Ipv4Addr::new(a, b, c, d));
-    }
-    ip.is_loopback()
-        || ip.is_unspecified()
-        || ip.is_multicast()
-        // fc00::/7: unique local.
-        || (segments[0] & 0xfe00) == 0xfc00
-        // fe80::/10: link-local; fec0::/10: deprecated site-local.
-        || (segments[0] & 0xffc0) == 0xfe80
-        || (segments[0] & 0xffc0) == 0xfec0
-}
-
-/// A target refused for its address: the detail of the failed attempt.
-#[derive(Debug)]
-struct Refused(String);
-
-impl fmt::Display for Refused {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl StdError for Refused {}
-
-/// Resolves with the system resolver, then drops refused addresses unless allowed.
-#[derive(Debug, Clone, Copy)]
-struct GuardedResolver {
-    allow_private: bool,
-}
-
-impl Resolve for GuardedResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let allow_private = self.allow_private;
-        let host = name.as_str().to_owned();
-        Box::pin(async move {
-            let found: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            if found.is_empty() {
-                return Err(BoxError::from(format!("{host} has no addresses")));
-            }
-            let kept: Vec<SocketAddr> = found
-                .into_iter()
-                .filter(|addr| allow_private || !is_refused_address(addr.ip()))
-                .collect();
-            if kept.is_empty() {
-                return Err(BoxError::from(Refused(format!(
-                    "refused: {host} resolves only to private addresses"
-                ))));
-            }
-            Ok(Box::new(kept.into_iter()) as Addrs)
-        })
     }
 }
 
@@ -527,6 +312,10 @@ mod tests {
         Tags, Token, WebhookSecret, WebhookUrl,
     };
 
+    use serde_json::{json, Value};
+    use snitch_core::Event;
+
+    use super::super::signature::{signature_timestamp, verify_signature};
     use super::*;
 
     /// One request as the receiver saw it.
@@ -744,37 +533,6 @@ mod tests {
         assert_eq!(header(&seen[1], "snitch-signature"), None);
     }
 
-    #[test]
-    fn signatures_are_hex_hmac_of_t_dot_body_and_garbage_is_rejected() {
-        let header = signature_header("key", 1, b"x");
-        assert!(header.starts_with("t=1,v1="));
-        assert_eq!(header.len(), "t=1,v1=".len() + 64);
-        assert!(verify_signature("key", &header, b"x"));
-        assert!(verify_signature(
-            "key",
-            &format!("v1=00,{}, v2=zz", header.replace(',', " , ")),
-            b"x"
-        ));
-        for bad in ["", "t=1", "v1=ab", "t=,v1=ab", "t=x,v1=ab", "t=1,v1=zz"] {
-            assert!(!verify_signature("key", bad, b"x"), "{bad}");
-        }
-        // The hex is lowercase HMAC-SHA256 of "<t>.<body>".
-        let quick = signature_header("key", 0, b"");
-        let expected_mac = {
-            let mut mac = HmacSha256::new_from_slice(b"key").expect("any length");
-            mac.update(b"0.");
-            to_hex(&mac.finalize().into_bytes())
-        };
-        assert_eq!(quick, format!("t=0,v1={expected_mac}"));
-        assert_eq!(
-            to_hex(&[0x00, 0x0f, 0xa0, 0xff]),
-            "000fa0ff",
-            "lowercase, zero-padded"
-        );
-        assert_eq!(from_hex("000fA0ff"), Some(vec![0x00, 0x0f, 0xa0, 0xff]));
-        assert_eq!(from_hex("abc"), None);
-    }
-
     #[tokio::test]
     async fn any_2xx_is_a_success() {
         let rx = receiver().await;
@@ -948,82 +706,5 @@ mod tests {
         assert!(o
             .user_agent
             .ends_with(" (+https://github.com/snitch-rs/snitch)"));
-    }
-
-    fn ip(s: &str) -> IpAddr {
-        s.parse().expect("an IP address")
-    }
-
-    #[test]
-    fn refused_ipv4_ranges() {
-        for refused in [
-            "127.0.0.1",
-            "127.255.255.254",
-            "10.0.0.1",
-            "10.255.255.255",
-            "172.16.0.1",
-            "172.31.255.255",
-            "192.168.1.1",
-            "169.254.169.254",
-            "100.64.0.1",
-            "100.127.255.255",
-            "224.0.0.1",
-            "239.255.255.250",
-            "0.0.0.0",
-            "0.1.2.3",
-            "255.255.255.255",
-        ] {
-            assert!(is_refused_address(ip(refused)), "{refused}");
-        }
-        for allowed in [
-            "8.8.8.8",
-            "1.1.1.1",
-            "172.15.255.255",
-            "172.32.0.1",
-            "192.167.1.1",
-            "169.253.1.1",
-            "100.63.255.255",
-            "100.128.0.1",
-            "11.0.0.1",
-            "93.184.216.34",
-        ] {
-            assert!(!is_refused_address(ip(allowed)), "{allowed}");
-        }
-    }
-
-    #[test]
-    fn refused_ipv6_ranges() {
-        for refused in [
-            "::1",
-            "::",
-            "fc00::1",
-            "fd12:3456:789a::1",
-            "fe80::1",
-            "febf:ffff::1",
-            "fec0::1",
-            "ff02::1",
-            "ff0e::1",
-            "ff00::",
-            "::ffff:127.0.0.1",
-            "::ffff:10.1.2.3",
-            "::ffff:192.168.0.1",
-            "::ffff:169.254.169.254",
-            "::ffff:100.64.0.1",
-            "::ffff:0.0.0.0",
-            "64:ff9b::7f00:1",
-            "64:ff9b::a9fe:a9fe",
-        ] {
-            assert!(is_refused_address(ip(refused)), "{refused}");
-        }
-        for allowed in [
-            "2001:4860:4860::8888",
-            "2606:4700:4700::1111",
-            "fbff::1",
-            "::ffff:8.8.8.8",
-            "64:ff9b::808:808",
-            "2001:db8::1",
-        ] {
-            assert!(!is_refused_address(ip(allowed)), "{allowed}");
-        }
     }
 }

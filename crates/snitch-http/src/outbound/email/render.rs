@@ -1,0 +1,239 @@
+//! What an alert e-mail says: its subject and plain-text body.
+
+use std::fmt::Write as _;
+
+use snitch_core::{Event, EventKind, Outcome, Status};
+
+use crate::wire::format_time;
+
+/// What an alert says: a subject and a plain-text body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EmailContent {
+    /// The `Subject` (one line).
+    pub subject: String,
+    /// The plain-text body.
+    pub text: String,
+}
+
+/// `1440` as `1,440`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Renders the alert for an event. `check_in_base` (e.g. `https://nosnch.in`) adds the
+/// snitch's check-in URL to the body.
+pub fn render_email(event: &Event, check_in_base: Option<&str>) -> EmailContent {
+    let quoted = format!("\"{}\"", one_line(event.name.as_str()));
+    let at = format_time(event.at);
+    let first_check_in = event.previous_status == Status::Pending;
+    // Lines stay short so that an ASCII alert goes out as readable 7bit text.
+    let (tail, detail) = match event.kind {
+        EventKind::Missing if event.missed_periods > 1 => (
+            if event.previous_status == Status::Failed {
+                "is still missing"
+            } else {
+                "is missing"
+            },
+            format!(
+                "It missed {} check-ins in a row; the latest deadline was {at}.",
+                thousands(event.missed_periods)
+            ),
+        ),
+        EventKind::Missing if event.previous_status == Status::Failed => (
+            "is still missing",
+            format!("Another deadline passed with no check-in ({at})."),
+        ),
+        EventKind::Missing => (
+            "is missing",
+            format!("No check-in arrived before its deadline ({at})."),
+        ),
+        EventKind::Errored => (
+            "reported an error",
+            format!("It checked in with a failure at {at}."),
+        ),
+        EventKind::Reporting if first_check_in => (
+            "is reporting",
+            format!("It checked in for the first time at {at}."),
+        ),
+        EventKind::Reporting => ("is reporting again", format!("It checked in at {at}.")),
+        EventKind::Paused => ("was paused", format!("It was paused at {at}.")),
+        // A kind newer than this renderer.
+        _ => ("changed", format!("Its status changed at {at}.")),
+    };
+    let subject = format!("[Snitch] {quoted} {tail}");
+
+    // Writing to a String cannot fail.
+    let mut text = String::new();
+    let _ = writeln!(text, "{quoted} {tail}.\n{detail}\n");
+    let _ = writeln!(text, "Snitch:         {}", one_line(event.name.as_str()));
+    let _ = writeln!(
+        text,
+        "Status:         {} (was {})",
+        event.status.webhook_name(),
+        event.previous_status.webhook_name()
+    );
+    let _ = writeln!(
+        text,
+        "Last success:   {}",
+        event
+            .checked_in_at
+            .map_or_else(|| "never".to_owned(), format_time)
+    );
+    let _ = writeln!(text, "Event:          {} at {at}", event.kind.as_str());
+    let _ = writeln!(text, "Token:          {}", event.token);
+    if let Some(base) = check_in_base {
+        let _ = writeln!(
+            text,
+            "Check-in URL:   {}/{}",
+            base.trim_end_matches('/'),
+            event.token
+        );
+    }
+    if !event.tags.is_empty() {
+        let tags: Vec<&str> = event.tags.iter().map(|t| t.as_str()).collect();
+        let _ = writeln!(text, "Tags:           {}", tags.join(", "));
+    }
+    if let Some(check_in) = &event.check_in {
+        let _ = writeln!(text, "\nThe check-in:");
+        let _ = writeln!(text, "  Time:         {}", format_time(check_in.at));
+        match &check_in.outcome {
+            Outcome::Success => {
+                let _ = writeln!(text, "  Outcome:      success");
+            }
+            Outcome::Error { exit_status } => {
+                let _ = writeln!(text, "  Outcome:      error");
+                let _ = writeln!(text, "  Exit status:  {exit_status}");
+            }
+        }
+        if let Some(message) = &check_in.message {
+            let _ = writeln!(
+                text,
+                "  Message:      {}",
+                message.as_str().replace('\n', "\n                ")
+            );
+        }
+    }
+    let notes = event.notes.as_str().trim_end();
+    if !notes.is_empty() {
+        let _ = writeln!(text, "\nNotes:\n{notes}");
+    }
+    let _ = write!(
+        text,
+        "\n-- \nSent by Snitch to the snitch's alert_email list, or to its team.\n"
+    );
+    EmailContent { subject, text }
+}
+
+/// Header values and one-line fields must not break lines.
+fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use snitch_core::{CheckIn, SnitchName};
+
+    use super::super::fixtures::{errored, event, t};
+    use super::*;
+
+    #[tokio::test]
+    async fn renders_a_missing_alert() {
+        let e = event(EventKind::Missing, Status::Failed, Status::Healthy);
+        let mail = render_email(&e, Some("https://nosnch.in/"));
+        assert_eq!(mail.subject, r#"[Snitch] "Nightly backup" is missing"#);
+        let text = &mail.text;
+        for expected in [
+            "\"Nightly backup\" is missing.\nNo check-in arrived before its deadline (2026-11-22T00:00:00.000Z).\n\n",
+            "Snitch:         Nightly backup\n",
+            "Status:         missing (was healthy)\n",
+            "Last success:   2026-11-20T23:05:00.000Z\n",
+            "Event:          snitch.missing at 2026-11-22T00:00:00.000Z\n",
+            "Token:          abcdefghij0123456789\n",
+            "Check-in URL:   https://nosnch.in/abcdefghij0123456789\n",
+            "Tags:           db, nightly\n",
+            "Notes:\nRuns pg_dump on db1.\nCall Ann if it fails.\n",
+        ] {
+            assert!(text.contains(expected), "{expected:?} not in:\n{text}");
+        }
+        assert!(!text.contains("The check-in:"), "{text}");
+
+        let mut again = e.clone();
+        again.previous_status = Status::Failed;
+        again.checked_in_at = None;
+        let mail = render_email(&again, None);
+        assert_eq!(
+            mail.subject,
+            r#"[Snitch] "Nightly backup" is still missing"#
+        );
+        assert!(mail
+            .text
+            .contains("Status:         missing (was missing)\n"));
+        assert!(mail.text.contains("Last success:   never\n"));
+        assert!(!mail.text.contains("Check-in URL"));
+    }
+
+    #[tokio::test]
+    async fn renders_an_error_alert_with_message_and_exit_status() {
+        let mail = render_email(&errored(), None);
+        assert_eq!(
+            mail.subject,
+            r#"[Snitch] "Nightly backup" reported an error"#
+        );
+        for expected in [
+            "Status:         errored (was healthy)\n",
+            "Event:          snitch.errored at 2026-11-21T23:04:00.000Z\n",
+            "The check-in:\n  Time:         2026-11-21T23:04:00.000Z\n",
+            "  Outcome:      error\n",
+            "  Exit status:  2\n",
+            "  Message:      pg_dump: disk full\n",
+        ] {
+            assert!(
+                mail.text.contains(expected),
+                "{expected:?} not in:\n{}",
+                mail.text
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn renders_a_reporting_alert() {
+        let mut e = event(EventKind::Reporting, Status::Healthy, Status::Failed);
+        e.at = t("2026-11-22T01:00:00Z");
+        e.checked_in_at = Some(e.at);
+        e.check_in = Some(CheckIn::new(e.at, Outcome::Success, None));
+        let mail = render_email(&e, None);
+        assert_eq!(
+            mail.subject,
+            r#"[Snitch] "Nightly backup" is reporting again"#
+        );
+        assert!(mail
+            .text
+            .contains("Status:         healthy (was missing)\n"));
+        assert!(mail.text.contains("  Outcome:      success\n"));
+        assert!(!mail.text.contains("Message:"));
+
+        e.previous_status = Status::Pending;
+        let first = render_email(&e, None);
+        assert_eq!(first.subject, r#"[Snitch] "Nightly backup" is reporting"#);
+        assert!(first.text.contains("for the first time"));
+    }
+
+    #[tokio::test]
+    async fn a_name_cannot_break_the_subject_line() {
+        let mut e = event(EventKind::Missing, Status::Failed, Status::Healthy);
+        e.name = SnitchName::parse("a\r\nBcc: eve@example.test").expect("name");
+        let mail = render_email(&e, None);
+        assert!(!mail.subject.contains(['\r', '\n']), "{:?}", mail.subject);
+    }
+}

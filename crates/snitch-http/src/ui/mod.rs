@@ -1,0 +1,1005 @@
+//! The web dashboard (feature `ui`): server-rendered pages over the same
+//! [`SnitchService`] as the API, mounted by the server under `/ui`.
+//!
+//! - Signing in takes an API key; the browser then holds only a random session id in an
+//!   `HttpOnly`, `SameSite=Strict` cookie (`Secure` when [`UiConfig::secure_cookies`]).
+//!   Sessions live on the server ([`session`]), expire, end at sign-out and end when their
+//!   key is revoked. Failed sign-ins count against the API's failed-authentication limit
+//!   of the client's address ([`crate::auth_limit`]), and a blocked address cannot sign in.
+//! - Every POST carries the session's CSRF token (the sign-in form a token of its own,
+//!   double-submitted in a short cookie) and is refused when the browser says it came
+//!   from another site (`Sec-Fetch-Site`).
+//! - Text a user or a job wrote is escaped by maud (`pages.rs`); every answer carries a
+//!   `Content-Security-Policy` that allows scripts and styles only from the dashboard's
+//!   own files (no inline script, no inline style).
+//!
+//! The router serves its pages under [`UiConfig::base_path`] itself: `merge` it into the
+//! host's router (`api_router(api).merge(ui_router(ui))`).
+
+mod pages;
+pub mod session;
+pub mod timeline;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use governor::clock::{Clock as _, DefaultClock};
+use maud::Markup;
+use snitch_core::{Case, ServiceError, SnitchFields, SnitchService, Validations};
+use tower_http::catch_panic::CatchPanicLayer;
+
+use crate::auth_limit::client_of;
+use crate::{refusal, whole_secs, ApiState, Refusal, MAX_BODY_BYTES};
+use pages::{Frame, SignedInView, SnitchForm};
+use session::{random_secret, same_secret, Sessions, MAX_SESSIONS};
+
+/// The cookie naming a session.
+pub const SESSION_COOKIE: &str = "snitch_session";
+/// The cookie of the sign-in form's CSRF token (before there is a session).
+pub const LOGIN_COOKIE: &str = "snitch_login";
+/// How long a sign-in form stays valid.
+const LOGIN_FORM_TTL: Duration = Duration::from_secs(3600);
+/// How many recent events a snitch's page shows.
+const EVENTS_SHOWN: usize = 20;
+/// How many periods the timeline shows.
+pub const TIMELINE_PERIODS: usize = 30;
+
+/// The policy of every dashboard answer: scripts, styles and images only from the
+/// dashboard itself, no inline script or style, forms only to itself, never framed.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; \
+     base-uri 'none'; frame-ancestors 'none'";
+
+const APP_CSS: &str = include_str!("assets/app.css");
+const APP_JS: &str = include_str!("assets/app.js");
+const ICON_SVG: &str = include_str!("assets/icon.svg");
+
+/// Settings of the dashboard: `UiConfig::default()` plus the `with_*` setters.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct UiConfig {
+    /// Where the pages live, without a trailing slash (default `/ui`): the routes, links,
+    /// redirects and the cookies' `Path` use it.
+    pub base_path: String,
+    /// Mark the cookies `Secure` (sent only over https). The server sets it when its
+    /// `base_url` is https.
+    pub secure_cookies: bool,
+    /// How long a session lasts from sign-in (default 12 hours).
+    pub session_ttl: Duration,
+}
+
+impl Default for UiConfig {
+    fn default() -> Self {
+        UiConfig {
+            base_path: "/ui".into(),
+            secure_cookies: false,
+            session_ttl: Duration::from_secs(12 * 3600),
+        }
+    }
+}
+
+/// What the dashboard's handlers share: the API's state (service, keys, limits) and the
+/// sessions. Clones share the sessions.
+#[derive(Clone, Debug)]
+pub struct UiState {
+    api: ApiState,
+    sessions: Arc<Sessions>,
+    config: Arc<UiConfig>,
+}
+
+impl UiConfig {
+    /// Serves the pages under `base_path` (e.g. `/monitor/ui`).
+    pub fn with_base_path(mut self, base_path: impl Into<String>) -> Self {
+        self.base_path = base_path.into();
+        self
+    }
+
+    /// Marks the cookies `Secure` (for a dashboard served over https).
+    pub fn with_secure_cookies(mut self, secure: bool) -> Self {
+        self.secure_cookies = secure;
+        self
+    }
+
+    /// How long a session lasts from sign-in.
+    pub fn with_session_ttl(mut self, ttl: Duration) -> Self {
+        self.session_ttl = ttl;
+        self
+    }
+}
+
+impl UiState {
+    /// The dashboard over the API's state (its service, keys and failure limit).
+    pub fn new(api: ApiState, mut config: UiConfig) -> Self {
+        config.base_path = config.base_path.trim_end_matches('/').to_owned();
+        UiState {
+            sessions: Arc::new(Sessions::new(config.session_ttl, MAX_SESSIONS)),
+            api,
+            config: Arc::new(config),
+        }
+    }
+
+    fn service(&self) -> &SnitchService {
+        &self.api.inner.service
+    }
+
+    fn base(&self) -> &str {
+        &self.config.base_path
+    }
+
+    fn cookie_path(&self) -> &str {
+        if self.base().is_empty() {
+            "/"
+        } else {
+            self.base()
+        }
+    }
+
+    fn cookie(&self, name: &str, value: &str, max_age: Duration) -> HeaderValue {
+        let secure = if self.config.secure_cookies {
+            "; Secure"
+        } else {
+            ""
+        };
+        let text = format!(
+            "{name}={value}; Path={}; Max-Age={}; HttpOnly; SameSite=Strict{secure}",
+            self.cookie_path(),
+            max_age.as_secs()
+        );
+        // Names, values and the configured path are printable ASCII.
+        HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
+    }
+
+    fn frame<'a>(&'a self, signed: Option<&'a SignedIn>) -> Frame<'a> {
+        Frame {
+            base: self.base(),
+            signed_in: signed.map(|s| SignedInView {
+                case: s.case.id.as_str(),
+                csrf: &s.csrf,
+            }),
+        }
+    }
+
+    fn page(&self, status: StatusCode, markup: Markup) -> Response {
+        (
+            status,
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            markup.into_string(),
+        )
+            .into_response()
+    }
+
+    fn error_page(
+        &self,
+        signed: Option<&SignedIn>,
+        status: StatusCode,
+        title: &str,
+        message: &str,
+    ) -> Response {
+        self.page(status, pages::error(&self.frame(signed), title, message))
+    }
+
+    fn see_other(&self, path: &str) -> Response {
+        let location = format!("{}{path}", self.base());
+        match HeaderValue::from_str(&location) {
+            Ok(v) => (StatusCode::SEE_OTHER, [(header::LOCATION, v)]).into_response(),
+            Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        }
+    }
+
+    /// The page for a failed operation of the service.
+    fn service_error(&self, signed: &SignedIn, err: ServiceError) -> Response {
+        let page = |status, title: &str, message: &str| {
+            self.error_page(Some(signed), status, title, message)
+        };
+        match err {
+            ServiceError::NotFound => page(
+                StatusCode::NOT_FOUND,
+                "Not found",
+                "There is no such snitch or webhook in this case.",
+            ),
+            ServiceError::Invalid(v) => {
+                page(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", &v.to_string())
+            }
+            ServiceError::PlanLimitReached { max } => page(
+                StatusCode::PAYMENT_REQUIRED,
+                "Plan limit reached",
+                &format!("The case's plan allows at most {max} snitches."),
+            ),
+            ServiceError::AccountOnHold => page(
+                StatusCode::PAYMENT_REQUIRED,
+                "Account on hold",
+                "The case is on hold; its snitches cannot be shown or changed.",
+            ),
+            ServiceError::Storage(e) if e.is_transient() || e.is_outcome_unknown() => {
+                tracing::warn!(cause = %e, "storage failed; the dashboard answered 503");
+                let mut r = page(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Try again",
+                    "The store is unavailable for a moment; reload the page.",
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(1));
+                r
+            }
+            e => {
+                tracing::error!(cause = %e, "dashboard request failed");
+                page(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "Something went wrong",
+                    "The request failed; it was logged.",
+                )
+            }
+        }
+    }
+}
+
+/// The dashboard's routes, under [`UiConfig::base_path`] (`/ui/`, `/ui/login`, …):
+/// `merge` the router into the host's (the server merges it into the API's). Unknown
+/// paths under the base get an HTML 404.
+pub fn ui_router(state: UiState) -> Router {
+    let base = state.base().to_owned();
+    let at = |path: &str| format!("{base}{path}");
+    let not_found = state.clone();
+    let for_refusal = state.clone();
+    let mut router = Router::new()
+        .route(&at("/"), get(index))
+        .route(&at("/login"), get(login_form).post(login))
+        .route(&at("/logout"), post(logout))
+        .route(&at("/snitches"), post(create))
+        .route(&at("/snitches/new"), get(new_form))
+        .route(&at("/snitches/{token}"), get(show))
+        .route(&at("/snitches/{token}/edit"), get(edit_form).post(update))
+        .route(&at("/snitches/{token}/pause"), post(pause))
+        .route(&at("/snitches/{token}/unpause"), post(unpause))
+        .route(
+            &at("/snitches/{token}/delete"),
+            get(confirm_delete).post(delete),
+        )
+        .route(&at("/webhooks"), get(webhooks).post(add_webhook))
+        .route(&at("/webhooks/{id}/delete"), post(delete_webhook))
+        .route(
+            &at("/assets/app.css"),
+            get(|| async { asset("text/css; charset=utf-8", APP_CSS) }),
+        )
+        .route(
+            &at("/assets/icon.svg"),
+            get(|| async { asset("image/svg+xml", ICON_SVG) }),
+        )
+        .route(
+            &at("/assets/app.js"),
+            get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
+        );
+    if !base.is_empty() {
+        router = router.route(&base, get(index)).route(
+            &at("/{*rest}"),
+            axum::routing::any(move || async move {
+                not_found.error_page(
+                    None,
+                    StatusCode::NOT_FOUND,
+                    "Not found",
+                    "There is no such page.",
+                )
+            }),
+        );
+    }
+    router
+        .layer(axum::middleware::from_fn(
+            move |req: Request, next: Next| {
+                let ui = for_refusal.clone();
+                async move {
+                    match refusal(&req) {
+                        Some(Refusal::NotFound) => ui.error_page(
+                            None,
+                            StatusCode::NOT_FOUND,
+                            "Not found",
+                            "There is no such page.",
+                        ),
+                        Some(Refusal::TooLarge) => ui.error_page(
+                            None,
+                            StatusCode::PAYLOAD_TOO_LARGE,
+                            "Too large",
+                            "The form is too large.",
+                        ),
+                        None => next.run(req).await,
+                    }
+                }
+            },
+        ))
+        .layer(axum::middleware::map_response(security_headers))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(CatchPanicLayer::new())
+        .with_state(state)
+}
+
+async fn security_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        // Check-in URLs hold their snitch's secret: never sent on as a referrer.
+        (header::REFERRER_POLICY, "no-referrer"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    headers
+        .entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    response
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// The value of cookie `name` in the request's `Cookie` headers.
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.trim())
+}
+
+/// Whether the browser says the request came from another site (`Sec-Fetch-Site`):
+/// such a POST is refused whatever it carries.
+fn cross_site(headers: &HeaderMap) -> bool {
+    headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| !matches!(v, "same-origin" | "none"))
+}
+
+/// A signed-in browser: its live session's case and CSRF token (no `Debug`: the id and
+/// the token are credentials).
+struct SignedIn {
+    case: Case,
+    id: String,
+    csrf: String,
+}
+
+impl FromRequestParts<UiState> for SignedIn {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, ui: &UiState) -> Result<Self, Response> {
+        let api = &ui.api.inner;
+        if ui.api.maintenance() {
+            return Err(ui.error_page(
+                None,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Maintenance",
+                "Snitch is in maintenance; check-ins are still recorded. Try again later.",
+            ));
+        }
+        let to_login = || ui.see_other("/login");
+        let Some(id) = cookie(&parts.headers, SESSION_COOKIE) else {
+            return Err(to_login());
+        };
+        let Some(session) = ui.sessions.get(id) else {
+            return Err(to_login());
+        };
+        // A revoked key ends its sessions.
+        let Some((digest, case_id)) = api.keys.case_of_digest(&session.key) else {
+            ui.sessions.end(id);
+            return Err(to_login());
+        };
+        if let Err(not_until) = api.limiter.check_key(&digest) {
+            let wait = whole_secs(not_until.wait_time_from(DefaultClock::default().now()));
+            let mut r = ui.error_page(
+                None,
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many requests",
+                &format!("This key made too many requests; try again in {wait} s."),
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(wait));
+            return Err(r);
+        }
+        let case = match api.service.storage().case(&case_id).await {
+            Ok(Some(case)) => case,
+            Ok(None) => {
+                ui.sessions.end(id);
+                return Err(to_login());
+            }
+            Err(e) => {
+                let signed = SignedIn {
+                    case: Case::new(case_id),
+                    id: String::new(),
+                    csrf: String::new(),
+                };
+                return Err(ui.service_error(&signed, e.into()));
+            }
+        };
+        Ok(SignedIn {
+            case,
+            id: id.to_owned(),
+            csrf: session.csrf,
+        })
+    }
+}
+
+/// A form body (`application/x-www-form-urlencoded`): the first value of each field.
+/// Never refused for its content; over [`MAX_BODY_BYTES`] it is 413.
+struct Form(HashMap<String, String>);
+
+impl Form {
+    fn get(&self, name: &str) -> &str {
+        self.0.get(name).map_or("", String::as_str)
+    }
+}
+
+impl FromRequest<UiState> for Form {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, ui: &UiState) -> Result<Self, Response> {
+        let bytes = Bytes::from_request(req, ui).await.map_err(|_| {
+            ui.error_page(
+                None,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "Too large",
+                "The form is too large.",
+            )
+        })?;
+        let mut fields = HashMap::new();
+        for (k, v) in form_urlencoded::parse(&bytes) {
+            fields
+                .entry(k.into_owned())
+                .or_insert_with(|| v.into_owned());
+        }
+        Ok(Form(fields))
+    }
+}
+
+impl SignedIn {
+    /// The refusal of a POST that did not come from this session's own page.
+    fn refusal(&self, ui: &UiState, headers: &HeaderMap, form: &Form) -> Option<Response> {
+        if cross_site(headers) || !same_secret(form.get("csrf"), &self.csrf) {
+            return Some(ui.error_page(
+                Some(self),
+                StatusCode::FORBIDDEN,
+                "Refused",
+                "This form did not come from this session's page (or the page is old). Go back, reload and try again.",
+            ));
+        }
+        None
+    }
+}
+
+/// `?done=…` of a page after an action.
+fn done_of(query: Option<&str>) -> Option<String> {
+    form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "done")
+        .map(|(_, v)| v.into_owned())
+}
+
+async fn login_form(State(ui): State<UiState>, RawQuery(query): RawQuery) -> Response {
+    let done = done_of(query.as_deref());
+    let token = random_secret();
+    let frame = ui.frame(None);
+    let page = pages::login(&frame, &token, None, done.as_deref());
+    with_login_cookie(&ui, ui.page(StatusCode::OK, page), &token)
+}
+
+fn with_login_cookie(ui: &UiState, mut r: Response, token: &str) -> Response {
+    r.headers_mut().append(
+        header::SET_COOKIE,
+        ui.cookie(LOGIN_COOKIE, token, LOGIN_FORM_TTL),
+    );
+    r
+}
+
+/// The sign-in form with a fresh CSRF token, double-submitted in [`LOGIN_COOKIE`].
+fn login_page(ui: &UiState, status: StatusCode, message: Option<&str>) -> Response {
+    let token = random_secret();
+    let page = pages::login(&ui.frame(None), &token, message, None);
+    with_login_cookie(ui, ui.page(status, page), &token)
+}
+
+async fn login(State(ui): State<UiState>, req: Request) -> Response {
+    let api = &ui.api.inner;
+    if ui.api.maintenance() {
+        return ui.error_page(
+            None,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Maintenance",
+            "Snitch is in maintenance; try again later.",
+        );
+    }
+    let client = client_of(req.extensions());
+    let headers = req.headers().clone();
+    let form = match Form::from_request(req, &ui).await {
+        Ok(form) => form,
+        Err(r) => return r,
+    };
+    let form_token = cookie(&headers, LOGIN_COOKIE).unwrap_or("");
+    if cross_site(&headers) || !same_secret(form.get("csrf"), form_token) {
+        return login_page(
+            &ui,
+            StatusCode::FORBIDDEN,
+            Some("The sign-in form expired or came from elsewhere; sign in again."),
+        );
+    }
+    let blocked = |wait: Duration| {
+        let secs = whole_secs(wait);
+        let mut r = login_page(
+            &ui,
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(&format!(
+                "Too many failed sign-ins from this address; try again in {secs} s."
+            )),
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        r
+    };
+    // Blocked addresses are refused before the key is looked at, as on the API.
+    if let Some(wait) = api.failures.blocked_for(&client) {
+        return blocked(wait);
+    }
+    let key = form.get("key").trim();
+    if key.is_empty() {
+        return login_page(
+            &ui,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("Enter an API key."),
+        );
+    }
+    let failed = || match api.failures.record_failure(client) {
+        Some(wait) => blocked(wait),
+        None => login_page(
+            &ui,
+            StatusCode::UNAUTHORIZED,
+            Some("That API key is not valid."),
+        ),
+    };
+    let Some((digest, case_id)) = api.keys.case_of(key) else {
+        return failed();
+    };
+    match api.service.storage().case(&case_id).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return failed(),
+        Err(e) => {
+            let signed = SignedIn {
+                case: Case::new(case_id),
+                id: String::new(),
+                csrf: String::new(),
+            };
+            return ui.service_error(&signed, e.into());
+        }
+    }
+    // A new sign-in replaces the browser's old session, if any: one session per cookie.
+    if let Some(old) = cookie(&headers, SESSION_COOKIE) {
+        ui.sessions.end(old);
+    }
+    let (id, _) = ui.sessions.start(digest);
+    let mut r = ui.see_other("/");
+    let headers = r.headers_mut();
+    headers.append(
+        header::SET_COOKIE,
+        ui.cookie(SESSION_COOKIE, &id, ui.sessions.ttl()),
+    );
+    headers.append(
+        header::SET_COOKIE,
+        ui.cookie(LOGIN_COOKIE, "", Duration::ZERO),
+    );
+    r
+}
+
+async fn logout(
+    State(ui): State<UiState>,
+    signed: SignedIn,
+    headers: HeaderMap,
+    form: Form,
+) -> Response {
+    if let Some(r) = signed.refusal(&ui, &headers, &form) {
+        return r;
+    }
+    ui.sessions.end(&signed.id);
+    let mut r = ui.see_other("/login?done=signed-out");
+    r.headers_mut().append(
+        header::SET_COOKIE,
+        ui.cookie(SESSION_COOKIE, "", Duration::ZERO),
+    );
+    r
+}
+
+async fn index(State(ui): State<UiState>, signed: SignedIn, RawQuery(query): RawQuery) -> Response {
+    let params: HashMap<String, String> =
+        form_urlencoded::parse(query.as_deref().unwrap_or("").as_bytes())
+            .into_owned()
+            .collect();
+    let raw = params.get("tags").map_or("", String::as_str);
+    let (filter, problem) = match SnitchService::parse_tag_filter(raw) {
+        Ok(tags) => (tags, None),
+        Err(ServiceError::Invalid(v)) => (Vec::new(), v.iter().next().map(|p| p.message.clone())),
+        Err(e) => return ui.service_error(&signed, e),
+    };
+    // An invalid filter shows nothing rather than everything.
+    let snitches = if problem.is_some() {
+        Vec::new()
+    } else {
+        match ui.service().list(&signed.case, &filter).await {
+            Ok(s) => s,
+            Err(e) => return ui.service_error(&signed, e),
+        }
+    };
+    let view = pages::ListView {
+        snitches: &snitches,
+        filter: raw,
+        filter_problem: problem.as_deref(),
+        now: ui.service().now(),
+        done: params.get("done").map(String::as_str),
+    };
+    let status = if problem.is_some() {
+        StatusCode::UNPROCESSABLE_ENTITY
+    } else {
+        StatusCode::OK
+    };
+    ui.page(status, pages::list(&ui.frame(Some(&signed)), &view))
+}
+
+/// The create and edit form's values as the service's fields: every field given, so an
+/// edit that empties one clears it.
+fn snitch_fields(form: &Form) -> (SnitchFields, SnitchForm) {
+    let typed = SnitchForm {
+        name: form.get("name").to_owned(),
+        interval: form.get("interval").to_owned(),
+        alert_type: form.get("alert_type").to_owned(),
+        alert_email: form.get("alert_email").to_owned(),
+        notes: form.get("notes").to_owned(),
+        tags: form.get("tags").to_owned(),
+    };
+    let list = |raw: &str| -> Vec<String> {
+        raw.split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let fields = SnitchFields {
+        name: Some(typed.name.clone()),
+        interval: Some(typed.interval.clone()),
+        alert_type: Some(if typed.alert_type.is_empty() {
+            "basic".to_owned()
+        } else {
+            typed.alert_type.clone()
+        }),
+        alert_email: Some(list(&typed.alert_email)),
+        notes: Some(typed.notes.clone()),
+        tags: Some(list(&typed.tags)),
+    };
+    (fields, typed)
+}
+
+async fn new_form(State(ui): State<UiState>, signed: SignedIn) -> Response {
+    let frame = ui.frame(Some(&signed));
+    ui.page(
+        StatusCode::OK,
+        pages::snitch_form(&frame, None, &SnitchForm::default(), None),
+    )
+}
+
+async fn create(
+    State(ui): State<UiState>,
+    signed: SignedIn,
+    headers: HeaderMap,
+    form: Form,
+) -> Response {
+    if let Some(r) = signed.refusal(&ui, &headers, &form) {
+        return r;
+    }
+    let (fields, typed) = snitch_fields(&form);
+    match ui.service().create(&signed.case, &fields).await {
+        Ok(s) => ui.see_other(&format!("/snitches/{}?done=created", s.token.as_str())),
+        Err(ServiceError::Invalid(v)) => {
+            let frame = ui.frame(Some(&signed));
+            ui.page(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                pages::snitch_form(&frame, None, &typed, Some(&v)),
+            )
+        }
+        Err(e) => ui.service_error(&signed, e),
+    }
+}
+
+async fn show(
+    State(ui): State<UiState>,
+    signed: SignedIn,
+    Path(token): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let done = done_of(query.as_deref());
+    snitch_page(&ui, &signed, &token, done.as_deref(), None).await
+}
+
+async fn snitch_page(
+    ui: &UiState,
+    signed: &SignedIn,
+    token: &str,
+    done: Option<&str>,
+    pause_problems: Option<&Validations>,
+) -> Response {
+    let service = ui.service();
+    let snitch = match service.get(&signed.case, token).await {
+        Ok(s) => s,
+        Err(e) => return ui.service_error(signed, e),
+    };
+    let kept = snitch_core::snitch::CHECK_INS_KEPT;
+    let check_ins = match service.check_ins(&signed.case, token, kept).await {
+        Ok(c) => c,
+        Err(e) => return ui.service_error(signed, e),
+    };
+    let events = match service
+        .events_with_deliveries(&signed.case, token, EVENTS_SHOWN)
+        .await
+    {
+        Ok(e) => e,
+        Err(e) => return ui.service_error(signed, e),
+    };
+    let now = service.now();
+    // The pause in force began with the latest `snitch.paused` event (among those shown;
+    // otherwise it is older than them, and so is every period it covers).
+    let paused_since = snitch.state.pause.as_ref().map(|_| {
+        events
+            .iter()
+            .find(|(e, _)| e.kind == snitch_core::EventKind::Paused)
+            .map_or(chrono::DateTime::<chrono::Utc>::MIN_UTC, |(e, _)| e.at)
+    });
+    let cells = timeline::timeline(
+        snitch.interval,
+        snitch.created_at,
+        &check_ins,
+        check_ins.len() < kept,
+        paused_since,
+        now,
+        TIMELINE_PERIODS,
+    );
+    let check_in_url =
+        crate::wire::SnitchJson::new(&snitch, &ui.api.inner.check_in_base).check_in_url;
+    let view = pages::SnitchView {
+        snitch: &snitch,
+        check_in_url: &check_in_url,
+        check_ins: &check_ins,
+        events: &events,
+        timeline: &cells,
+        now,
+        done,
+        pause_problems,
+    };
+    let status = if pause_problems.is_some() {
+        StatusCode::UNPROCESSABLE_ENTITY
+    } else {
+        StatusCode::OK
+    };
+    ui.page(status, pages::snitch(&ui.frame(Some(signed)), &view))
+}
+
+async fn edit_form(
+    State(ui): State<UiState>,
+    signed: SignedIn,
+    Path(token): Path<String>,
+) -> Response {
+    match ui.service().get(&signed.case, &token).await {
+        Ok(s) => {
+            let frame = ui.frame(Some(&signed));
+            let form = SnitchForm::of(&s);
+            ui.page(
+                StatusCode::OK,
+                pages::snitch_form(&frame, Some(s.token.as_str()), &form, None),
+            )
+        }
+        Err(e) => ui.service_error(&signed, e),
+    }
+}
+
+async fn update(
+    State(ui): State<UiState>,
+    signed: SignedIn,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+    form: Form,
+) -> Response {
+    if let Some(r) = signed.refusal(&ui, &headers, &form) {
+        return r;
+    }
+    let (fields, typed) = snitch_fields(&form);
+    match ui.service().update(&signed.case, &token, &fields).await {
+        Ok(s) => ui.see_other(&format!("/snitches/{}?done=updated", s.token.as_str())),
+        Err(ServiceError::Invalid(v)) => {
+            // Fields are checked before the snitch is looked up: a token of no snitch
+            // of this case is still a 404, and the form's action names a real one.
+            match ui.service().get(&signed.case, &token).await {
+                Ok(s) => {
+                    let frame = ui.frame(Some(&signed));
+                    ui.page(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        pages::snitch_form(&frame, Some(s.token.as_str()), &typed, Some(&v)),
+                    )
+                }
+                Err(e) => ui.service_error(&signed, e),
+            }
+        }
+        Err(e) => ui.service_error(&signed, e),
+    }
+}
+
+/// The `until` of the pause form for the service: `healthy`, `unpaused`, or a time (the
+/// browser's UTC conversion when its script ran, else the typed time read as UTC).
+fn pause_until(form: &Form) -> Result<String, Validations> {
+    match form.get("until") {
+        "" | "healthy" => Ok("healthy".into()),
+        "unpaused" => Ok("unpaused".into()),
+        "at" => {
+            let utc = form.get("until_utc").trim();
+            if !utc.is_empty() {
+                return Ok(utc.to_owned());
+            }
+            let typed = form.get("until_at").trim();
+            if typed.is_empty() {
+                return Err(Validations::single("until", "needs a time"));
+            }
+            ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"]
+                .iter()
+                .find_map(|f| chrono::NaiveDateTime::parse_from_str(typed, f).ok())
+                .map(|t| crate::wire::format_time(t.and_utc()))
+                .ok_or_else(|| Validations::single("until", "is not a date and time"))
+        }
+        _ => Err(Validations::single(
+            "until",
+            "must be healthy, unpaused or a time",
+        )),
+    }
+}
+
+async fn pause(
+    State(ui): State<UiState>,
+    signed: SignedIn,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+    form: Form,
+) -> Response {
+    if let Some(r) = signed.refusal(&ui, &headers, &form) {
+        return r;
+    }
+    let result = match pause_until(&form) {
+        Ok(until) => ui.service().pause(&signed.case, &token, Some(&until)).await,
+        Err(v) => Err(ServiceError::Invalid(v)),
+    };
+    match result {
+        Ok(()) => ui.see_other(&format!("/snitches/{token}?done=paused")),
+        Err(ServiceError::Invalid(v)) => snitch_page(&ui, &signed, &token, None, Some(&v)).await,
+        Err(e) => ui.service_error(&signed, e),
+    }
+}
+
+async fn unpause(
+    State(ui): State<UiState>,
+    signed: SignedIn,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+    form: Form,
+) -> Response {
+    if let Some(r) = signed.refusal(&ui, &headers, &form) {
+        return r;
+    }
+    match ui.service().unpause(&signed.case, &token).await {
+        Ok(()) => ui.see_other(&format!("/snitches/{token}?done=unpaused")),
+        Err(e) => ui.service_error(&signed, e),
+    }
+}
+
+async fn confirm_delete(
+    State(ui): State<UiState>,
+    signed: SignedIn,
+    Path(token): Path<String>,
+) -> Response {
+    match ui.service().get(&signed.case, &token).await {
+        Ok(s) => ui.page(
+            StatusCode::OK,
+            pages::confirm_delete(&ui.frame(Some(&signed)), &s),
+        ),
+        Err(e) => ui.service_error(&signed, e),
+    }
+}
+
+async fn delete(
+    State(ui): State<UiState>,
+    signed: SignedIn,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+    form: Form,
+) -> Response {
+    if let Some(r) = signed.refusal(&ui, &headers, &form) {
+        return r;
+    }
+    match ui.service().delete(&signed.case, &token).await {
+        Ok(()) => ui.see_other("/?done=deleted"),
+        Err(e) => ui.service_error(&signed, e),
+    }
+}
+
+async fn webhooks(
+    State(ui): State<UiState>,
+    signed: SignedIn,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let done = done_of(query.as_deref());
+    hooks_page(&ui, &signed, done.as_deref(), None, "").await
+}
+
+async fn hooks_page(
+    ui: &UiState,
+    signed: &SignedIn,
+    done: Option<&str>,
+    errors: Option<&Validations>,
+    url: &str,
+) -> Response {
+    match ui.service().webhooks(&signed.case).await {
+        Ok(hooks) => {
+            let status = if errors.is_some() {
+                StatusCode::UNPROCESSABLE_ENTITY
+            } else {
+                StatusCode::OK
+            };
+            let frame = ui.frame(Some(signed));
+            ui.page(status, pages::webhooks(&frame, &hooks, done, errors, url))
+        }
+        Err(e) => ui.service_error(signed, e),
+    }
+}
+
+async fn add_webhook(
+    State(ui): State<UiState>,
+    signed: SignedIn,
+    headers: HeaderMap,
+    form: Form,
+) -> Response {
+    if let Some(r) = signed.refusal(&ui, &headers, &form) {
+        return r;
+    }
+    let url = form.get("url").trim();
+    let secret = Some(form.get("secret")).filter(|s| !s.is_empty());
+    match ui.service().create_webhook(&signed.case, url, secret).await {
+        Ok(_) => ui.see_other("/webhooks?done=hook-added"),
+        Err(ServiceError::Invalid(v)) => hooks_page(&ui, &signed, None, Some(&v), url).await,
+        Err(e) => ui.service_error(&signed, e),
+    }
+}
+
+async fn delete_webhook(
+    State(ui): State<UiState>,
+    signed: SignedIn,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    form: Form,
+) -> Response {
+    if let Some(r) = signed.refusal(&ui, &headers, &form) {
+        return r;
+    }
+    match ui.service().delete_webhook(&signed.case, &id).await {
+        Ok(()) => ui.see_other("/webhooks?done=hook-removed"),
+        Err(e) => ui.service_error(&signed, e),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,181 @@
+//! Dashboard sessions, kept on the server: the cookie holds only a random id; the id
+//! names the digest of the API key the session signed in with (never the key), a CSRF
+//! token for its forms and when it expires.
+//!
+//! Every request re-checks the key by its digest, so revoking a key ends its sessions
+//! within the key refresh (a second). Sign-out deletes the session.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use rand::RngCore;
+use subtle::ConstantTimeEq;
+
+use crate::keys::KeyDigest;
+
+/// At most this many sessions are kept; past it, expired ones are dropped first, then
+/// the ones closest to expiring, so signing in never fails for lack of room.
+pub const MAX_SESSIONS: usize = 10_000;
+
+/// 32 random bytes from the thread's CSPRNG, URL-safe base64 (43 characters).
+pub(crate) fn random_secret() -> String {
+    let mut bytes = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// Whether two secrets are equal, in time independent of where they differ.
+pub(crate) fn same_secret(a: &str, b: &str) -> bool {
+    !a.is_empty() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+}
+
+/// One signed-in browser.
+#[derive(Clone)]
+pub(crate) struct Session {
+    pub key: KeyDigest,
+    /// The token every form of this session carries; a POST without it is refused.
+    pub csrf: String,
+    pub expires: Instant,
+    /// Order of sign-in: of sessions expiring at the same instant, the older goes first.
+    seq: u64,
+}
+
+/// The sessions of one dashboard, by id.
+pub(crate) struct Sessions {
+    by_id: Mutex<HashMap<String, Session>>,
+    ttl: Duration,
+    max: usize,
+    started: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the ids or tokens: they are credentials.
+        f.debug_struct("Sessions")
+            .field("live", &self.lock().len())
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sessions {
+    pub(crate) fn new(ttl: Duration, max: usize) -> Self {
+        Sessions {
+            by_id: Mutex::new(HashMap::new()),
+            ttl,
+            max: max.max(1),
+            started: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
+        // Every update is one insert or remove: a panic elsewhere leaves it whole.
+        self.by_id.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts a session for `key`; returns its id (for the cookie) and the session.
+    pub(crate) fn start(&self, key: KeyDigest) -> (String, Session) {
+        let now = Instant::now();
+        let session = Session {
+            key,
+            csrf: random_secret(),
+            expires: now + self.ttl,
+            seq: self
+                .started
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        };
+        let id = random_secret();
+        let mut sessions = self.lock();
+        if sessions.len() >= self.max {
+            sessions.retain(|_, s| s.expires > now);
+        }
+        while sessions.len() >= self.max {
+            let soonest = sessions
+                .iter()
+                .min_by_key(|(_, s)| (s.expires, s.seq))
+                .map(|(id, _)| id.clone());
+            match soonest {
+                Some(id) => sessions.remove(&id),
+                None => break,
+            };
+        }
+        sessions.insert(id.clone(), session.clone());
+        (id, session)
+    }
+
+    /// The live session with this id; an expired one is removed.
+    pub(crate) fn get(&self, id: &str) -> Option<Session> {
+        let mut sessions = self.lock();
+        let session = sessions.get(id)?;
+        if session.expires <= Instant::now() {
+            sessions.remove(id);
+            return None;
+        }
+        Some(session.clone())
+    }
+
+    /// Ends a session (sign-out, or its key was revoked); `false` when there was none.
+    pub(crate) fn end(&self, id: &str) -> bool {
+        self.lock().remove(id).is_some()
+    }
+
+    /// How long a session lasts from sign-in.
+    pub(crate) fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_are_random_found_and_ended() {
+        let sessions = Sessions::new(Duration::from_secs(60), 10);
+        let key = KeyDigest::of("some-key-0123456789abcdef0123456789");
+        let (a, sa) = sessions.start(key);
+        let (b, sb) = sessions.start(key);
+        assert_ne!(a, b);
+        assert_ne!(sa.csrf, sb.csrf);
+        assert_eq!(a.len(), 43);
+        assert_eq!(sessions.get(&a).map(|s| s.csrf), Some(sa.csrf));
+        assert!(sessions.end(&a));
+        assert!(sessions.get(&a).is_none());
+        assert!(!sessions.end(&a));
+        assert!(sessions.get(&b).is_some());
+        assert!(sessions.get("").is_none());
+    }
+
+    #[test]
+    fn an_expired_session_is_gone() {
+        let sessions = Sessions::new(Duration::ZERO, 10);
+        let (id, _) = sessions.start(KeyDigest::of("k"));
+        assert!(sessions.get(&id).is_none());
+        assert_eq!(sessions.len(), 0);
+    }
+
+    #[test]
+    fn a_flood_of_sign_ins_keeps_at_most_max_sessions_and_the_newest() {
+        let sessions = Sessions::new(Duration::from_secs(60), 100);
+        let key = KeyDigest::of("k");
+        let ids: Vec<String> = (0..1_000).map(|_| sessions.start(key).0).collect();
+        assert_eq!(sessions.len(), 100);
+        assert!(sessions.get(&ids[999]).is_some());
+        assert!(sessions.get(&ids[0]).is_none());
+    }
+
+    #[test]
+    fn secrets_compare_whole_and_never_empty() {
+        assert!(same_secret("abc", "abc"));
+        assert!(!same_secret("abc", "abd"));
+        assert!(!same_secret("abc", "ab"));
+        assert!(!same_secret("", ""));
+    }
+}

@@ -1,0 +1,170 @@
+//! Starting the server: the runtime over the configured store, the two listeners, and the
+//! graceful shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use snitch_core::{Clock, SnitchService, SystemClock};
+use snitch_http::{ApiError, ApiState};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tower_http::trace::TraceLayer;
+
+use super::bootstrap::{load_cases, open_storage};
+use super::{Config, ServerError};
+use crate::serve::{fitting_max_connections, raise_fd_limit, serve, with_request_timeout};
+
+/// A running server.
+#[derive(Debug)]
+pub struct Running {
+    /// Where the API listens.
+    pub api_addr: SocketAddr,
+    /// Where check-ins are received.
+    pub check_in_addr: SocketAddr,
+    /// The key of the `demo` case made when no case is configured: shown once.
+    pub demo_key: Option<String>,
+    /// The service, for operations without HTTP.
+    pub service: SnitchService,
+    /// The API's state (maintenance mode).
+    pub api: ApiState,
+    task: JoinHandle<Result<(), std::io::Error>>,
+}
+
+impl Running {
+    /// Waits until the server has shut down and every accepted request was answered.
+    pub async fn wait(self) -> Result<(), ServerError> {
+        match self.task.await {
+            Ok(result) => Ok(result?),
+            Err(join) => Err(ServerError::Io(std::io::Error::other(join))),
+        }
+    }
+}
+
+/// Starts the API on `api` and check-ins on `check_in`, with the deadline scheduler, until
+/// `shutdown` completes; then stops accepting, finishes in-flight requests and returns.
+pub async fn launch(
+    config: Config,
+    api: TcpListener,
+    check_in: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Running, ServerError> {
+    launch_with_clock(config, api, check_in, Arc::new(SystemClock), shutdown).await
+}
+
+/// The router with `TraceLayer`'s request spans, when the subscriber installed now wants
+/// them (`RUST_LOG=tower_http=debug`): otherwise the layer would cost every request its
+/// time and record nothing (failures are logged by the HTTP crate itself).
+fn traced(router: axum::Router) -> axum::Router {
+    if tracing::enabled!(target: "tower_http::trace", tracing::Level::DEBUG) {
+        router.layer(TraceLayer::new_for_http())
+    } else {
+        router
+    }
+}
+
+/// [`launch`] with a chosen clock (tests use a [`snitch_core::ManualClock`]).
+pub async fn launch_with_clock(
+    config: Config,
+    api: TcpListener,
+    check_in: TcpListener,
+    clock: Arc<dyn Clock>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Running, ServerError> {
+    let storage = open_storage(&config).await?;
+    let snitch = config.snitch_builder(storage).clock(clock).build().await?;
+    let demo_key = match load_cases(&config, snitch.service(), snitch.keys()).await {
+        Ok(demo_key) => demo_key,
+        Err(e) => {
+            snitch.shutdown().await;
+            return Err(e);
+        }
+    };
+    if let Err(e) = snitch.keys().refresh().await {
+        snitch.shutdown().await;
+        return Err(e.into());
+    }
+
+    let api_router = snitch.api_router();
+    // The dashboard shares the API's listener, under `/ui/`.
+    #[cfg(feature = "ui")]
+    let api_router = if config.ui {
+        api_router.merge(snitch.ui_router())
+    } else {
+        api_router
+    };
+    #[cfg(not(feature = "ui"))]
+    if config.ui {
+        tracing::info!("built without the `ui` feature: no dashboard is served");
+    }
+    let api_app = traced(with_request_timeout(
+        api_router,
+        config.request_timeout(),
+        || ApiError::request_timeout().into_response(),
+    ));
+    let check_in_app = traced(with_request_timeout(
+        snitch.check_in_router(),
+        config.request_timeout(),
+        request_timeout_text,
+    ));
+
+    let api_addr = api.local_addr()?;
+    let check_in_addr = check_in.local_addr()?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+
+    let mut options = config.serve_options();
+    let fd_limit = raise_fd_limit();
+    options.max_connections = fitting_max_connections(options.max_connections, 2, fd_limit);
+    if options.max_connections < config.max_connections {
+        tracing::warn!(
+            configured = config.max_connections,
+            used = options.max_connections,
+            fd_limit,
+            "max_connections lowered to fit the limit of open files"
+        );
+    }
+    let api_server = tokio::spawn(serve(api, api_app, options, stopped(stop_rx.clone())));
+    let check_in_server = tokio::spawn(serve(check_in, check_in_app, options, stopped(stop_rx)));
+
+    let service = snitch.service().clone();
+    let api_state = snitch.api_state().clone();
+    let task = tokio::spawn(async move {
+        shutdown.await;
+        tracing::info!("shutting down: finishing requests in flight");
+        let _ = stop_tx.send(true);
+        let results = [api_server.await, check_in_server.await];
+        // The scheduler, the dispatcher (deliveries in flight are recorded) and the key
+        // refresh stop; the clean stop is recorded.
+        snitch.shutdown().await;
+        for result in results {
+            result.map_err(std::io::Error::other)??;
+        }
+        tracing::info!("stopped");
+        Ok(())
+    });
+
+    Ok(Running {
+        api_addr,
+        check_in_addr,
+        demo_key,
+        service,
+        api: api_state,
+        task,
+    })
+}
+
+/// The check-in listener's 408: text, like its other answers.
+fn request_timeout_text() -> Response {
+    (
+        StatusCode::REQUEST_TIMEOUT,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "The request was not complete in time.\n",
+    )
+        .into_response()
+}
