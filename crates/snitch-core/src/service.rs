@@ -290,6 +290,16 @@ impl SnitchService {
         Ok(change.snitch)
     }
 
+    /// Tells the events hook that a saved change stored events (one call per change, as
+    /// each save does).
+    fn events_saved(&self, change: &Change) {
+        if !change.events.is_empty() {
+            if let Some(hook) = &self.on_events {
+                hook();
+            }
+        }
+    }
+
     /// Tells the wake hook when a saved change moved the snitch's wake-up time earlier.
     fn wake_if_earlier(&self, before: &Snitch, after: &Snitch) {
         if let (Some(hook), Some(wake)) = (&self.on_earlier_wake, after.wake_at()) {
@@ -690,12 +700,11 @@ impl SnitchService {
                 stepped.push((snitch, swept));
             }
             let results = self.storage.save_all(&changes).await;
-            let mut any_events = false;
             for ((change, (before, swept)), result) in changes.iter().zip(stepped).zip(results) {
                 let swept = match result {
                     Ok(()) => {
                         self.wake_if_earlier(&before, &change.snitch);
-                        any_events |= !change.events.is_empty();
+                        self.events_saved(change);
                         Ok(swept)
                     }
                     // A check-in (or another server) raced the sweep: read it again.
@@ -715,7 +724,7 @@ impl SnitchService {
                     Err(e) if e.is_outcome_unknown() => {
                         if self.stored_as(&change.snitch).await {
                             self.wake_if_earlier(&before, &change.snitch);
-                            any_events |= !change.events.is_empty();
+                            self.events_saved(change);
                             Ok(swept)
                         } else {
                             Err(e.into())
@@ -733,11 +742,6 @@ impl SnitchService {
                     Err(e) => {
                         first_error.get_or_insert(e);
                     }
-                }
-            }
-            if any_events {
-                if let Some(hook) = &self.on_events {
-                    hook();
                 }
             }
         }
