@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use snitch::admin::{AdminCommand, CaseOptions};
-use snitch::server::{launch, process_env, Config};
+use snitch::server::{launch, process_env, Config, LogFormat};
 use tokio::net::TcpListener;
 
 #[derive(Parser)]
@@ -138,16 +138,6 @@ async fn main() -> ExitCode {
     } else {
         "info,tower_http=info"
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| default_filter.into());
-    if admin.is_some() {
-        tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .init();
-    } else {
-        tracing_subscriber::fmt().with_env_filter(filter).init();
-    }
     let config = match read_config(args.config.as_ref()) {
         Ok(config) => config,
         Err(e) => {
@@ -155,6 +145,7 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    init_logging(config.log_format, default_filter, admin.is_some());
     let result = match admin {
         Some(command) => snitch::admin::run(
             &config,
@@ -172,6 +163,24 @@ async fn main() -> ExitCode {
             eprintln!("snitch: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Installs the log subscriber: `RUST_LOG` or `default_filter`, as `log_format` says;
+/// to stderr for admin commands (their results go to stdout).
+fn init_logging(format: LogFormat, default_filter: &str, to_stderr: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| default_filter.into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match (format, to_stderr) {
+        (LogFormat::Json, true) => builder
+            .json()
+            .flatten_event(true)
+            .with_writer(std::io::stderr)
+            .init(),
+        (LogFormat::Json, false) => builder.json().flatten_event(true).init(),
+        (LogFormat::Pretty, true) => builder.with_writer(std::io::stderr).init(),
+        (LogFormat::Pretty, false) => builder.init(),
     }
 }
 
@@ -203,6 +212,9 @@ async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         config.check_in_base(),
         running.check_in_addr
     );
+    if let Some(addr) = running.metrics_addr {
+        println!("Snitch metrics:   http://{addr}/metrics");
+    }
     if let Some(key) = &running.demo_key {
         println!("No case configured: made case \"demo\" with this API key (shown once):");
         println!("  {key}");

@@ -44,6 +44,8 @@ use snitch_core::{
     Clock, Delivery, Notifier, NotifyError, ServiceError, SnitchService, Storage, SystemClock,
     Timestamp,
 };
+use snitch_http::health::{health_router, Health, SweepWatch, SWEEP_STALLED_AFTER};
+use snitch_http::metrics::{metrics_router, MetricsState};
 use snitch_http::outbound::dispatcher::{Dispatcher, DispatcherOptions};
 use snitch_http::outbound::email::LogEmailNotifier;
 #[cfg(feature = "smtp")]
@@ -51,7 +53,8 @@ use snitch_http::outbound::email::SmtpEmailNotifier;
 #[cfg(feature = "webhooks")]
 use snitch_http::outbound::webhook::{WebhookNotifier, WebhookOptions};
 use snitch_http::{
-    api_router, check_in_router, ApiConfig, ApiKeys, ApiState, AuthFailureLimit, RateLimit,
+    api_router, check_in_router_with_metrics, ApiConfig, ApiKeys, ApiState, AuthFailureLimit,
+    Metrics, RateLimit,
 };
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
@@ -112,6 +115,8 @@ pub struct SnitchBuilder {
     dispatcher: DispatcherOptions,
     outage_threshold: chrono::Duration,
     key_refresh_every: Duration,
+    check_in_history: usize,
+    metrics: Option<Arc<Metrics>>,
     #[cfg(feature = "ui")]
     ui: snitch_http::ui::UiConfig,
 }
@@ -141,6 +146,7 @@ impl std::fmt::Debug for SnitchBuilder {
             .field("dispatcher", &self.dispatcher)
             .field("outage_threshold", &self.outage_threshold)
             .field("key_refresh_every", &self.key_refresh_every)
+            .field("check_in_history", &self.check_in_history)
             .finish_non_exhaustive()
     }
 }
@@ -252,6 +258,22 @@ impl SnitchBuilder {
         self
     }
 
+    /// How many check-ins of each snitch are kept (`check_in_history`; default
+    /// [`snitch_core::snitch::CHECK_INS_KEPT`], at most
+    /// [`snitch_core::service::MAX_CHECK_IN_HISTORY`]): the most
+    /// `GET /v1/snitches/<token>/check_ins` can show.
+    pub fn check_in_history(mut self, history: usize) -> Self {
+        self.check_in_history = history;
+        self
+    }
+
+    /// Counts in these metrics (default: a fresh [`Metrics`]; see
+    /// [`SnitchRuntime::metrics_router`]).
+    pub fn metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
     /// Records that this server is alive (before anything is served, so no check-in is
     /// stepped past the deadlines of an outage this start ends), loads the API keys, and
     /// starts the scheduler, the dispatcher and the key refresh on the current tokio
@@ -269,9 +291,12 @@ impl SnitchBuilder {
             dispatcher,
             outage_threshold,
             key_refresh_every,
+            check_in_history,
+            metrics,
             #[cfg(feature = "ui")]
             ui,
         } = self;
+        let metrics = metrics.unwrap_or_default();
         let webhooks: Arc<dyn Notifier> = match webhooks {
             #[cfg(not(feature = "webhooks"))]
             WebhookChoice::Missing => Arc::new(WebhooksNotCompiled),
@@ -297,21 +322,25 @@ impl SnitchBuilder {
             ),
             EmailChoice::Custom(notifier) => notifier,
         };
-        let dispatcher = Arc::new(Dispatcher::new(
-            storage.clone(),
-            clock.clone(),
-            webhooks,
-            email,
-            dispatcher,
-        ));
+        let dispatcher = Arc::new(
+            Dispatcher::new(storage.clone(), clock.clone(), webhooks, email, dispatcher)
+                .with_metrics(metrics.clone()),
+        );
         let waker = dispatcher.waker();
         let scheduler_waker = Arc::new(Notify::new());
         let wake_scheduler = scheduler_waker.clone();
+        let counted = metrics.clone();
+        let outages_counted = metrics.clone();
         let service = SnitchService::new(storage.clone(), clock.clone())
+            .with_check_in_history(check_in_history)
             .with_events_hook(Arc::new(move || waker.notify_one()))
+            .with_emitted_hook(Arc::new(move |events| {
+                counted.events(events.iter().map(|e| e.kind));
+            }))
             .with_wake_hook(Arc::new(move |_| wake_scheduler.notify_one()))
             .with_outage_threshold(outage_threshold)
-            .with_outage_hook(Arc::new(|outage| {
+            .with_outage_hook(Arc::new(move |outage| {
+                outages_counted.outage();
                 tracing::warn!(
                     started_at = %outage.started_at,
                     ended_at = %outage.ended_at,
@@ -325,9 +354,9 @@ impl SnitchBuilder {
                 ServiceError::Storage(e) => BuildError::Storage(e),
                 other => BuildError::Liveness(other),
             })?;
-        let keys = Arc::new(ApiKeys::with_storage(storage, clock));
+        let keys = Arc::new(ApiKeys::with_storage(storage.clone(), clock.clone()));
         keys.refresh().await?;
-        let api = ApiState::new(
+        let api = ApiState::with_metrics(
             service.clone(),
             keys.clone(),
             ApiConfig::default()
@@ -335,7 +364,10 @@ impl SnitchBuilder {
                 .with_rate_limit(rate_limit)
                 .with_auth_failures(auth_failures)
                 .with_maintenance(maintenance),
+            metrics.clone(),
         );
+        let sweep = Arc::new(SweepWatch::new(SWEEP_STALLED_AFTER));
+        let health = Health::new(storage.clone(), Some(sweep.clone()));
 
         let (stop, stop_rx) = watch::channel(false);
         let stopped = move |mut rx: watch::Receiver<bool>| async move {
@@ -346,6 +378,7 @@ impl SnitchBuilder {
             tokio::spawn(run_scheduler(
                 service.clone(),
                 scheduler_waker,
+                sweep,
                 stopped(stop_rx.clone()),
             )),
             // Deliveries in flight finish and are recorded; pending ones stay in the
@@ -362,6 +395,12 @@ impl SnitchBuilder {
             ui: snitch_http::ui::UiState::new(api.clone(), ui),
             api,
             keys,
+            metrics: MetricsState {
+                metrics,
+                storage,
+                clock,
+            },
+            health,
             stop,
             tasks,
         })
@@ -378,6 +417,8 @@ pub struct SnitchRuntime {
     #[cfg(feature = "ui")]
     ui: snitch_http::ui::UiState,
     keys: Arc<ApiKeys>,
+    metrics: MetricsState,
+    health: Health,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -402,20 +443,40 @@ impl SnitchRuntime {
             dispatcher: DispatcherOptions::default(),
             outage_threshold: snitch_core::liveness::DEFAULT_OUTAGE_THRESHOLD,
             key_refresh_every: snitch_http::keys::REFRESH_EVERY,
+            check_in_history: snitch_core::snitch::CHECK_INS_KEPT,
+            metrics: None,
             #[cfg(feature = "ui")]
             ui: snitch_http::ui::UiConfig::default(),
         }
     }
 
-    /// The v1 API (`/v1/…`), ready to serve or to `nest` under a prefix.
+    /// The v1 API (`/v1/…`, with `/v1/openapi.json`) and `/healthz`, `/readyz`, ready to
+    /// serve or to `nest` under a prefix.
     pub fn api_router(&self) -> Router {
-        api_router(self.api.clone())
+        api_router(self.api.clone()).merge(health_router(self.health.clone()))
     }
 
-    /// The check-in endpoint (`/<token>`), ready to serve or to `nest` under the prefix
-    /// that [`SnitchBuilder::check_in_base`] names.
+    /// The check-in endpoint (`/<token>`) and `/healthz`, `/readyz`, ready to serve or to
+    /// `nest` under the prefix that [`SnitchBuilder::check_in_base`] names.
     pub fn check_in_router(&self) -> Router {
-        check_in_router(self.service.clone())
+        check_in_router_with_metrics(self.service.clone(), self.metrics.metrics.clone())
+            .merge(health_router(self.health.clone()))
+    }
+
+    /// `GET /metrics` (Prometheus) and `/healthz`, `/readyz`: serve it on an address only
+    /// operators reach (the server's `metrics_listen`).
+    pub fn metrics_router(&self) -> Router {
+        metrics_router(self.metrics.clone()).merge(health_router(self.health.clone()))
+    }
+
+    /// The metrics this runtime counts in.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics.metrics
+    }
+
+    /// What `/readyz` checks.
+    pub fn health(&self) -> &Health {
+        &self.health
     }
 
     /// The web dashboard (feature `ui`), serving its pages under the configured base path
@@ -484,20 +545,27 @@ impl Notifier for WebhooksNotCompiled {
 
 /// Sweeps due snitches, then sleeps until the store's earliest wake-up time (at most
 /// [`MAX_SWEEP_SLEEP`]), until `wake` (a change moved a deadline earlier) or `stop`.
-async fn run_scheduler(service: SnitchService, wake: Arc<Notify>, stop: impl Future<Output = ()>) {
+async fn run_scheduler(
+    service: SnitchService,
+    wake: Arc<Notify>,
+    watch: Arc<SweepWatch>,
+    stop: impl Future<Output = ()>,
+) {
     tokio::pin!(stop);
     loop {
         let now = service.now();
         match service.tick(now).await {
-            Ok(report) if report.events > 0 || report.deferred > 0 => {
-                tracing::info!(
-                    snitches = report.snitches,
-                    events = report.events,
-                    deferred = report.deferred,
-                    "deadline sweep"
-                );
+            Ok(report) => {
+                watch.swept();
+                if report.events > 0 || report.deferred > 0 {
+                    tracing::info!(
+                        snitches = report.snitches,
+                        events = report.events,
+                        deferred = report.deferred,
+                        "deadline sweep"
+                    );
+                }
             }
-            Ok(_) => {}
             Err(e) => tracing::error!(error = %e, "deadline sweep failed"),
         }
         let next = service.storage().next_wake_at().await.ok().flatten();

@@ -110,9 +110,31 @@ pub struct Config {
     /// Webhook deliveries to one destination (`host:port`) in flight at once.
     #[serde(default = "default_delivery_cap_per_destination")]
     pub delivery_cap_per_destination: usize,
+    /// How many check-ins of each snitch are kept (and shown by
+    /// `GET /v1/snitches/<token>/check_ins`): 1 to 10,000.
+    #[serde(default = "default_check_in_history")]
+    pub check_in_history: usize,
+    /// Where `GET /metrics` (Prometheus) is served, with `/healthz` and `/readyz`;
+    /// absent: nowhere. Keep it to operators (e.g. `127.0.0.1:9090`).
+    pub metrics_listen: Option<SocketAddr>,
+    /// How logs are written: `pretty` (for people, the default) or `json` (one object a
+    /// line).
+    #[serde(default)]
+    pub log_format: LogFormat,
     #[serde(default, rename = "case")]
     /// The `[[case]]` tables: cases made (or updated) at start, with keys and hooks.
     pub cases: Vec<CaseConfig>,
+}
+
+/// How the server writes its logs.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Pretty,
+    /// One JSON object a line (timestamp, level, target, fields, message).
+    Json,
 }
 
 /// The kinds of store the server can keep its data in.
@@ -249,6 +271,9 @@ fn default_delivery_cap_per_case() -> usize {
 fn default_delivery_cap_per_destination() -> usize {
     DispatcherOptions::default().per_destination
 }
+fn default_check_in_history() -> usize {
+    snitch_core::snitch::CHECK_INS_KEPT
+}
 fn default_max_snitches() -> u32 {
     Plan::default().max_snitches
 }
@@ -263,7 +288,7 @@ impl Default for Config {
 }
 
 /// The top-level keys that an environment variable `SNITCH_<KEY>` can set.
-const ENV_KEYS: [&str; 28] = [
+const ENV_KEYS: [&str; 31] = [
     "listen",
     "check_in_listen",
     "base_url",
@@ -292,6 +317,9 @@ const ENV_KEYS: [&str; 28] = [
     "email_concurrency",
     "delivery_cap_per_case",
     "delivery_cap_per_destination",
+    "check_in_history",
+    "metrics_listen",
+    "log_format",
 ];
 
 impl Config {
@@ -333,7 +361,8 @@ impl Config {
                 | "webhook_concurrency"
                 | "email_concurrency"
                 | "delivery_cap_per_case"
-                | "delivery_cap_per_destination" => value
+                | "delivery_cap_per_destination"
+                | "check_in_history" => value
                     .trim()
                     .parse::<i64>()
                     .map(toml::Value::Integer)
@@ -378,6 +407,12 @@ impl Config {
                  delivery_cap_per_destination must be at least 1"
                     .into(),
             );
+        }
+        if !(1..=snitch_core::service::MAX_CHECK_IN_HISTORY).contains(&self.check_in_history) {
+            return bad(format!(
+                "check_in_history must be from 1 to {}",
+                snitch_core::service::MAX_CHECK_IN_HISTORY
+            ));
         }
         self.store_location()?;
         self.check_features(cfg!(feature = "smtp"), cfg!(feature = "webhooks"))?;
@@ -479,7 +514,8 @@ impl Config {
             ))
             .maintenance(self.maintenance)
             .dispatcher(self.dispatcher_options())
-            .outage_threshold(self.outage_threshold());
+            .outage_threshold(self.outage_threshold())
+            .check_in_history(self.check_in_history);
         #[cfg(feature = "smtp")]
         let builder = match &self.smtp_url {
             Some(url) => builder.smtp(url, &self.mail_from),
@@ -607,6 +643,41 @@ webhooks = ["https://hooks.acme.test/snitch"]
         assert_eq!(c.check_in_base(), "https://nosnch.acme.test");
         assert_eq!(c.cases.len(), 1);
         assert_eq!(c.cases[0].members, ["ops@acme.test"]);
+    }
+
+    #[test]
+    fn operator_settings_default_parse_and_are_checked() {
+        let c = Config::default();
+        assert_eq!(c.check_in_history, 100);
+        assert_eq!(c.metrics_listen, None);
+        assert_eq!(c.log_format, LogFormat::Pretty);
+        let c = config_from_toml(
+            "check_in_history = 500\nmetrics_listen = \"127.0.0.1:9090\"\nlog_format = \"json\"",
+        )
+        .expect("valid");
+        assert_eq!(c.check_in_history, 500);
+        assert_eq!(
+            c.metrics_listen,
+            Some(SocketAddr::from(([127, 0, 0, 1], 9090)))
+        );
+        assert_eq!(c.log_format, LogFormat::Json);
+        let env = env_from(&[
+            ("SNITCH_CHECK_IN_HISTORY", "7"),
+            ("SNITCH_LOG_FORMAT", "json"),
+            ("SNITCH_METRICS_LISTEN", "127.0.0.1:0"),
+        ]);
+        let c = Config::parse("", env).expect("valid");
+        assert_eq!((c.check_in_history, c.log_format), (7, LogFormat::Json));
+        assert!(c.metrics_listen.is_some());
+        for bad in [
+            "check_in_history = 0",
+            "check_in_history = 10001",
+            "check_in_history = -1",
+            "log_format = \"xml\"",
+            "metrics_listen = \"somewhere\"",
+        ] {
+            assert!(config_from_toml(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

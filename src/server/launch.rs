@@ -25,6 +25,8 @@ pub struct Running {
     pub api_addr: SocketAddr,
     /// Where check-ins are received.
     pub check_in_addr: SocketAddr,
+    /// Where `GET /metrics` is served (`metrics_listen`), if anywhere.
+    pub metrics_addr: Option<SocketAddr>,
     /// The key of the `demo` case made when no case is configured: shown once.
     pub demo_key: Option<String>,
     /// The service, for operations without HTTP.
@@ -111,6 +113,23 @@ pub async fn launch_with_clock(
         request_timeout_text,
     ));
 
+    // Bound before anything is served, so a taken address fails the start.
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => match TcpListener::bind(addr).await {
+            Ok(listener) => Some(listener),
+            Err(e) => {
+                snitch.shutdown().await;
+                return Err(ServerError::Config(format!(
+                    "metrics_listen {addr} cannot be bound: {e}"
+                )));
+            }
+        },
+        None => None,
+    };
+    let metrics_addr = metrics_listener
+        .as_ref()
+        .map(TcpListener::local_addr)
+        .transpose()?;
     let api_addr = api.local_addr()?;
     let check_in_addr = check_in.local_addr()?;
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -130,7 +149,23 @@ pub async fn launch_with_clock(
         );
     }
     let api_server = tokio::spawn(serve(api, api_app, options, stopped(stop_rx.clone())));
-    let check_in_server = tokio::spawn(serve(check_in, check_in_app, options, stopped(stop_rx)));
+    let check_in_server = tokio::spawn(serve(
+        check_in,
+        check_in_app,
+        options,
+        stopped(stop_rx.clone()),
+    ));
+    let metrics_server = metrics_listener.map(|listener| {
+        let app = with_request_timeout(
+            snitch.metrics_router(),
+            config.request_timeout(),
+            request_timeout_text,
+        );
+        // Operators only: a few connections are plenty.
+        let mut metrics_options = options;
+        metrics_options.max_connections = options.max_connections.min(64);
+        tokio::spawn(serve(listener, app, metrics_options, stopped(stop_rx)))
+    });
 
     let service = snitch.service().clone();
     let api_state = snitch.api_state().clone();
@@ -138,7 +173,10 @@ pub async fn launch_with_clock(
         shutdown.await;
         tracing::info!("shutting down: finishing requests in flight");
         let _ = stop_tx.send(true);
-        let results = [api_server.await, check_in_server.await];
+        let mut results = vec![api_server.await, check_in_server.await];
+        if let Some(server) = metrics_server {
+            results.push(server.await);
+        }
         // The scheduler, the dispatcher (deliveries in flight are recorded) and the key
         // refresh stop; the clean stop is recorded.
         snitch.shutdown().await;
@@ -152,6 +190,7 @@ pub async fn launch_with_clock(
     Ok(Running {
         api_addr,
         check_in_addr,
+        metrics_addr,
         demo_key,
         service,
         api: api_state,

@@ -18,7 +18,8 @@ pub use bootstrap::open_postgres;
 pub use bootstrap::open_sqlite;
 pub use bootstrap::open_storage;
 pub use config::{
-    config_from_toml, env_from, process_env, CaseConfig, Config, StoreKind, StoreLocation,
+    config_from_toml, env_from, process_env, CaseConfig, Config, LogFormat, StoreKind,
+    StoreLocation,
 };
 pub use launch::{launch, launch_with_clock, Running};
 

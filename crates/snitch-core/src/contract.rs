@@ -34,7 +34,7 @@ use crate::outbox::{
 };
 use crate::service::{SnitchFields, SnitchService};
 use crate::snitch::{CheckIn, PauseUntil, Snitch, CHECK_INS_KEPT};
-use crate::storage::{ApiKeyRecord, Change, Storage, StorageError};
+use crate::storage::{ApiKeyRecord, Change, Storage, StorageError, StoreStats};
 use crate::types::{
     AlertEmails, AlertType, Case, CaseId, CheckInMessage, EmailAddress, Notes, Outcome, Plan,
     SnitchName, Status, Tag, Tags, Token, CONTAINS_NUL,
@@ -74,6 +74,7 @@ macro_rules! storage_contract_tests {
             check_ins_are_newest_first_and_limited,
             check_ins_keep_the_most_recent_ones,
             a_change_with_several_check_ins_keeps_them_in_order,
+            the_history_length_is_the_changes_keep_check_ins,
             // Trust under fire (behaviour.md section 8), through the service.
             concurrent_check_ins_of_one_snitch_are_all_recorded,
             nul_in_api_text_is_refused_on_every_store,
@@ -113,6 +114,9 @@ macro_rules! storage_contract_tests {
             a_flooded_case_does_not_keep_others_out_of_a_claim,
             claims_take_what_is_in_flight_into_account,
             destination_caps_count_only_what_the_case_caps_let_through,
+            // Operators.
+            stats_count_snitches_by_status_and_unfinished_deliveries,
+            a_migrated_store_is_ready,
             // Cases and API keys.
             cases_are_listed_by_id,
             api_keys_round_trip_oldest_first_per_case,
@@ -850,6 +854,55 @@ pub async fn a_change_with_several_check_ins_keeps_them_in_order(store: Arc<dyn 
     assert_eq!(kept, newest_first(&many[50..]));
 }
 
+/// A change keeps as many check-ins as its `keep_check_ins` says (a server's
+/// `check_in_history`): a shorter history trims at once, a longer one lets it grow; the
+/// service sets it on every change it saves.
+pub async fn the_history_length_is_the_changes_keep_check_ins(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let mut s = snitch(&acme, 1, t0());
+    insert(&store, &s).await;
+    let sent: Vec<CheckIn> = (0..10).map(|i| success(at(i))).collect();
+    for check_in in &sent {
+        let mut change = checked_in_with(&s, check_in.clone());
+        change.keep_check_ins = 4;
+        s = apply(&store, change).await;
+    }
+    let kept = store.check_ins(&s.token, 1_000).await.expect("read");
+    assert_eq!(kept, newest_first(&sent[6..]));
+
+    // Longer: the history grows past the old length, up to the new one.
+    let more: Vec<CheckIn> = (10..20).map(|i| success(at(i))).collect();
+    let mut change = several_check_ins(&s, &more);
+    change.keep_check_ins = 7;
+    s = apply(&store, change).await;
+    let kept = store.check_ins(&s.token, 1_000).await.expect("read");
+    assert_eq!(kept, newest_first(&more[3..]));
+
+    // Shorter again: trimmed by the next check-in; 0 is taken as 1.
+    let mut change = checked_in_with(&s, failure(at(20), "3", "boom"));
+    change.keep_check_ins = 0;
+    s = apply(&store, change).await;
+    let kept = store.check_ins(&s.token, 1_000).await.expect("read");
+    assert_eq!(kept, vec![failure(at(20), "3", "boom")]);
+
+    // Through the service: its `check_in_history` is what every store keeps.
+    let service = SnitchService::new(Arc::clone(&store), Arc::new(ManualClock::new(at(30))))
+        .with_check_in_history(3);
+    for i in 0..5 {
+        let message = CheckInMessage::truncating(&format!("run {i}"));
+        service
+            .check_in(s.token.as_str(), Outcome::Success, message)
+            .await
+            .expect("check-in");
+    }
+    let kept = store.check_ins(&s.token, 1_000).await.expect("read");
+    let messages: Vec<&str> = kept
+        .iter()
+        .filter_map(|c| c.message.as_ref().map(|m| m.as_str()))
+        .collect();
+    assert_eq!(messages, ["run 4", "run 3", "run 2"]);
+}
+
 /// The change the service makes for check-ins saved together.
 fn several_check_ins(snitch: &Snitch, check_ins: &[CheckIn]) -> Change {
     let mut step = machine::advance(snitch, check_ins[0].at);
@@ -1340,6 +1393,53 @@ async fn case_with_outbox(store: &Arc<dyn Storage>, name: &str) -> (Case, Vec<We
     let hook = webhook(&c, 1, Some("s3cret"));
     store.insert_webhook(&hook).await.expect("insert hook");
     (c, vec![hook])
+}
+
+/// `stats` counts snitches by status (every status listed) and deliveries not finished;
+/// a paused or deleted snitch moves or leaves its count.
+pub async fn stats_count_snitches_by_status_and_unfinished_deliveries(store: Arc<dyn Storage>) {
+    let count = |stats: &StoreStats, status: Status| {
+        stats
+            .snitches_by_status
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map(|(_, n)| *n)
+    };
+    let empty = store.stats().await.expect("stats");
+    assert_eq!(empty.snitches_by_status.len(), Status::ALL.len());
+    assert!(empty.snitches_by_status.iter().all(|(_, n)| *n == 0));
+    assert!(matches!(empty.outbox_depth, None | Some(0)));
+
+    let (acme, hooks) = case_with_outbox(&store, "acme").await;
+    insert(&store, &snitch(&acme, 1, t0())).await;
+    let deliveries = reporting_with_deliveries(&store, &acme, &hooks, 2, at(1)).await;
+    let third = insert_checked_in(&store, &acme, 3, at(1)).await;
+    let stats = store.stats().await.expect("stats");
+    assert_eq!(count(&stats, Status::Pending), Some(1));
+    assert_eq!(count(&stats, Status::Healthy), Some(2));
+    assert_eq!(count(&stats, Status::Failed), Some(0));
+    assert!(matches!(stats.outbox_depth, None | Some(2)), "{stats:?}");
+
+    apply(&store, paused(&third, PauseUntil::Unpaused, at(2))).await;
+    assert!(store.delete_snitch(&token(1)).await.expect("delete"));
+    store
+        .record_attempt(
+            &deliveries[0].id,
+            &attempt(at(2), true),
+            AttemptResult::Delivered,
+        )
+        .await
+        .expect("record");
+    let stats = store.stats().await.expect("stats");
+    assert_eq!(count(&stats, Status::Pending), Some(0));
+    assert_eq!(count(&stats, Status::Healthy), Some(1));
+    assert_eq!(count(&stats, Status::Paused), Some(1));
+    assert!(matches!(stats.outbox_depth, None | Some(1)), "{stats:?}");
+}
+
+/// A store that was migrated (every store the suite makes) is ready.
+pub async fn a_migrated_store_is_ready(store: Arc<dyn Storage>) {
+    store.check_ready().await.expect("ready");
 }
 
 /// A first check-in of a new snitch, with its events' deliveries.

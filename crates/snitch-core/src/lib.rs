@@ -37,7 +37,7 @@ pub use service::{SnitchFields, SnitchService, SweepReport};
 pub use snitch::{
     CheckIn, Event, EventKind, InvalidSnitch, Pause, PauseUntil, Snitch, SnitchRecord, SnitchState,
 };
-pub use storage::{ApiKeyRecord, Change, Storage, StorageError};
+pub use storage::{ApiKeyRecord, Change, Storage, StorageError, StoreStats};
 pub use tokens::{RandomTokens, SequentialTokens, TokenSource};
 pub use types::{
     AlertEmails, AlertType, Case, CaseId, CheckInMessage, EmailAddress, Notes, Outcome, Plan,

@@ -184,6 +184,12 @@ pub type WakeHook = Arc<dyn Fn(Timestamp) + Send + Sync>;
 /// Called with an outage when this server found it.
 pub type OutageHook = Arc<dyn Fn(&Outage) + Send + Sync>;
 
+/// Called with the events of each saved change (after the save), e.g. to count them.
+pub type EmittedHook = Arc<dyn Fn(&[Event]) + Send + Sync>;
+
+/// The most check-ins per snitch a service may be configured to keep.
+pub const MAX_CHECK_IN_HISTORY: usize = 10_000;
+
 /// The Snitch service over a store and a clock.
 #[derive(Clone)]
 pub struct SnitchService {
@@ -193,6 +199,9 @@ pub struct SnitchService {
     on_events: Option<EventsHook>,
     on_earlier_wake: Option<WakeHook>,
     on_outage: Option<OutageHook>,
+    on_emitted: Option<EmittedHook>,
+    /// How many check-ins per snitch the store keeps ([`Change::keep_check_ins`]).
+    check_in_history: usize,
     /// Check-ins waiting for the save in flight of their snitch; shared by clones.
     check_in_queues: Arc<CheckInQueues>,
     liveness: Arc<Liveness>,
@@ -223,6 +232,8 @@ impl SnitchService {
             on_events: None,
             on_earlier_wake: None,
             on_outage: None,
+            on_emitted: None,
+            check_in_history: crate::snitch::CHECK_INS_KEPT,
             check_in_queues: Arc::default(),
             liveness: Arc::new(Liveness::new(DEFAULT_OUTAGE_THRESHOLD)),
         }
@@ -238,6 +249,26 @@ impl SnitchService {
     pub fn with_events_hook(mut self, hook: EventsHook) -> Self {
         self.on_events = Some(hook);
         self
+    }
+
+    /// Calls `hook` with the events of each saved change that emitted some (after the
+    /// save, before the events hook).
+    pub fn with_emitted_hook(mut self, hook: EmittedHook) -> Self {
+        self.on_emitted = Some(hook);
+        self
+    }
+
+    /// Keeps the newest `history` check-ins of each snitch (`check_in_history`; default
+    /// [`crate::snitch::CHECK_INS_KEPT`]), at least 1 and at most
+    /// [`MAX_CHECK_IN_HISTORY`] (out-of-range values are clamped).
+    pub fn with_check_in_history(mut self, history: usize) -> Self {
+        self.check_in_history = history.clamp(1, MAX_CHECK_IN_HISTORY);
+        self
+    }
+
+    /// How many check-ins of each snitch this service keeps.
+    pub fn check_in_history(&self) -> usize {
+        self.check_in_history
     }
 
     /// The clock the service reads.
@@ -265,6 +296,7 @@ impl SnitchService {
                 .flat_map(|e| deliveries_for(e, case, hooks))
                 .collect();
         }
+        change.keep_check_ins = self.check_in_history;
         match self.storage.save(&change).await {
             Ok(()) => {}
             // The commit may have happened: it did if the store now holds exactly the
@@ -283,6 +315,9 @@ impl SnitchService {
         }
         self.wake_if_earlier(before, &change.snitch);
         if !change.events.is_empty() {
+            if let Some(hook) = &self.on_emitted {
+                hook(&change.events);
+            }
             if let Some(hook) = &self.on_events {
                 hook();
             }

@@ -6,8 +6,8 @@
 //! so concurrent check-ins and sweeps never lose an update or emit an event twice.
 //!
 //! Stores keep timestamps to at least millisecond precision (the service hands them whole
-//! milliseconds) and keep at least the most recent [`crate::snitch::CHECK_INS_KEPT`]
-//! check-ins and 100 events per snitch.
+//! milliseconds) and keep the most recent [`Change::keep_check_ins`] (by default
+//! [`crate::snitch::CHECK_INS_KEPT`]) check-ins and 100 events per snitch.
 //!
 //! The contract test suite in `contract` (feature `test-support`) pins down the behaviour
 //! described here; every store runs it.
@@ -18,7 +18,7 @@ use crate::calendar::Timestamp;
 use crate::liveness::{CaseOutage, Outage};
 use crate::outbox::{Attempt, AttemptResult, ClaimLimits, Delivery};
 use crate::snitch::{CheckIn, Event, Snitch};
-use crate::types::{Case, CaseId, Tag, Token};
+use crate::types::{Case, CaseId, Status, Tag, Token};
 use crate::webhook::Webhook;
 
 /// Why a store could not do what was asked.
@@ -106,9 +106,13 @@ impl StorageError {
 pub struct Change {
     /// The snitch as it is after the change; its `version` is one more than the stored one.
     pub snitch: Snitch,
-    /// Oldest first; a store keeps the newest [`crate::snitch::CHECK_INS_KEPT`] of the
-    /// snitch's history, this change's included.
+    /// Oldest first; a store keeps the newest [`Change::keep_check_ins`] of the snitch's
+    /// history, this change's included.
     pub check_ins: Vec<CheckIn>,
+    /// How many check-ins of the snitch's history the store keeps after this change
+    /// (at least 1; [`crate::snitch::CHECK_INS_KEPT`] unless the server is configured
+    /// otherwise): older ones are dropped when check-ins are appended.
+    pub keep_check_ins: usize,
     /// The events the change emitted, in order.
     pub events: Vec<Event>,
     /// The deliveries of `events`, to be sent by a dispatcher.
@@ -130,6 +134,7 @@ impl Change {
         Change {
             snitch: after,
             check_ins,
+            keep_check_ins: crate::snitch::CHECK_INS_KEPT,
             events,
             deliveries: Vec::new(),
             deferred_by: Vec::new(),
@@ -139,6 +144,37 @@ impl Change {
     /// The version the stored snitch must have for the change to apply.
     pub fn expected_version(&self) -> u64 {
         self.snitch.version.saturating_sub(1)
+    }
+}
+
+/// What an operator watches of a store (`GET /metrics`): counted by the store at once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreStats {
+    /// How many snitches have each status; every [`Status`] is listed, in
+    /// [`Status::ALL`]'s order, 0 when none has it.
+    pub snitches_by_status: Vec<(Status, u64)>,
+    /// Deliveries not finished yet (waiting for an attempt, or leased to a dispatcher);
+    /// `None` when the store cannot count them.
+    pub outbox_depth: Option<u64>,
+}
+
+impl StoreStats {
+    /// Stats from a count per status (missing statuses count 0).
+    pub fn from_counts(
+        counts: impl IntoIterator<Item = (Status, u64)>,
+        outbox_depth: Option<u64>,
+    ) -> Self {
+        let mut by_status: Vec<(Status, u64)> = Status::ALL.iter().map(|s| (*s, 0)).collect();
+        for (status, n) in counts {
+            if let Some(slot) = by_status.iter_mut().find(|(s, _)| *s == status) {
+                slot.1 += n;
+            }
+        }
+        StoreStats {
+            snitches_by_status: by_status,
+            outbox_depth,
+        }
     }
 }
 
@@ -246,7 +282,7 @@ pub trait Storage: Send + Sync {
     async fn snitches(&self, case: &CaseId, tags: &[Tag]) -> Result<Vec<Snitch>, StorageError>;
 
     /// Applies a change atomically: the new snitch state, its check-ins (appended in
-    /// order; the newest [`crate::snitch::CHECK_INS_KEPT`] are kept) and its events. Refused with
+    /// order; the newest [`Change::keep_check_ins`] are kept) and its events. Refused with
     /// [`StorageError::Conflict`] when the stored version is not
     /// [`Change::expected_version`], or [`StorageError::NotFound`] when it is gone.
     async fn save(&self, change: &Change) -> Result<(), StorageError>;
@@ -382,6 +418,26 @@ pub trait Storage: Send + Sync {
 
     /// The deliveries of these events (any state), in the order they were stored.
     async fn deliveries(&self, event_ids: &[String]) -> Result<Vec<Delivery>, StorageError>;
+
+    /// Whether the store can serve now: it answers and, for a database, every migration
+    /// of this build is applied (`GET /readyz`). The default asks for
+    /// [`Storage::next_wake_at`], so any store that answers is ready.
+    async fn check_ready(&self) -> Result<(), StorageError> {
+        self.next_wake_at().await.map(|_| ())
+    }
+
+    /// Snitches by status and the outbox depth, for metrics. Called at each scrape, never
+    /// on a request path. The default reads every case's snitches (O(n)) and cannot tell
+    /// the outbox depth; the built-in stores count in the database.
+    async fn stats(&self) -> Result<StoreStats, StorageError> {
+        let mut counts = Vec::new();
+        for case in self.cases().await? {
+            for snitch in self.snitches(&case.id, &[]).await? {
+                counts.push((snitch.status(), 1));
+            }
+        }
+        Ok(StoreStats::from_counts(counts, None))
+    }
 }
 
 #[cfg(test)]

@@ -404,6 +404,15 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status, in the API's order.
+    pub const ALL: [Status; 5] = [
+        Status::Pending,
+        Status::Healthy,
+        Status::Failed,
+        Status::Errored,
+        Status::Paused,
+    ];
+
     /// The name the API shows, e.g. `healthy`.
     pub fn as_str(self) -> &'static str {
         match self {

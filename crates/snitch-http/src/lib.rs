@@ -34,7 +34,12 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 pub mod auth_limit;
 pub mod error;
+pub mod health;
+pub mod history;
 pub mod keys;
+pub mod metrics;
+pub mod observe;
+pub mod openapi;
 pub mod outbound;
 #[cfg(feature = "ui")]
 pub mod ui;
@@ -44,6 +49,8 @@ pub use auth_limit::AuthFailureLimit;
 use auth_limit::FailureLimiter;
 pub use error::ApiError;
 pub use keys::{ApiKeys, KeyDigest};
+use metrics::CheckInOutcome;
+pub use metrics::Metrics;
 use wire::SnitchJson;
 
 /// Request bodies larger than this are refused with 413.
@@ -146,6 +153,7 @@ struct ApiInner {
     failures: FailureLimiter,
     maintenance: AtomicBool,
     check_in_base: String,
+    metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -158,8 +166,19 @@ impl std::fmt::Debug for ApiState {
 }
 
 impl ApiState {
-    /// The state of the API routers over `service`, answering keys from `keys`.
+    /// The state of the API routers over `service`, answering keys from `keys`, with
+    /// metrics of its own (see [`ApiState::with_metrics`] to share a server's).
     pub fn new(service: SnitchService, keys: Arc<ApiKeys>, config: ApiConfig) -> Self {
+        Self::with_metrics(service, keys, config, Arc::new(Metrics::new()))
+    }
+
+    /// State that counts requests in `metrics`.
+    pub fn with_metrics(
+        service: SnitchService,
+        keys: Arc<ApiKeys>,
+        config: ApiConfig,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let quota =
             Quota::per_second(config.rate_limit.per_second).allow_burst(config.rate_limit.burst);
         ApiState {
@@ -170,8 +189,14 @@ impl ApiState {
                 failures: FailureLimiter::new(config.auth_failures),
                 maintenance: AtomicBool::new(config.maintenance),
                 check_in_base: config.check_in_base,
+                metrics,
             }),
         }
+    }
+
+    /// The metrics this state counts requests in.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
     }
 
     /// Switches maintenance mode (503 for the API; check-ins keep working) at run time.
@@ -202,9 +227,14 @@ pub fn api_router(state: ApiState) -> Router {
         .route("/v1/snitches/{token}/pause", post(pause))
         .route("/v1/snitches/{token}/unpause", post(unpause))
         .route("/v1/snitches/{token}/events", get(list_events))
+        .route(
+            "/v1/snitches/{token}/check_ins",
+            get(history::list_check_ins),
+        )
         .route("/v1/webhooks", get(list_webhooks).post(create_webhook))
         .route("/v1/webhooks/{id}", delete(delete_webhook))
         .route("/v1/outages", get(list_outages))
+        .route("/v1/openapi.json", get(openapi::openapi_json))
         // After the routes: it applies to those registered before it.
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .fallback(|| async { ApiError::not_found() })
@@ -219,11 +249,29 @@ pub fn api_router(state: ApiState) -> Router {
         ))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::new())
+        .layer(axum::middleware::from_fn_with_state(
+            observe::Observer::api(state.inner.metrics.clone()),
+            observe::observe,
+        ))
         .with_state(state)
 }
 
-/// The check-in endpoint of behaviour.md section 2: `GET|POST|HEAD /<token>`.
+/// The check-in endpoint of behaviour.md section 2: `GET|POST|HEAD /<token>`, counting
+/// in metrics of its own (see [`check_in_router_with_metrics`]).
 pub fn check_in_router(service: SnitchService) -> Router {
+    check_in_router_with_metrics(service, Arc::new(Metrics::new()))
+}
+
+/// What the check-in handler shares.
+#[derive(Clone)]
+struct CheckInState {
+    service: SnitchService,
+    metrics: Arc<Metrics>,
+}
+
+/// The check-in endpoint, counting check-ins in `metrics` (`snitch_check_ins_total`).
+pub fn check_in_router_with_metrics(service: SnitchService, metrics: Arc<Metrics>) -> Router {
+    let observer = observe::Observer::check_ins();
     Router::new()
         .route("/{token}", get(check_in).post(check_in))
         .fallback(|| async { not_found_text() })
@@ -238,7 +286,11 @@ pub fn check_in_router(service: SnitchService) -> Router {
         ))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::new())
-        .with_state(service)
+        .layer(axum::middleware::from_fn_with_state(
+            observer,
+            observe::observe,
+        ))
+        .with_state(CheckInState { service, metrics })
 }
 
 /// Why a request is refused before routing to a handler, on both routers.
@@ -378,6 +430,22 @@ struct ListQuery {
     tags: Option<String>,
 }
 
+/// Lists the case's snitches.
+#[utoipa::path(
+    get,
+    path = "/v1/snitches",
+    tag = "snitches",
+    params(("tags" = Option<String>, Query, description = "Comma-separated tags; only snitches with every one")),
+    responses(
+        (status = 200, description = "The case's snitches, oldest first", body = Vec<wire::SnitchJson>),
+        (status = 401, response = openapi::Unauthorized),
+        (status = 402, response = openapi::PaymentRequired),
+        (status = 429, response = openapi::TooMany),
+        (status = 503, response = openapi::Unavailable),
+        (status = 422, response = openapi::Invalid),
+    ),
+    security(("api_key" = []))
+)]
 async fn list_snitches(
     State(state): State<ApiState>,
     Authed(case): Authed,
@@ -391,6 +459,22 @@ async fn list_snitches(
     Ok(Json(snitches.iter().map(|s| state.json(s)).collect()))
 }
 
+/// One snitch.
+#[utoipa::path(
+    get,
+    path = "/v1/snitches/{token}",
+    tag = "snitches",
+    params(("token" = String, Path, description = "The snitch's token")),
+    responses(
+        (status = 200, description = "The snitch", body = wire::SnitchJson),
+        (status = 401, response = openapi::Unauthorized),
+        (status = 402, response = openapi::PaymentRequired),
+        (status = 429, response = openapi::TooMany),
+        (status = 503, response = openapi::Unavailable),
+        (status = 404, response = openapi::NotFound),
+    ),
+    security(("api_key" = []))
+)]
 async fn get_snitch(
     State(state): State<ApiState>,
     Authed(case): Authed,
@@ -400,6 +484,24 @@ async fn get_snitch(
     Ok(Json(state.json(&snitch)))
 }
 
+/// Makes a snitch.
+#[utoipa::path(
+    post,
+    path = "/v1/snitches",
+    tag = "snitches",
+    request_body(content = openapi::NewSnitchRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The new snitch (200, not 201: compat)", body = wire::SnitchJson),
+        (status = 401, response = openapi::Unauthorized),
+        (status = 402, response = openapi::PaymentRequired),
+        (status = 429, response = openapi::TooMany),
+        (status = 503, response = openapi::Unavailable),
+        (status = 400, response = openapi::Malformed),
+        (status = 413, response = openapi::TooLarge),
+        (status = 422, response = openapi::Invalid),
+    ),
+    security(("api_key" = []))
+)]
 async fn create_snitch(
     State(state): State<ApiState>,
     Authed(case): Authed,
@@ -411,6 +513,26 @@ async fn create_snitch(
     Ok(Json(state.json(&snitch)))
 }
 
+/// Changes the attributes given.
+#[utoipa::path(
+    patch,
+    path = "/v1/snitches/{token}",
+    tag = "snitches",
+    params(("token" = String, Path, description = "The snitch's token")),
+    request_body(content = openapi::SnitchRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The snitch as updated", body = wire::SnitchJson),
+        (status = 401, response = openapi::Unauthorized),
+        (status = 402, response = openapi::PaymentRequired),
+        (status = 429, response = openapi::TooMany),
+        (status = 503, response = openapi::Unavailable),
+        (status = 404, response = openapi::NotFound),
+        (status = 400, response = openapi::Malformed),
+        (status = 413, response = openapi::TooLarge),
+        (status = 422, response = openapi::Invalid),
+    ),
+    security(("api_key" = []))
+)]
 async fn update_snitch(
     State(state): State<ApiState>,
     Authed(case): Authed,
@@ -422,6 +544,22 @@ async fn update_snitch(
     Ok(Json(state.json(&snitch)))
 }
 
+/// Deletes a snitch with its history.
+#[utoipa::path(
+    delete,
+    path = "/v1/snitches/{token}",
+    tag = "snitches",
+    params(("token" = String, Path, description = "The snitch's token")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 401, response = openapi::Unauthorized),
+        (status = 402, response = openapi::PaymentRequired),
+        (status = 429, response = openapi::TooMany),
+        (status = 503, response = openapi::Unavailable),
+        (status = 404, response = openapi::NotFound),
+    ),
+    security(("api_key" = []))
+)]
 async fn delete_snitch(
     State(state): State<ApiState>,
     Authed(case): Authed,
@@ -431,6 +569,26 @@ async fn delete_snitch(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Adds tags.
+#[utoipa::path(
+    post,
+    path = "/v1/snitches/{token}/tags",
+    tag = "snitches",
+    params(("token" = String, Path, description = "The snitch's token")),
+    request_body(content = Vec<openapi::TagName>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Every tag of the snitch", body = Vec<String>),
+        (status = 401, response = openapi::Unauthorized),
+        (status = 402, response = openapi::PaymentRequired),
+        (status = 429, response = openapi::TooMany),
+        (status = 503, response = openapi::Unavailable),
+        (status = 404, response = openapi::NotFound),
+        (status = 400, response = openapi::Malformed),
+        (status = 413, response = openapi::TooLarge),
+        (status = 422, response = openapi::Invalid),
+    ),
+    security(("api_key" = []))
+)]
 async fn add_tags(
     State(state): State<ApiState>,
     Authed(case): Authed,
@@ -451,6 +609,22 @@ async fn add_tags(
     Ok(Json(wire::tag_names(tags.as_slice())))
 }
 
+/// Removes a tag.
+#[utoipa::path(
+    delete,
+    path = "/v1/snitches/{token}/tags/{tag}",
+    tag = "snitches",
+    params(("token" = String, Path, description = "The snitch's token"), ("tag" = String, Path, description = "The tag, percent-encoded (`+` is a space)")),
+    responses(
+        (status = 200, description = "The tags left", body = Vec<String>),
+        (status = 401, response = openapi::Unauthorized),
+        (status = 402, response = openapi::PaymentRequired),
+        (status = 429, response = openapi::TooMany),
+        (status = 503, response = openapi::Unavailable),
+        (status = 404, response = openapi::NotFound),
+    ),
+    security(("api_key" = []))
+)]
 async fn remove_tag(
     State(state): State<ApiState>,
     Authed(case): Authed,
@@ -478,6 +652,26 @@ fn decode_path_segment(raw: &str) -> String {
         .into_owned()
 }
 
+/// Pauses a snitch.
+#[utoipa::path(
+    post,
+    path = "/v1/snitches/{token}/pause",
+    tag = "snitches",
+    params(("token" = String, Path, description = "The snitch's token")),
+    request_body(content = openapi::PauseRequest, content_type = "application/json"),
+    responses(
+        (status = 204, description = "Paused"),
+        (status = 401, response = openapi::Unauthorized),
+        (status = 402, response = openapi::PaymentRequired),
+        (status = 429, response = openapi::TooMany),
+        (status = 503, response = openapi::Unavailable),
+        (status = 404, response = openapi::NotFound),
+        (status = 400, response = openapi::Malformed),
+        (status = 413, response = openapi::TooLarge),
+        (status = 422, response = openapi::Invalid),
+    ),
+    security(("api_key" = []))
+)]
 async fn pause(
     State(state): State<ApiState>,
     Authed(case): Authed,
@@ -493,6 +687,22 @@ async fn pause(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Unpauses a snitch.
+#[utoipa::path(
+    post,
+    path = "/v1/snitches/{token}/unpause",
+    tag = "snitches",
+    params(("token" = String, Path, description = "The snitch's token")),
+    responses(
+        (status = 204, description = "Unpaused"),
+        (status = 401, response = openapi::Unauthorized),
+        (status = 402, response = openapi::PaymentRequired),
+        (status = 429, response = openapi::TooMany),
+        (status = 503, response = openapi::Unavailable),
+        (status = 404, response = openapi::NotFound),
+    ),
+    security(("api_key" = []))
+)]
 async fn unpause(
     State(state): State<ApiState>,
     Authed(case): Authed,
@@ -505,54 +715,135 @@ async fn unpause(
 /// How many recent events the events endpoint shows.
 const EVENTS_SHOWN: usize = 100;
 
+/// Recent events with their deliveries.
+#[utoipa::path(
+    get,
+    path = "/v1/snitches/{token}/events",
+    tag = "extensions",
+    params(("token" = String, Path, description = "The snitch's token")),
+    responses(
+        (status = 200, description = "The snitch's recent events (at most 100), newest first, each with its deliveries and their attempts", body = Vec<wire::EventJson>),
+        (status = 401, response = openapi::Unauthorized),
+        (status = 402, response = openapi::PaymentRequired),
+        (status = 429, response = openapi::TooMany),
+        (status = 503, response = openapi::Unavailable),
+        (status = 404, response = openapi::NotFound),
+    ),
+    security(("api_key" = []))
+)]
 async fn list_events(
     State(state): State<ApiState>,
     Authed(case): Authed,
     Path(token): Path<String>,
-) -> Result<Json<Vec<Value>>, ApiError> {
+) -> Result<Json<Vec<wire::EventJson>>, ApiError> {
     let events = state
         .inner
         .service
         .events_with_deliveries(&case, &token, EVENTS_SHOWN)
         .await?;
     Ok(Json(
-        events.iter().map(|(e, d)| wire::event_json(e, d)).collect(),
+        events
+            .iter()
+            .map(|(e, d)| wire::EventJson::new(e, d))
+            .collect(),
     ))
 }
 
 /// How many recent outages `GET /v1/outages` shows.
 const OUTAGES_SHOWN: usize = 100;
 
+/// Our own recent outages.
+#[utoipa::path(
+    get,
+    path = "/v1/outages",
+    tag = "extensions",
+    responses(
+        (status = 200, description = "Recent outages (at most 100), newest first", body = Vec<wire::OutageJson>),
+        (status = 401, response = openapi::Unauthorized),
+        (status = 402, response = openapi::PaymentRequired),
+        (status = 429, response = openapi::TooMany),
+        (status = 503, response = openapi::Unavailable),
+    ),
+    security(("api_key" = []))
+)]
 async fn list_outages(
     State(state): State<ApiState>,
     Authed(case): Authed,
-) -> Result<Json<Vec<Value>>, ApiError> {
+) -> Result<Json<Vec<wire::OutageJson>>, ApiError> {
     let outages = state.inner.service.outages(&case, OUTAGES_SHOWN).await?;
-    Ok(Json(outages.iter().map(wire::outage_json).collect()))
+    Ok(Json(outages.iter().map(wire::OutageJson::new).collect()))
 }
 
+/// The case's webhooks.
+#[utoipa::path(
+    get,
+    path = "/v1/webhooks",
+    tag = "extensions",
+    responses(
+        (status = 200, description = "The case's webhooks, oldest first", body = Vec<wire::WebhookJson>),
+        (status = 401, response = openapi::Unauthorized),
+        (status = 402, response = openapi::PaymentRequired),
+        (status = 429, response = openapi::TooMany),
+        (status = 503, response = openapi::Unavailable),
+    ),
+    security(("api_key" = []))
+)]
 async fn list_webhooks(
     State(state): State<ApiState>,
     Authed(case): Authed,
-) -> Result<Json<Vec<Value>>, ApiError> {
+) -> Result<Json<Vec<wire::WebhookJson>>, ApiError> {
     let hooks = state.inner.service.webhooks(&case).await?;
-    Ok(Json(hooks.iter().map(wire::webhook_json).collect()))
+    Ok(Json(hooks.iter().map(wire::WebhookJson::new).collect()))
 }
 
+/// Registers a webhook.
+#[utoipa::path(
+    post,
+    path = "/v1/webhooks",
+    tag = "extensions",
+    request_body(content = openapi::WebhookRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The new webhook", body = wire::WebhookJson),
+        (status = 401, response = openapi::Unauthorized),
+        (status = 402, response = openapi::PaymentRequired),
+        (status = 429, response = openapi::TooMany),
+        (status = 503, response = openapi::Unavailable),
+        (status = 400, response = openapi::Malformed),
+        (status = 413, response = openapi::TooLarge),
+        (status = 422, response = openapi::Invalid),
+    ),
+    security(("api_key" = []))
+)]
 async fn create_webhook(
     State(state): State<ApiState>,
     Authed(case): Authed,
     JsonBody(body): JsonBody,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::WebhookJson>, ApiError> {
     let (url, secret) = wire::webhook_fields(body.as_ref()).map_err(ApiError::invalid)?;
     let hook = state
         .inner
         .service
         .create_webhook(&case, &url, secret.as_deref())
         .await?;
-    Ok(Json(wire::webhook_json(&hook)))
+    Ok(Json(wire::WebhookJson::new(&hook)))
 }
 
+/// Removes a webhook.
+#[utoipa::path(
+    delete,
+    path = "/v1/webhooks/{id}",
+    tag = "extensions",
+    params(("id" = String, Path, description = "The webhook's id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 401, response = openapi::Unauthorized),
+        (status = 402, response = openapi::PaymentRequired),
+        (status = 429, response = openapi::TooMany),
+        (status = 503, response = openapi::Unavailable),
+        (status = 404, response = openapi::NotFound),
+    ),
+    security(("api_key" = []))
+)]
 async fn delete_webhook(
     State(state): State<ApiState>,
     Authed(case): Authed,
@@ -596,7 +887,7 @@ fn check_in_params(
 }
 
 async fn check_in(
-    State(service): State<SnitchService>,
+    State(CheckInState { service, metrics }): State<CheckInState>,
     Path(token): Path<String>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
@@ -604,6 +895,11 @@ async fn check_in(
 ) -> Response {
     let params = check_in_params(query.as_deref(), &headers, &body);
     let outcome = Outcome::from_exit_status(params.get("s").map(String::as_str));
+    let counted = if outcome.is_success() {
+        CheckInOutcome::Success
+    } else {
+        CheckInOutcome::Error
+    };
     let message = params.get("m").and_then(|m| CheckInMessage::truncating(m));
     // Polled once here (a store that answers at once, like memory, is done without a
     // task of its own), then, if not done, spawned: a client that hangs up cannot cancel a
@@ -618,14 +914,23 @@ async fn check_in(
             .unwrap_or_else(|e| Err(StorageError::Backend(e.into()).into())),
     };
     match saved {
-        Ok(_) => (
-            StatusCode::ACCEPTED,
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            CHECK_IN_OK,
-        )
-            .into_response(),
-        Err(ServiceError::NotFound) => not_found_text(),
-        Err(other) => ApiError::from(other).into_response(),
+        Ok(_) => {
+            metrics.check_in(counted);
+            (
+                StatusCode::ACCEPTED,
+                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                CHECK_IN_OK,
+            )
+                .into_response()
+        }
+        Err(ServiceError::NotFound) => {
+            metrics.check_in(CheckInOutcome::UnknownToken);
+            not_found_text()
+        }
+        Err(other) => {
+            metrics.check_in(CheckInOutcome::Failed);
+            ApiError::from(other).into_response()
+        }
     }
 }
 
@@ -1181,6 +1486,170 @@ mod tests {
         assert!(stored
             .iter()
             .all(|c| c.message.as_ref().map(|m| m.as_str()) == Some("hello")));
+    }
+
+    #[tokio::test]
+    async fn check_in_history_is_newest_first_with_status_exit_status_and_message() {
+        let f = fixture().await;
+        let token = f.snitch(&[]).await;
+        for uri in [
+            format!("/{token}?m=first"),
+            format!("/{token}?s=2&m=disk+full"),
+            format!("/{token}?s=0"),
+            format!("/{token}?m=nul%00byte&s=%00"),
+        ] {
+            let (status, _, _) = answer(
+                &f.check_ins,
+                request(Method::GET, &uri, None, Body::empty()),
+            )
+            .await;
+            assert_eq!(status, StatusCode::ACCEPTED, "{uri}");
+        }
+        let uri = format!("/v1/snitches/{token}/check_ins");
+        let (status, ctype, body) = answer(&f.api, authed(Method::GET, &uri, Body::empty())).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(ctype.starts_with("application/json"), "{ctype}");
+        let body = json(&body);
+        let shown: Vec<(Value, Value, Value)> = body
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|c| {
+                (
+                    c["status"].clone(),
+                    c["exit_status"].clone(),
+                    c["message"].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                ("error".into(), "\u{FFFD}".into(), "nul\u{FFFD}byte".into()),
+                ("success".into(), Value::Null, Value::Null),
+                ("error".into(), "2".into(), "disk full".into()),
+                ("success".into(), Value::Null, "first".into()),
+            ]
+        );
+        assert!(body[0]["at"].as_str().is_some_and(|t| t.ends_with('Z')));
+
+        let (status, _, body) = answer(
+            &f.api,
+            authed(Method::GET, &format!("{uri}?limit=2"), Body::empty()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(json(&body).as_array().map(Vec::len), Some(2));
+        for bad in ["0", "101", "x", "-1", "%00"] {
+            let (status, _, body) = answer(
+                &f.api,
+                authed(Method::GET, &format!("{uri}?limit={bad}"), Body::empty()),
+            )
+            .await;
+            assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+            assert_eq!(json(&body)["validations"][0]["attribute"], "limit");
+        }
+        // Same authentication and errors as the rest of the API.
+        let (status, _, _) = answer(&f.api, request(Method::GET, &uri, None, Body::empty())).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        let (status, _, body) = answer(
+            &f.api,
+            authed(
+                Method::GET,
+                "/v1/snitches/nosuchtoken01/check_ins",
+                Body::empty(),
+            ),
+        )
+        .await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(json(&body)["type"], "resource_not_found");
+    }
+
+    #[tokio::test]
+    async fn requests_and_check_ins_are_counted_without_tokens() {
+        let f = fixture().await;
+        let metrics = f.state.metrics().clone();
+        let check_ins = check_in_router_with_metrics(f.service.clone(), metrics.clone());
+        let token = f.snitch(&[]).await;
+        for uri in [
+            format!("/{token}"),
+            format!("/{token}?s=1"),
+            "/unknowntoken0".to_owned(),
+        ] {
+            answer(&check_ins, request(Method::GET, &uri, None, Body::empty())).await;
+        }
+        let uri = format!("/v1/snitches/{token}");
+        answer(&f.api, authed(Method::GET, &uri, Body::empty())).await;
+        answer(&f.api, authed(Method::GET, "/v1/nothing", Body::empty())).await;
+        let weird = Method::from_bytes(b"BREW").expect("method");
+        answer(&f.api, authed(weird, &uri, Body::empty())).await;
+        let text = metrics.encode();
+        for line in [
+            "snitch_check_ins_total{outcome=\"success\"} 1",
+            "snitch_check_ins_total{outcome=\"error\"} 1",
+            "snitch_check_ins_total{outcome=\"unknown_token\"} 1",
+            "snitch_api_requests_total{method=\"GET\",route=\"/v1/snitches/{token}\",status=\"200\"} 1",
+            "snitch_api_requests_total{method=\"GET\",route=\"unmatched\",status=\"404\"} 1",
+            "snitch_api_requests_total{method=\"OTHER\",route=\"/v1/snitches/{token}\",status=\"405\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+        assert!(!text.contains(&token), "no token in any label");
+    }
+
+    #[tokio::test]
+    async fn the_served_document_lists_every_route_of_the_router() {
+        let f = fixture().await;
+        let (status, ctype, body) = answer(
+            &f.api,
+            request(Method::GET, "/v1/openapi.json", None, Body::empty()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "no key needed");
+        assert!(ctype.starts_with("application/json"), "{ctype}");
+        let doc = json(&body);
+        assert_eq!(doc["openapi"], "3.1.0");
+        let paths = doc["paths"].as_object().expect("paths");
+        for (path, methods) in [
+            ("/v1/snitches", &["get", "post"][..]),
+            ("/v1/snitches/{token}", &["get", "patch", "delete"]),
+            ("/v1/snitches/{token}/tags", &["post"]),
+            ("/v1/snitches/{token}/tags/{tag}", &["delete"]),
+            ("/v1/snitches/{token}/pause", &["post"]),
+            ("/v1/snitches/{token}/unpause", &["post"]),
+            ("/v1/snitches/{token}/events", &["get"]),
+            ("/v1/snitches/{token}/check_ins", &["get"]),
+            ("/v1/webhooks", &["get", "post"]),
+            ("/v1/webhooks/{id}", &["delete"]),
+            ("/v1/outages", &["get"]),
+            ("/v1/openapi.json", &["get"]),
+            ("/healthz", &["get"]),
+            ("/readyz", &["get"]),
+        ] {
+            for method in methods {
+                assert!(paths[path][method].is_object(), "{method} {path} missing");
+            }
+        }
+        // Every documented operation of the router is served (not 404 or 405 from routing).
+        for (path, item) in paths {
+            if path == "/healthz" || path == "/readyz" {
+                continue; // merged in by the runtime
+            }
+            for method in item.as_object().expect("operations").keys() {
+                let token = f.snitch(&["x"]).await;
+                let uri = path
+                    .replace("{token}", &token)
+                    .replace("{tag}", "x")
+                    .replace("{id}", "nohook");
+                let method = Method::from_bytes(method.to_uppercase().as_bytes()).expect("method");
+                let (status, _, _) =
+                    answer(&f.api, authed(method.clone(), &uri, Body::empty())).await;
+                assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {uri}");
+                if !path.contains("{id}") {
+                    assert_ne!(status, StatusCode::NOT_FOUND, "{method} {uri}");
+                }
+            }
+        }
     }
 
     #[tokio::test]

@@ -8,6 +8,7 @@ use snitch_core::{
     CaseOutage, Channel, Delivery, Event, EventKind, Snitch, SnitchFields, Tag, Timestamp,
     Validations, Webhook,
 };
+use utoipa::ToSchema;
 
 /// Datetimes on the wire: ISO 8601, milliseconds, `Z`.
 pub fn format_time(t: Timestamp) -> String {
@@ -19,15 +20,17 @@ fn format_opt(t: Option<Timestamp>) -> Option<String> {
 }
 
 /// `{"interval": …}`: the compat `type` object.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 #[non_exhaustive]
 pub struct TypeJson {
     /// The interval's name (`daily`, `15_minute`, …).
+    #[schema(value_type = String, example = "daily")]
     pub interval: &'static str,
 }
 
 /// A snitch as the API shows it (api-v1.md 2.1 plus the extras of behaviour.md).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Snitch)]
 #[non_exhaustive]
 pub struct SnitchJson {
     /// The snitch's token, its id in the API.
@@ -39,6 +42,7 @@ pub struct SnitchJson {
     /// The tags, in order.
     pub tags: Vec<String>,
     /// `pending`, `healthy`, `failed`, `errored` or `paused`.
+    #[schema(value_type = String, example = "healthy")]
     pub status: &'static str,
     /// The notes.
     pub notes: String,
@@ -47,17 +51,19 @@ pub struct SnitchJson {
     /// Where the job checks in.
     pub check_in_url: String,
     /// The interval's name (also under `type`).
+    #[schema(value_type = String, example = "daily")]
     pub interval: &'static str,
     /// `{"interval": …}`, as Dead Man's Snitch answers it.
     #[serde(rename = "type")]
     pub type_: TypeJson,
     /// `basic` or `smart`.
+    #[schema(value_type = String, example = "basic")]
     pub alert_type: &'static str,
     /// The snitch's own alert addresses.
     pub alert_email: Vec<String>,
     /// When the snitch was made, RFC 3339 UTC.
     pub created_at: String,
-    /// When the current period's check-in is due, RFC 3339 UTC; `None` while pending or
+    /// When the current period's check-in is due, RFC 3339 UTC; `null` while pending or
     /// paused.
     pub deadline_at: Option<String>,
 }
@@ -191,48 +197,134 @@ pub fn pause_until(body: Option<&Value>) -> Result<Option<String>, Validations> 
 }
 
 /// An event with its deliveries, for `GET /v1/snitches/<token>/events`.
-pub fn event_json(event: &Event, deliveries: &[Delivery]) -> Value {
-    let mut json = serde_json::json!({
-        "id": event.id,
-        "type": event.kind.as_str(),
-        "timestamp": format_time(event.at),
-        "status": event.status.webhook_name(),
-        "previous_status": event.previous_status.webhook_name(),
-        "deliveries": deliveries.iter().map(delivery_json).collect::<Vec<_>>(),
-    });
-    if event.kind == EventKind::Missing {
-        json["missed_periods"] = serde_json::json!(event.missed_periods.max(1));
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventJson {
+    /// Stable across delivery retries (the `Snitch-Event-Id` header).
+    pub id: String,
+    /// `snitch.reporting`, `snitch.missing`, `snitch.errored` or `snitch.paused`.
+    #[serde(rename = "type")]
+    #[schema(value_type = String, example = "snitch.missing")]
+    pub kind: &'static str,
+    /// When the event happened, RFC 3339 UTC.
+    #[schema(example = "2026-11-23T03:00:04.120Z")]
+    pub timestamp: String,
+    /// The snitch's status after the event, as webhooks name it.
+    #[schema(value_type = String)]
+    pub status: &'static str,
+    /// The status before the event, as webhooks name it.
+    #[schema(value_type = String)]
+    pub previous_status: &'static str,
+    /// Its deliveries, in the order they were stored.
+    pub deliveries: Vec<DeliveryJson>,
+    /// Only for `snitch.missing`: how many periods passed without a check-in (at least 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missed_periods: Option<u64>,
+}
+
+impl EventJson {
+    /// The event with its deliveries as the API shows them.
+    pub fn new(event: &Event, deliveries: &[Delivery]) -> Self {
+        EventJson {
+            id: event.id.clone(),
+            kind: event.kind.as_str(),
+            timestamp: format_time(event.at),
+            status: event.status.webhook_name(),
+            previous_status: event.previous_status.webhook_name(),
+            deliveries: deliveries.iter().map(DeliveryJson::new).collect(),
+            missed_periods: (event.kind == EventKind::Missing).then(|| event.missed_periods.max(1)),
+        }
     }
-    json
+}
+
+/// An event with its deliveries as JSON ([`EventJson`]).
+pub fn event_json(event: &Event, deliveries: &[Delivery]) -> Value {
+    serde_json::to_value(EventJson::new(event, deliveries)).unwrap_or(Value::Null)
 }
 
 /// An outage as the caller's case saw it (`GET /v1/outages`, behaviour.md section 8).
-pub fn outage_json(o: &CaseOutage) -> Value {
-    serde_json::json!({
-        "started_at": format_time(o.outage.started_at),
-        "ended_at": format_time(o.outage.ended_at),
-        "snitches_deferred": o.snitches_deferred,
-    })
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OutageJson {
+    /// When no server of the store was alive any more, RFC 3339 UTC.
+    pub started_at: String,
+    /// When service resumed, RFC 3339 UTC.
+    pub ended_at: String,
+    /// How many of the caller's case's snitches got a fresh deadline because of it.
+    pub snitches_deferred: u64,
 }
 
-fn delivery_json(d: &Delivery) -> Value {
-    let target = match &d.channel {
-        Channel::Webhook { url, .. } => without_credentials(url.as_str()),
-        Channel::Email { to } => to.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", "),
-    };
-    serde_json::json!({
-        "id": d.id,
-        "channel": d.channel.kind(),
-        "target": target,
-        "state": d.state.as_str(),
-        "next_attempt_at": d.next_attempt_at.map(format_time),
-        "attempts": d.attempts.iter().map(|a| serde_json::json!({
-            "at": format_time(a.at),
-            "ok": a.ok,
-            "detail": a.detail,
-            "duration_ms": a.duration_ms,
-        })).collect::<Vec<_>>(),
-    })
+impl OutageJson {
+    /// The outage as the caller's case saw it.
+    pub fn new(o: &CaseOutage) -> Self {
+        OutageJson {
+            started_at: format_time(o.outage.started_at),
+            ended_at: format_time(o.outage.ended_at),
+            snitches_deferred: o.snitches_deferred,
+        }
+    }
+}
+
+/// An outage as JSON ([`OutageJson`]).
+pub fn outage_json(o: &CaseOutage) -> Value {
+    serde_json::to_value(OutageJson::new(o)).unwrap_or(Value::Null)
+}
+
+/// One delivery of an event (a webhook or an e-mail) with every attempt.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeliveryJson {
+    /// The delivery's id.
+    pub id: String,
+    /// `webhook` or `email`.
+    #[schema(value_type = String)]
+    pub channel: &'static str,
+    /// The hook's URL without credentials (query values masked), or the recipients.
+    pub target: String,
+    /// `pending`, `delivered` or `failed`.
+    #[schema(value_type = String)]
+    pub state: &'static str,
+    /// While pending: when it is tried next (or its lease ends), RFC 3339 UTC.
+    pub next_attempt_at: Option<String>,
+    /// Every attempt so far, oldest first.
+    pub attempts: Vec<AttemptJson>,
+}
+
+/// One try at a delivery.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AttemptJson {
+    /// When the attempt started, RFC 3339 UTC.
+    pub at: String,
+    /// Whether it was delivered.
+    pub ok: bool,
+    /// The HTTP status or SMTP reply, or why it failed.
+    pub detail: String,
+    /// How long it took.
+    pub duration_ms: u64,
+}
+
+impl DeliveryJson {
+    /// The delivery as the API shows it (credentials never shown).
+    pub fn new(d: &Delivery) -> Self {
+        let target = match &d.channel {
+            Channel::Webhook { url, .. } => without_credentials(url.as_str()),
+            Channel::Email { to } => to.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", "),
+        };
+        DeliveryJson {
+            id: d.id.clone(),
+            channel: d.channel.kind(),
+            target,
+            state: d.state.as_str(),
+            next_attempt_at: d.next_attempt_at.map(format_time),
+            attempts: d
+                .attempts
+                .iter()
+                .map(|a| AttemptJson {
+                    at: format_time(a.at),
+                    ok: a.ok,
+                    detail: a.detail.clone(),
+                    duration_ms: a.duration_ms,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// What a hidden password or query value is shown as.
@@ -284,12 +376,30 @@ fn mask_query_values(url: &mut url::Url) {
 }
 
 /// A hook as the API shows it; its secret is never shown.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WebhookJson {
+    /// The hook's id (for `DELETE /v1/webhooks/<id>`).
+    pub id: String,
+    /// The URL with its password and query values masked (`***`).
+    pub url: String,
+    /// When the hook was registered, RFC 3339 UTC.
+    pub created_at: String,
+}
+
+impl WebhookJson {
+    /// The hook as the API shows it (its secret never shown).
+    pub fn new(hook: &Webhook) -> Self {
+        WebhookJson {
+            id: hook.id.clone(),
+            url: password_masked(hook.url.as_str()),
+            created_at: format_time(hook.created_at),
+        }
+    }
+}
+
+/// A hook as JSON ([`WebhookJson`]).
 pub fn webhook_json(hook: &Webhook) -> Value {
-    serde_json::json!({
-        "id": hook.id,
-        "url": password_masked(hook.url.as_str()),
-        "created_at": format_time(hook.created_at),
-    })
+    serde_json::to_value(WebhookJson::new(hook)).unwrap_or(Value::Null)
 }
 
 /// The `url` and optional `secret` of a webhook body.

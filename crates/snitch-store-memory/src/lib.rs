@@ -8,12 +8,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use async_trait::async_trait;
-use snitch_core::snitch::CHECK_INS_KEPT;
 use snitch_core::{ApiKeyRecord, CaseOutage, Outage};
 use snitch_core::{Attempt, AttemptResult, ClaimLimits, Delivery, DeliveryState};
 use snitch_core::{
-    Case, CaseId, Change, CheckIn, Event, Snitch, Storage, StorageError, Tag, Timestamp, Token,
-    Webhook,
+    Case, CaseId, Change, CheckIn, Event, Snitch, Status, Storage, StorageError, StoreStats, Tag,
+    Timestamp, Token, Webhook,
 };
 
 /// How many events are kept per snitch.
@@ -48,6 +47,10 @@ struct Inner {
     /// Pending deliveries by their next attempt: the dispatcher's index.
     delivery_index: BTreeSet<(Timestamp, String)>,
     stored_deliveries: u64,
+    /// How many snitches have each status (by [`status_slot`]), kept on every write.
+    by_status: [u64; 5],
+    /// How many deliveries are not finished.
+    pending_deliveries: u64,
     /// The last moment each server was alive: its last heartbeat or its clean stop.
     servers: HashMap<String, Timestamp>,
     /// Outages, oldest first; ids are their positions plus one.
@@ -91,6 +94,11 @@ impl MemoryStorage {
 }
 
 /// Appends and returns what fell off the front.
+/// The slot of a status in `Inner::by_status` (its place in [`Status::ALL`]).
+fn status_slot(status: Status) -> usize {
+    Status::ALL.iter().position(|s| *s == status).unwrap_or(0)
+}
+
 fn push_bounded<T>(list: &mut VecDeque<T>, item: T, max: usize) -> Vec<T> {
     list.push_back(item);
     let mut evicted = Vec::new();
@@ -103,6 +111,9 @@ fn push_bounded<T>(list: &mut VecDeque<T>, item: T, max: usize) -> Vec<T> {
 impl Inner {
     fn insert_delivery(&mut self, delivery: &Delivery) {
         self.stored_deliveries += 1;
+        if delivery.state == DeliveryState::Pending {
+            self.pending_deliveries += 1;
+        }
         if let (DeliveryState::Pending, Some(at)) = (delivery.state, delivery.next_attempt_at) {
             self.delivery_index.insert((at, delivery.id.clone()));
         }
@@ -239,6 +250,7 @@ impl Storage for MemoryStorage {
         if let Some(wake) = snitch.wake_at() {
             inner.wake_index.insert((wake, snitch.token.clone()));
         }
+        inner.by_status[status_slot(snitch.status())] += 1;
         inner.snitches.insert(
             snitch.token.clone(),
             Box::new(Entry {
@@ -301,9 +313,10 @@ impl Storage for MemoryStorage {
                 inner.wake_index.insert((w, new.token.clone()));
             }
         }
-        let newest = change.check_ins.len().saturating_sub(CHECK_INS_KEPT);
+        let keep = change.keep_check_ins.max(1);
+        let newest = change.check_ins.len().saturating_sub(keep);
         for check_in in &change.check_ins[newest..] {
-            push_bounded(&mut entry.check_ins, check_in.clone(), CHECK_INS_KEPT);
+            push_bounded(&mut entry.check_ins, check_in.clone(), keep);
         }
         let mut evicted = Vec::new();
         for event in &change.events {
@@ -312,6 +325,8 @@ impl Storage for MemoryStorage {
         // Identity and creation never change; keep the stored ones so the case index
         // stays right whatever the change carries.
         inner.sweep_leases.remove(&new.token);
+        inner.by_status[status_slot(entry.snitch.status())] -= 1;
+        inner.by_status[status_slot(new.status())] += 1;
         let (case_id, created_at) = (entry.snitch.case_id.clone(), entry.snitch.created_at);
         entry.snitch = new.clone();
         entry.snitch.case_id = case_id.clone();
@@ -337,6 +352,7 @@ impl Storage for MemoryStorage {
             return Ok(false);
         };
         let snitch = &entry.snitch;
+        inner.by_status[status_slot(snitch.status())] -= 1;
         if let Some(list) = inner.by_case.get_mut(&snitch.case_id) {
             list.remove(&(snitch.created_at, entry.insertion));
         }
@@ -494,6 +510,7 @@ impl Storage for MemoryStorage {
             .get_mut(delivery_id)
             .ok_or(StorageError::NotFound)?;
         let delivery = &mut stored.delivery;
+        let was_pending = delivery.state == DeliveryState::Pending;
         if let Some(at) = delivery.next_attempt_at {
             inner.delivery_index.remove(&(at, delivery_id.to_owned()));
         }
@@ -512,6 +529,11 @@ impl Storage for MemoryStorage {
                 delivery.next_attempt_at = Some(at);
                 inner.delivery_index.insert((at, delivery_id.to_owned()));
             }
+        }
+        match (was_pending, delivery.state == DeliveryState::Pending) {
+            (true, false) => inner.pending_deliveries -= 1,
+            (false, true) => inner.pending_deliveries += 1,
+            _ => {}
         }
         let event = delivery.event.clone();
         if !inner.event_is_kept(&event) {
@@ -599,6 +621,17 @@ impl Storage for MemoryStorage {
         found.sort_by_key(|d| d.seq);
         found.dedup_by_key(|d| d.seq);
         Ok(found.into_iter().map(|d| d.delivery.clone()).collect())
+    }
+
+    async fn stats(&self) -> Result<StoreStats, StorageError> {
+        let inner = self.read();
+        let counts = Status::ALL
+            .iter()
+            .map(|s| (*s, inner.by_status[status_slot(*s)]));
+        Ok(StoreStats::from_counts(
+            counts,
+            Some(inner.pending_deliveries),
+        ))
     }
 }
 

@@ -27,7 +27,7 @@
 //!   to [`Snitch::wake_at`]; sweepers claim due snitches and dispatchers claim deliveries
 //!   with `FOR UPDATE SKIP LOCKED` under a lease, so several servers share the work, and a
 //!   save ends a snitch's sweep lease.
-//! - History is bounded: each snitch keeps its newest [`CHECK_INS_KEPT`] check-ins and
+//! - History is bounded: each snitch keeps its newest `Change::keep_check_ins` check-ins and
 //!   [`EVENTS_KEPT`] events; finished deliveries go with their event, pending ones stay
 //!   until they finish. Check-ins are trimmed lazily (once a snitch holds twice what is
 //!   kept, after the commit); reads never show more than is kept.
@@ -46,7 +46,7 @@ use snitch_core::snitch::CHECK_INS_KEPT;
 use snitch_core::{ApiKeyRecord, CaseOutage, Outage};
 use snitch_core::{
     Attempt, AttemptResult, Case, CaseId, Change, CheckIn, ClaimLimits, Delivery, DeliveryState,
-    Event, Snitch, Storage, StorageError, Tag, Timestamp, Token, Webhook,
+    Event, Snitch, Status, Storage, StorageError, StoreStats, Tag, Timestamp, Token, Webhook,
 };
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnection, PgPool};
@@ -253,14 +253,16 @@ async fn insert_deliveries(
 }
 
 /// Appends check-ins in order, one statement, then trims the history to the newest
-/// [`CHECK_INS_KEPT`]. Older ones of a long change would be trimmed at once, so they are
+/// `keep`. Older ones of a long change would be trimmed at once, so they are
 /// not written at all.
 async fn insert_check_ins(
     conn: &mut PgConnection,
     token: &str,
     check_ins: &[CheckIn],
+    keep: usize,
 ) -> Result<(), StorageError> {
-    let newest = &check_ins[check_ins.len().saturating_sub(CHECK_INS_KEPT)..];
+    let keep = keep.max(1);
+    let newest = &check_ins[check_ins.len().saturating_sub(keep)..];
     let mut q = QueryBuilder::<Postgres>::new(
         "INSERT INTO snitch.check_ins (token, at, exit_status, message) ",
     );
@@ -277,7 +279,7 @@ async fn insert_check_ins(
           ORDER BY seq DESC OFFSET $2 LIMIT 1)",
     )
     .bind(token)
-    .bind(limit(CHECK_INS_KEPT))
+    .bind(limit(keep))
     .execute(&mut *conn)
     .await
     .map_err(backend)?;
@@ -315,7 +317,7 @@ async fn save_change(conn: &mut PgConnection, change: &Change) -> Result<(), Sto
     }
 
     if !change.check_ins.is_empty() {
-        insert_check_ins(conn, token, &change.check_ins).await?;
+        insert_check_ins(conn, token, &change.check_ins, change.keep_check_ins).await?;
     }
 
     if !change.events.is_empty() {
@@ -639,6 +641,47 @@ impl Storage for PgStorage {
         // RETURNING has no order.
         claimed.sort_by(|a, b| (a.wake_at(), &a.token).cmp(&(b.wake_at(), &b.token)));
         Ok(claimed)
+    }
+
+    async fn check_ready(&self) -> Result<(), StorageError> {
+        let applied: Vec<i64> =
+            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(backend)?;
+        match MIGRATOR
+            .iter()
+            .find(|m| !m.migration_type.is_down_migration() && !applied.contains(&m.version))
+        {
+            Some(missing) => Err(StorageError::Backend(
+                format!(
+                    "migration {} ({}) is not applied",
+                    missing.version, missing.description
+                )
+                .into(),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    async fn stats(&self) -> Result<StoreStats, StorageError> {
+        let by_status: Vec<(String, i64)> =
+            sqlx::query_as("SELECT status, count(*) FROM snitch.snitches GROUP BY status")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(backend)?;
+        let pending: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM snitch.deliveries WHERE state = 'pending'")
+                .fetch_one(&self.pool)
+                .await
+                .map_err(backend)?;
+        let counts = by_status.into_iter().filter_map(|(status, n)| {
+            Some((Status::parse(&status)?, u64::try_from(n).unwrap_or(0)))
+        });
+        Ok(StoreStats::from_counts(
+            counts,
+            Some(u64::try_from(pending).unwrap_or(0)),
+        ))
     }
 
     async fn next_wake_at(&self) -> Result<Option<Timestamp>, StorageError> {

@@ -30,7 +30,7 @@
 //!   [`Snitch::wake_at`]); sweep leases and delivery claims are write transactions, so
 //!   concurrent claims never take the same row.
 //! - Instants are INTEGER milliseconds since the epoch (UTC); lists are JSON text.
-//! - History is bounded: each snitch keeps its newest [`CHECK_INS_KEPT`] check-ins and
+//! - History is bounded: each snitch keeps its newest `Change::keep_check_ins` check-ins and
 //!   [`EVENTS_KEPT`] events; finished deliveries go with their event, pending ones stay
 //!   until they finish.
 
@@ -45,11 +45,10 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use snitch_core::snitch::CHECK_INS_KEPT;
 use snitch_core::{
     ApiKeyRecord, Attempt, AttemptResult, Case, CaseId, CaseOutage, Change, CheckIn, ClaimLimits,
-    Delivery, DeliveryState, Event, Outage, Snitch, Storage, StorageError, Tag, Timestamp, Token,
-    Webhook,
+    Delivery, DeliveryState, Event, Outage, Snitch, Status, Storage, StorageError, StoreStats, Tag,
+    Timestamp, Token, Webhook,
 };
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
@@ -278,13 +277,15 @@ async fn insert_deliveries(
     Ok(())
 }
 
-/// Appends check-ins in order, then trims the history to the newest [`CHECK_INS_KEPT`].
+/// Appends check-ins in order, then trims the history to the newest `keep`.
 async fn insert_check_ins(
     conn: &mut SqliteConnection,
     token: &str,
     check_ins: &[CheckIn],
+    keep: usize,
 ) -> Result<(), StorageError> {
-    let newest = &check_ins[check_ins.len().saturating_sub(CHECK_INS_KEPT)..];
+    let keep = keep.max(1);
+    let newest = &check_ins[check_ins.len().saturating_sub(keep)..];
     for c in newest.iter().map(CheckInRecord::of) {
         sqlx::query(
             "INSERT INTO check_ins (token, at, exit_status, message) VALUES (?1, ?2, ?3, ?4)",
@@ -302,7 +303,7 @@ async fn insert_check_ins(
          (SELECT seq FROM check_ins WHERE token = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)",
     )
     .bind(token)
-    .bind(limit(CHECK_INS_KEPT))
+    .bind(limit(keep))
     .execute(&mut *conn)
     .await
     .map_err(backend)?;
@@ -341,7 +342,7 @@ pub(crate) async fn save_change(
     }
 
     if !change.check_ins.is_empty() {
-        insert_check_ins(conn, token, &change.check_ins).await?;
+        insert_check_ins(conn, token, &change.check_ins, change.keep_check_ins).await?;
     }
 
     if !change.events.is_empty() {
@@ -669,6 +670,47 @@ impl Storage for SqliteStorage {
         .map_err(backend)?;
         w.commit().await?;
         Ok(claimed)
+    }
+
+    async fn check_ready(&self) -> Result<(), StorageError> {
+        let applied: Vec<i64> =
+            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(backend)?;
+        match MIGRATOR
+            .iter()
+            .find(|m| !m.migration_type.is_down_migration() && !applied.contains(&m.version))
+        {
+            Some(missing) => Err(StorageError::Backend(
+                format!(
+                    "migration {} ({}) is not applied",
+                    missing.version, missing.description
+                )
+                .into(),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    async fn stats(&self) -> Result<StoreStats, StorageError> {
+        let by_status: Vec<(String, i64)> =
+            sqlx::query_as("SELECT status, count(*) FROM snitches GROUP BY status")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(backend)?;
+        let pending: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM deliveries WHERE state = 'pending'")
+                .fetch_one(&self.pool)
+                .await
+                .map_err(backend)?;
+        let counts = by_status.into_iter().filter_map(|(status, n)| {
+            Some((Status::parse(&status)?, u64::try_from(n).unwrap_or(0)))
+        });
+        Ok(StoreStats::from_counts(
+            counts,
+            Some(u64::try_from(pending).unwrap_or(0)),
+        ))
     }
 
     async fn next_wake_at(&self) -> Result<Option<Timestamp>, StorageError> {

@@ -273,6 +273,32 @@ async fn migrations_share_the_file_with_a_hosts_own() {
     }
 }
 
+/// `/readyz`: a file whose migrations did not (all) run is not ready, and says which one
+/// is missing; once migrated it is.
+#[tokio::test]
+async fn a_store_without_its_migrations_is_not_ready() {
+    let path = fresh_dir().join("snitch.db");
+    let pool = connect(&path, 2).await.expect("open");
+    let store = SqliteStorage::new(pool.clone());
+    let err = store.check_ready().await.expect_err("nothing migrated");
+    assert!(matches!(err, StorageError::Backend(_)), "{err}");
+    MIGRATOR.run(&pool).await.expect("migrate");
+    store.check_ready().await.expect("ready");
+    // A migration of this build that is not recorded as applied (an older file).
+    let newest = MIGRATOR
+        .iter()
+        .map(|m| m.version)
+        .max()
+        .expect("migrations");
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = ?1")
+        .bind(newest)
+        .execute(&pool)
+        .await
+        .expect("forget one");
+    let err = store.check_ready().await.expect_err("one missing");
+    assert!(err.to_string().contains(&newest.to_string()), "{err}");
+}
+
 /// A COMMIT that SQLite refuses (here a deferred foreign key a trigger broke) rolls the
 /// batch back: the save is a plain backend error, not an unknown outcome and never `Ok`,
 /// nothing of it is stored, and the store goes on working.

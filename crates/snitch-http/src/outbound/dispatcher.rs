@@ -25,6 +25,8 @@ use snitch_core::{
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
+use crate::metrics::DeliveryOutcome;
+
 /// Settings of a [`Dispatcher`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -181,6 +183,7 @@ pub struct Dispatcher {
     webhook_slots: Arc<Semaphore>,
     email_slots: Arc<Semaphore>,
     in_flight: Arc<Mutex<InFlight>>,
+    metrics: Option<Arc<crate::Metrics>>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -211,7 +214,15 @@ impl Dispatcher {
             options,
             wake: Arc::new(Notify::new()),
             in_flight: Arc::default(),
+            metrics: None,
         }
+    }
+
+    /// Counts every attempt in `metrics` (`snitch_deliveries_total`,
+    /// `snitch_delivery_latency_seconds`).
+    pub fn with_metrics(mut self, metrics: Arc<crate::Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// A handle that makes the dispatcher look at the outbox at once; give it to
@@ -317,10 +328,25 @@ impl Dispatcher {
                 rand::random::<f64>(),
             )
         };
+        let outcome = match result {
+            AttemptResult::Delivered => DeliveryOutcome::Delivered,
+            AttemptResult::GaveUp => DeliveryOutcome::Failed,
+            AttemptResult::RetryAt(_) => DeliveryOutcome::Retry,
+        };
+        if let Some(metrics) = &self.metrics {
+            // From the event to this delivery: the delay an owner sees.
+            let latency = (outcome == DeliveryOutcome::Delivered).then(|| {
+                (self.now() - delivery.event.at)
+                    .to_std()
+                    .unwrap_or_default()
+            });
+            metrics.delivery(delivery.channel.kind(), outcome, latency);
+        }
         tracing::info!(
             delivery = %delivery.id,
             event = %delivery.event.id,
             channel = delivery.channel.kind(),
+            outcome = outcome.as_str(),
             ok,
             permanent,
             %detail,
@@ -429,6 +455,7 @@ mod tests {
         hooks: Arc<Receiver>,
         mail: Arc<Receiver>,
         case: Case,
+        metrics: Arc<crate::Metrics>,
     }
 
     async fn world(hook_failures: usize) -> World {
@@ -463,13 +490,11 @@ mod tests {
             retry: RetryPolicy::new(Span::seconds(10), Span::seconds(40), Span::minutes(2)),
             ..Default::default()
         };
-        let dispatcher = Arc::new(Dispatcher::new(
-            storage,
-            clock.clone(),
-            hooks.clone(),
-            mail.clone(),
-            options,
-        ));
+        let metrics = Arc::new(crate::Metrics::new());
+        let dispatcher = Arc::new(
+            Dispatcher::new(storage, clock.clone(), hooks.clone(), mail.clone(), options)
+                .with_metrics(metrics.clone()),
+        );
         World {
             service,
             clock,
@@ -477,6 +502,7 @@ mod tests {
             hooks,
             mail,
             case,
+            metrics,
         }
     }
 
@@ -565,6 +591,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn attempts_are_counted_by_channel_and_outcome_with_the_delay_since_the_event() {
+        let w = world(1).await;
+        reporting(&w).await;
+        assert_eq!(dispatch(&w).await, 2);
+        w.clock.advance(Span::seconds(30));
+        assert_eq!(dispatch(&w).await, 1);
+        let text = w.metrics.encode();
+        for line in [
+            "snitch_deliveries_total{channel=\"webhook\",outcome=\"retry\"} 1",
+            "snitch_deliveries_total{channel=\"webhook\",outcome=\"delivered\"} 1",
+            "snitch_deliveries_total{channel=\"email\",outcome=\"delivered\"} 1",
+            "snitch_deliveries_total{channel=\"webhook\",outcome=\"failed\"} 0",
+            // The e-mail went out at once, the hook 30 s after its event.
+            "snitch_delivery_latency_seconds_sum{channel=\"webhook\"} 30.0",
+            "snitch_delivery_latency_seconds_sum{channel=\"email\"} 0.0",
+            "snitch_delivery_latency_seconds_count{channel=\"email\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+    }
+
+    #[tokio::test]
     async fn a_delivery_that_keeps_failing_is_given_up_and_recorded() {
         let w = world(usize::MAX).await;
         let event = reporting(&w).await;
@@ -584,6 +632,11 @@ mod tests {
         assert_eq!(
             w.service.storage().next_delivery_at().await.expect("read"),
             None
+        );
+        let text = w.metrics.encode();
+        assert!(
+            text.contains("snitch_deliveries_total{channel=\"webhook\",outcome=\"failed\"} 1"),
+            "{text}"
         );
     }
 

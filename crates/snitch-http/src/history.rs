@@ -1,0 +1,161 @@
+//! `GET /v1/snitches/<token>/check_ins` (an extension): a snitch's recent check-ins, newest
+//! first, with their message and exit status. Same authentication and errors as the rest
+//! of the API.
+
+use axum::extract::{Path, RawQuery, State};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use snitch_core::{CheckIn, Outcome};
+use utoipa::ToSchema;
+
+use crate::wire::format_time;
+use crate::{ApiError, ApiState, Authed};
+
+/// One check-in as the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CheckInJson {
+    /// When it arrived (ISO 8601, milliseconds, UTC).
+    #[schema(example = "2026-11-23T03:00:04.120Z")]
+    pub at: String,
+    /// `success` (no exit status, empty or `0`) or `error` (any other exit status).
+    #[schema(value_type = String, pattern = "^(success|error)$", example = "error")]
+    pub status: &'static str,
+    /// The exit status the job sent (`s`), cut to 64 characters; `null` for a success.
+    #[schema(example = "2")]
+    pub exit_status: Option<String>,
+    /// The message the job sent (`m`), cut to 256 characters; `null` when none.
+    #[schema(example = "disk full")]
+    pub message: Option<String>,
+}
+
+impl CheckInJson {
+    /// The check-in as the API shows it.
+    pub fn new(c: &CheckIn) -> Self {
+        let (status, exit_status) = match &c.outcome {
+            Outcome::Success => ("success", None),
+            Outcome::Error { exit_status } => ("error", Some(exit_status.clone())),
+        };
+        CheckInJson {
+            at: format_time(c.at),
+            status,
+            exit_status,
+            message: c.message.as_ref().map(|m| m.as_str().to_owned()),
+        }
+    }
+}
+
+/// How many check-ins are shown when `limit` is not given (at most the kept history).
+pub const DEFAULT_LIMIT: usize = 100;
+
+/// The query of the check-ins endpoint.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct HistoryQuery {
+    /// How many check-ins to show, newest first: 1 to the server's `check_in_history`
+    /// (default 100 or the whole history, whichever is less).
+    #[param(minimum = 1, value_type = Option<u32>)]
+    pub limit: Option<String>,
+}
+
+/// `limit` from the raw query: absent is the default, anything but a whole number from 1
+/// to `history` is a 422 naming `limit`.
+pub fn parse_limit(query: Option<&str>, history: usize) -> Result<usize, ApiError> {
+    let invalid = || {
+        ApiError::invalid_attribute(
+            "limit",
+            &format!("must be a whole number from 1 to {history}"),
+        )
+    };
+    let parsed: HistoryQuery =
+        serde_urlencoded::from_str(query.unwrap_or("")).map_err(|_| invalid())?;
+    match parsed.limit {
+        None => Ok(DEFAULT_LIMIT.min(history)),
+        Some(raw) => match raw.trim().parse::<usize>() {
+            Ok(n) if (1..=history).contains(&n) => Ok(n),
+            _ => Err(invalid()),
+        },
+    }
+}
+
+/// The snitch's recent check-ins, newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/snitches/{token}/check_ins",
+    tag = "extensions",
+    params(("token" = String, Path, description = "The snitch's token"), HistoryQuery),
+    responses(
+        (status = 200, description = "The recent check-ins, newest first", body = Vec<CheckInJson>),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 422, response = crate::openapi::Invalid),
+        (status = 429, response = crate::openapi::TooMany),
+        (status = 503, response = crate::openapi::Unavailable),
+    ),
+    security(("api_key" = []))
+)]
+pub(crate) async fn list_check_ins(
+    State(state): State<ApiState>,
+    Authed(case): Authed,
+    Path(token): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Json<Vec<CheckInJson>>, ApiError> {
+    let service = &state.inner.service;
+    let limit = parse_limit(query.as_deref(), service.check_in_history())?;
+    let check_ins = service.check_ins(&case, &token, limit).await?;
+    Ok(Json(check_ins.iter().map(CheckInJson::new).collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::DateTime;
+    use snitch_core::CheckInMessage;
+
+    #[test]
+    fn check_ins_show_status_exit_status_and_message() {
+        let at = DateTime::from_timestamp_millis(1_700_000_000_123).expect("valid");
+        let ok = CheckIn::new(at, Outcome::Success, None);
+        let json = serde_json::to_value(CheckInJson::new(&ok)).expect("JSON");
+        assert_eq!(
+            json,
+            serde_json::json!({"at": "2023-11-14T22:13:20.123Z", "status": "success",
+                               "exit_status": null, "message": null})
+        );
+        let failed = CheckIn::new(
+            at,
+            Outcome::from_exit_status(Some("127")),
+            CheckInMessage::truncating("not found"),
+        );
+        let json = serde_json::to_value(CheckInJson::new(&failed)).expect("JSON");
+        assert_eq!(json["status"], "error");
+        assert_eq!(json["exit_status"], "127");
+        assert_eq!(json["message"], "not found");
+    }
+
+    #[test]
+    fn limit_is_a_whole_number_within_the_history() {
+        assert_eq!(parse_limit(None, 100).ok(), Some(100));
+        assert_eq!(parse_limit(None, 30).ok(), Some(30));
+        assert_eq!(parse_limit(Some("limit=5"), 100).ok(), Some(5));
+        assert_eq!(parse_limit(Some("other=x&limit=100"), 100).ok(), Some(100));
+        assert_eq!(parse_limit(Some("limit=500"), 1000).ok(), Some(500));
+        for bad in [
+            "limit=0",
+            "limit=101",
+            "limit=-1",
+            "limit=abc",
+            "limit=",
+            "limit=1e3",
+            "limit=%00",
+            "limit=99999999999999999999999",
+        ] {
+            let err = parse_limit(Some(bad), 100).expect_err(bad);
+            let status = axum::response::IntoResponse::into_response(err).status();
+            assert_eq!(
+                status,
+                axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                "{bad}"
+            );
+        }
+    }
+}

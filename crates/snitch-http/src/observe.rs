@@ -1,0 +1,79 @@
+//! The request log and request metrics of both routers: every request logs its method,
+//! route template (never the token: `/v1/snitches/{token}`, `/{token}`), status and
+//! latency; API requests are counted by method, route and status
+//! (`snitch_api_requests_total`). Every label value comes from a fixed set, so a hostile
+//! client cannot grow the number of series (unknown methods are `OTHER`, paths that match
+//! no route `unmatched`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::Response;
+
+use crate::metrics::Metrics;
+
+/// Which router a request came through, and where its metrics go.
+#[derive(Clone, Debug)]
+pub struct Observer {
+    listener: &'static str,
+    /// API requests are counted here; check-ins are counted by outcome by their handler.
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl Observer {
+    /// The API router's: requests are logged and counted in `metrics`.
+    pub fn api(metrics: Arc<Metrics>) -> Self {
+        Observer {
+            listener: "api",
+            metrics: Some(metrics),
+        }
+    }
+
+    /// The check-in router's: requests are logged (their handler counts them).
+    pub fn check_ins() -> Self {
+        Observer {
+            listener: "check_in",
+            metrics: None,
+        }
+    }
+}
+
+/// A method name from a fixed set.
+fn method_name(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::PUT => "PUT",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "OTHER",
+    }
+}
+
+/// Logs and counts one request (middleware).
+pub async fn observe(State(observer): State<Observer>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = method_name(req.method());
+    let route = req.extensions().get::<MatchedPath>().cloned();
+    let response = next.run(req).await;
+    let status = response.status();
+    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+    if let Some(metrics) = &observer.metrics {
+        metrics.api_request(method, route, status);
+    }
+    tracing::info!(
+        target: "snitch::request",
+        listener = observer.listener,
+        method,
+        route,
+        status = status.as_u16(),
+        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "request"
+    );
+    response
+}
