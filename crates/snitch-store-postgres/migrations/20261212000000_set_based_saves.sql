@@ -1,6 +1,9 @@
 -- Set-based saves (issue 12): each snitch counts its stored check-ins, so a save trims
 -- the history only when it has grown to twice what is kept, not on every check-in.
 ALTER TABLE snitch.snitches ADD COLUMN check_ins_stored integer NOT NULL DEFAULT 0;
+-- The history length the snitch's last change asked for (Change::keep_check_ins): reads
+-- show at most this many, and the lazy trim cuts back to it.
+ALTER TABLE snitch.snitches ADD COLUMN check_ins_keep integer NOT NULL DEFAULT 100;
 UPDATE snitch.snitches s SET check_ins_stored = c.n
     FROM (SELECT token, count(*)::integer AS n FROM snitch.check_ins GROUP BY token) c
     WHERE c.token = s.token;

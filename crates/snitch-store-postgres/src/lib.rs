@@ -42,7 +42,6 @@ mod set_based;
 use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
-use snitch_core::snitch::CHECK_INS_KEPT;
 use snitch_core::{ApiKeyRecord, CaseOutage, Outage};
 use snitch_core::{
     Attempt, AttemptResult, Case, CaseId, Change, CheckIn, ClaimLimits, Delivery, DeliveryState,
@@ -283,7 +282,7 @@ async fn insert_check_ins(
     .execute(&mut *conn)
     .await
     .map_err(backend)?;
-    set_based::recount_check_ins(conn, token).await
+    set_based::recount_check_ins(conn, token, keep).await
 }
 
 /// Applies one change in the caller's transaction: the new state, then its check-in,
@@ -698,12 +697,13 @@ impl Storage for PgStorage {
     ) -> Result<Vec<CheckIn>, StorageError> {
         sqlx::query_as::<_, CheckInRecord>(
             "SELECT at, exit_status, message FROM snitch.check_ins \
-             WHERE token = $1 ORDER BY seq DESC LIMIT $2",
+             WHERE token = $1 ORDER BY seq DESC \
+             LIMIT least($2, (SELECT check_ins_keep FROM snitch.snitches WHERE token = $1))",
         )
         .bind(token.as_str())
-        // Saves trim the history lazily: more than the newest CHECK_INS_KEPT may be
-        // stored, and are never shown.
-        .bind(limit(limit_to.min(CHECK_INS_KEPT)))
+        // Saves trim the history lazily: more than the newest `check_ins_keep` (the
+        // length the last change asked for) may be stored, and are never shown.
+        .bind(limit(limit_to))
         .fetch_all(&self.pool)
         .await
         .map_err(backend)?

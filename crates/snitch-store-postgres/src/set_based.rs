@@ -9,9 +9,9 @@
 //! only their check-ins, events, deliveries and outage deferrals are inserted. A change that
 //! updated nothing is then a conflict or a missing snitch (one more query, only when some
 //! did). History is trimmed lazily: a snitch counts its stored check-ins
-//! (`check_ins_stored`) and is trimmed back to [`CHECK_INS_KEPT`] once it holds
-//! [`CHECK_INS_TRIM_AT`], so a check-in costs no `DELETE`; readers never see more than the
-//! newest [`CHECK_INS_KEPT`]. Events, rare, are trimmed in one statement per round that
+//! (`check_ins_stored`) and the length its last change asked for (`check_ins_keep`), and is
+//! trimmed back to that once it holds twice as many, so a check-in costs no `DELETE`;
+//! readers never see more than the newest `check_ins_keep`. Events, rare, are trimmed in one statement per round that
 //! emitted any.
 //!
 //! A statement that fails (a constraint a change breaks, say) fails its whole round, so the
@@ -22,7 +22,6 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use serde::Serialize;
-use snitch_core::snitch::CHECK_INS_KEPT;
 use snitch_core::{Change, StorageError};
 use sqlx::postgres::PgConnection;
 use sqlx::types::Json;
@@ -32,9 +31,12 @@ use crate::records::{
 };
 use crate::{backend, limit, EVENTS_KEPT};
 
-/// A snitch holding this many check-ins is trimmed back to the newest [`CHECK_INS_KEPT`]
-/// in the save that reached it: one `DELETE` per [`CHECK_INS_KEPT`] check-ins.
-pub(crate) const CHECK_INS_TRIM_AT: i32 = 2 * CHECK_INS_KEPT as i32;
+/// A snitch that keeps `keep` check-ins is trimmed back to them once it holds twice as
+/// many, in the save that reached it: one `DELETE` per `keep` check-ins (readers never
+/// see more than `keep`).
+fn trim_at(keep: i32) -> i32 {
+    keep.saturating_mul(2)
+}
 
 /// The SQL types of [`SNITCH_FIELDS`], in their order.
 const SNITCH_FIELD_TYPES: [&str; 22] = [
@@ -104,14 +106,16 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH input AS ( \
            SELECT * FROM jsonb_to_recordset($1) \
-             AS i(token text, expected bigint, check_ins_added integer, {input_columns})), \
+             AS i(token text, expected bigint, check_ins_added integer, keep integer, \
+               {input_columns})), \
          locked AS ( \
            SELECT s.token FROM snitch.snitches s JOIN input i ON i.token = s.token \
            WHERE s.token = ANY($7) AND s.version = i.expected \
            ORDER BY s.token FOR UPDATE OF s), \
          updated AS ( \
            UPDATE snitch.snitches s SET {sets}, sweep_lease_until = NULL, \
-             check_ins_stored = s.check_ins_stored + i.check_ins_added \
+             check_ins_stored = s.check_ins_stored + i.check_ins_added, \
+             check_ins_keep = i.keep \
            FROM input i \
            WHERE s.token = i.token AND s.version = i.expected \
              AND s.token IN (SELECT token FROM locked) \
@@ -169,11 +173,12 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// Trims the check-ins of the snitches `$1` to the newest `$2` and sets their counts.
+/// Trims the check-ins of the snitches `$1` to the newest each keeps (`check_ins_keep`)
+/// and sets their counts.
 const TRIM_CHECK_INS: &str = "WITH cut AS ( \
-       SELECT t.token, (SELECT c.seq FROM snitch.check_ins c WHERE c.token = t.token \
-                        ORDER BY c.seq DESC OFFSET $2 LIMIT 1) AS seq \
-       FROM unnest($1::text[]) AS t(token)), \
+       SELECT s.token, (SELECT c.seq FROM snitch.check_ins c WHERE c.token = s.token \
+                        ORDER BY c.seq DESC OFFSET s.check_ins_keep LIMIT 1) AS seq \
+       FROM snitch.snitches s WHERE s.token = ANY($1::text[])), \
      gone AS ( \
        DELETE FROM snitch.check_ins c USING cut \
        WHERE c.token = cut.token AND c.seq <= cut.seq RETURNING c.token) \
@@ -186,6 +191,8 @@ struct SnitchInput<'a> {
     token: &'a str,
     expected: i64,
     check_ins_added: i32,
+    /// The change's history length (`Change::keep_check_ins`, at least 1).
+    keep: i32,
     #[serde(flatten)]
     fields: SnitchFields,
 }
@@ -250,16 +257,18 @@ impl<'a> Round<'a> {
                 case_id: snitch.case_id.as_str(),
             });
         }
-        // Only the newest CHECK_INS_KEPT check-ins and EVENTS_KEPT events of a long change
-        // can be kept: older ones are not written at all.
-        let check_ins = &change.check_ins[change.check_ins.len().saturating_sub(CHECK_INS_KEPT)..];
+        // Only the newest `keep` check-ins and EVENTS_KEPT events of a long change can be
+        // kept: older ones are not written at all.
+        let keep = change.keep_check_ins.max(1);
+        let check_ins = &change.check_ins[change.check_ins.len().saturating_sub(keep)..];
         let events = &change.events[change.events.len().saturating_sub(EVENTS_KEPT)..];
         self.changes.push(index);
         self.snitches.push(SnitchInput {
             token,
             expected,
-            // At most CHECK_INS_KEPT.
+            // At most `keep`.
             check_ins_added: i32::try_from(check_ins.len()).unwrap_or(i32::MAX),
+            keep: i32::try_from(keep).unwrap_or(i32::MAX),
             fields,
         });
         for c in check_ins {
@@ -293,7 +302,7 @@ impl<'a> Round<'a> {
 /// replies, in a transaction of its own, and a failure only leaves it for a later save.
 #[derive(Debug, Default)]
 pub(crate) struct Housekeeping {
-    /// Snitches holding [`CHECK_INS_TRIM_AT`] check-ins or more.
+    /// Snitches holding twice the check-ins they keep, or more.
     full: Vec<String>,
 }
 
@@ -302,7 +311,6 @@ impl Housekeeping {
         if !self.full.is_empty() {
             sqlx::query(TRIM_CHECK_INS)
                 .bind(&self.full)
-                .bind(limit(CHECK_INS_KEPT))
                 .execute(pool)
                 .await?;
         }
@@ -375,7 +383,7 @@ impl<'a> Plan<'a> {
             for (&index, input) in round.changes.iter().zip(&round.snitches) {
                 let result = match answers.get(input.token) {
                     Some((Some(stored), _)) => {
-                        if *stored >= CHECK_INS_TRIM_AT {
+                        if *stored >= trim_at(input.keep) {
                             housekeeping.full.push(input.token.to_owned());
                         }
                         Ok(())
@@ -395,12 +403,14 @@ impl<'a> Plan<'a> {
 pub(crate) async fn recount_check_ins(
     conn: &mut PgConnection,
     token: &str,
+    keep: usize,
 ) -> Result<(), StorageError> {
     sqlx::query(
-        "UPDATE snitch.snitches SET check_ins_stored = \
+        "UPDATE snitch.snitches SET check_ins_keep = $2, check_ins_stored = \
          (SELECT count(*) FROM snitch.check_ins WHERE token = $1) WHERE token = $1",
     )
     .bind(token)
+    .bind(limit(keep))
     .execute(&mut *conn)
     .await
     .map_err(backend)?;
