@@ -29,10 +29,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::Router;
 use clap::{Parser, ValueEnum};
-use http_body_util::{BodyExt, Empty};
-use hyper::header::HOST;
-use hyper::{Request, Uri};
-use hyper_util::rt::TokioIo;
+use hyper::Uri;
 use snitch::core::machine;
 use snitch::core::{
     CheckIn, EmailAddress, Interval, RandomTokens, SnitchName, Tags, Timestamp, TokenSource,
@@ -47,7 +44,7 @@ use snitch::store::postgres::{PgStorage, MIGRATOR};
 use snitch::store::sqlite::SqliteStorage;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, Executor, PgConnection};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
@@ -610,68 +607,106 @@ async fn start_baseline() -> Result<(SocketAddr, oneshot::Sender<()>), BoxError>
     Ok((addr, stop))
 }
 
-/// `sizes.connections` tasks, each with its own keep-alive HTTP/1 connection, send `GET`s
-/// to `paths` (connection `c` takes paths `c`, `c + connections`, …, so no two requests
-/// race on one snitch) for the warm-up and then the measured time.
+/// Loads `paths` of `addr` with `wrk` (a separate process: `sizes.connections`
+/// keep-alive connections on [`WRK_THREADS`] threads, `scripts/bench-check-ins.lua`
+/// picking the paths) for the warm-up, unmeasured, then for the measured time. Any
+/// answer other than 2xx, or a socket error, fails the row.
 async fn load(addr: SocketAddr, paths: Arc<[Uri]>, sizes: &Sizes) -> Result<LoadResult, BoxError> {
-    let measure_from = Instant::now() + sizes.warm_up;
-    let until = measure_from + sizes.measure;
-    let mut tasks = JoinSet::new();
-    for c in 0..sizes.connections {
-        let paths = paths.clone();
-        let stride = sizes.connections;
-        tasks.spawn(connection(addr, paths, c, stride, measure_from, until));
+    let list = tempfile::NamedTempFile::new()?;
+    let mut text = String::with_capacity(paths.len() * 40);
+    for path in paths.iter() {
+        text.push_str(&path.to_string());
+        text.push('\n');
     }
-    let mut micros = Vec::new();
-    while let Some(joined) = tasks.join_next().await {
-        micros.extend(joined??);
-    }
-    Ok(LoadResult {
-        per_second: micros.len() as f64 / sizes.measure.as_secs_f64(),
-        latency: Latency::of(micros).ok_or("no request completed in the measured time")?,
+    std::fs::write(list.path(), text)?;
+    let list_path = list.path().to_owned();
+    let sizes_owned = (sizes.connections, sizes.warm_up, sizes.measure);
+    tokio::task::spawn_blocking(move || {
+        let (connections, warm_up, measure) = sizes_owned;
+        wrk(addr, &list_path, connections, warm_up)?;
+        wrk(addr, &list_path, connections, measure)
     })
+    .await?
 }
 
-/// One connection's loop; returns the latencies (µs) of the requests sent and answered
-/// within the measured time.
-async fn connection(
+/// Threads of `wrk`: as many as the cores, which the server shares.
+const WRK_THREADS: usize = 2;
+
+/// One run of `wrk`, parsed.
+fn wrk(
     addr: SocketAddr,
-    paths: Arc<[Uri]>,
-    first: usize,
-    stride: usize,
-    measure_from: Instant,
-    until: Instant,
-) -> Result<Vec<u32>, BoxError> {
-    let stream = TcpStream::connect(addr).await?;
-    stream.set_nodelay(true)?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    let driver = tokio::spawn(conn);
-    let mut micros = Vec::new();
-    let mut next = first;
-    loop {
-        let sent = Instant::now();
-        if sent >= until {
-            break;
-        }
-        let request = Request::get(paths[next % paths.len()].clone())
-            .header(HOST, "127.0.0.1")
-            .body(Empty::<Bytes>::new())?;
-        next += stride;
-        sender.ready().await?;
-        let response = sender.send_request(request).await?;
-        let status = response.status();
-        response.into_body().collect().await?;
-        if status != StatusCode::ACCEPTED {
-            return Err(format!("a check-in was answered {status}").into());
-        }
-        let done = Instant::now();
-        if sent >= measure_from && done <= until {
-            micros.push(as_micros(done - sent));
+    list: &Path,
+    connections: usize,
+    duration: Duration,
+) -> Result<LoadResult, BoxError> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench-check-ins.lua");
+    let output = std::process::Command::new("wrk")
+        .arg(format!("-t{WRK_THREADS}"))
+        .arg(format!("-c{connections}"))
+        // wrk takes whole seconds.
+        .arg(format!("-d{}s", duration.as_secs().max(1)))
+        .arg("--latency")
+        .arg("-s")
+        .arg(&script)
+        .arg(format!("http://{addr}"))
+        .arg("--")
+        .arg(list)
+        .arg(WRK_THREADS.to_string())
+        .output()
+        .map_err(|e| format!("cannot run wrk (scripts/bench.sh installs it): {e}"))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!(
+            "wrk failed: {}{}",
+            text,
+            String::from_utf8_lossy(&output.stderr)
+        )
+        .into());
+    }
+    parse_wrk(&text)
+}
+
+/// Requests/s and the 50th and 99th percentiles from `wrk --latency` output.
+fn parse_wrk(text: &str) -> Result<LoadResult, BoxError> {
+    let mut per_second = None;
+    let (mut p50, mut p99, mut max) = (None, None, None);
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["Requests/sec:", n] => per_second = Some(n.parse::<f64>()?),
+            ["50%", t] => p50 = Some(wrk_micros(t)?),
+            ["99%", t] => p99 = Some(wrk_micros(t)?),
+            ["Latency", _avg, _stdev, m, ..] => max = Some(wrk_micros(m)?),
+            ["Non-2xx", ..] | ["Socket", "errors:", ..] => {
+                return Err(format!("wrk saw failures: {line}").into())
+            }
+            _ => {}
         }
     }
-    drop(sender);
-    let _ = driver.await;
-    Ok(micros)
+    match (per_second, p50, p99, max) {
+        (Some(per_second), Some(p50), Some(p99), Some(max)) => Ok(LoadResult {
+            per_second,
+            latency: Latency { p50, p99, max },
+        }),
+        _ => Err(format!("cannot read wrk's output: {text}").into()),
+    }
+}
+
+/// A `wrk` duration (`812.00us`, `1.25ms`, `2.01s`) in microseconds.
+fn wrk_micros(raw: &str) -> Result<u32, BoxError> {
+    let (number, unit) = raw.split_at(
+        raw.find(|c: char| c.is_ascii_alphabetic())
+            .unwrap_or(raw.len()),
+    );
+    let value: f64 = number.parse()?;
+    let micros = match unit {
+        "us" => value,
+        "ms" => value * 1e3,
+        "s" => value * 1e6,
+        "m" => value * 60e6,
+        other => return Err(format!("unknown wrk unit {other:?}").into()),
+    };
+    Ok(micros.round().min(f64::from(u32::MAX)) as u32)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1509,12 +1544,19 @@ fn header(sizes: &Sizes, elapsed: Duration, load_at_start: &str) -> String {
          {} (other work running meanwhile competes with the benchmark for the cores). \
          Code: {}.\n\n\
          How to read it:\n\
-         - Everything runs in one process on 127.0.0.1, so the load generator shares the \
-         {cores} cores with the server under test: absolute request rates understate what a \
-         server alone would do. Rows 1, 2 and 2c are therefore given as a ratio to a bare axum \
-         server in the same binary that answers 202 doing no work, loaded the same way: \
-         {} keep-alive HTTP/1 connections (one task each), {} s warm-up then {} s measured, \
-         baseline and Snitch alternately ({} rounds each), medians reported.\n\
+         - The check-in rows (1, 2, 2b, 2c) are loaded by `wrk`, a separate process \
+         (`scripts/bench-check-ins.lua` spreads the requests over the snitches), on the \
+         same {cores} cores as the server under test and PostgreSQL, on a machine shared \
+         with other work: absolute rates say little, so rows 1, 2 and 2c are given as a \
+         ratio to a bare axum server answering 202 doing no work, loaded the same way in the \
+         same run: {} keep-alive HTTP/1 connections on 2 wrk threads, {} s warm-up then {} \
+         s measured, baseline and Snitch alternately ({} rounds each), medians reported. \
+         The servers under test and the baseline run in the benchmark's process (idle \
+         otherwise), not as separate binaries.\n\
+         - Commits are durable: on a busy machine a PostgreSQL commit waits for an \
+         `fdatasync` that takes milliseconds (`pg_test_fsync`: 0.2 ms quiet, 4.8 ms during \
+         a run with other builds), which bounds row 2 at about 64 connections / (fsync + \
+         two round trips), whatever the store does.\n\
          - Rows 1, 2, 2c, 5 and 6 run the whole server (`snitch::server::launch_with_clock`); \
          rows 3a–3c and 4 write snitches straight into the store with `Storage::insert_snitch` \
          (states made by `machine::check_in`) and time `SnitchService::tick`. Each case has \
@@ -1526,7 +1568,8 @@ fn header(sizes: &Sizes, elapsed: Duration, load_at_start: &str) -> String {
          `synchronous = OFF` first (set-up, not measured). Their targets are ours.\n\
          - Row 6 raises `rate_limit_per_second` and `rate_limit_burst` to {} so the limiter \
          does not interfere; its target is ours, as the issue gives none.\n\
-         - Latencies are nearest-rank percentiles of every request in the measured time.\n",
+         - Latencies of the check-in rows are wrk's percentiles; the others are \
+         nearest-rank percentiles of every request in the measured time.\n",
         sizes.command,
         human_duration(elapsed),
         cpu_model(),

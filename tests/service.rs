@@ -580,14 +580,20 @@ async fn a_snitch_the_store_cannot_save_does_not_stop_the_sweep() {
         .returning(move |_| Ok(Some(owner.clone())));
     store.expect_webhooks().returning(|_| Ok(Vec::new()));
     let log = saved.clone();
-    store.expect_save().returning(move |change| {
-        if change.snitch.token == poisoned {
-            return Err(StorageError::Backend("disk full".into()));
-        }
-        log.lock()
-            .expect("not poisoned")
-            .push(change.snitch.token.clone());
-        Ok(())
+    // The sweep saves each claimed batch with one `save_all`.
+    store.expect_save_all().returning(move |changes| {
+        changes
+            .iter()
+            .map(|change| {
+                if change.snitch.token == poisoned {
+                    return Err(StorageError::Backend("disk full".into()));
+                }
+                log.lock()
+                    .expect("not poisoned")
+                    .push(change.snitch.token.clone());
+                Ok(())
+            })
+            .collect()
     });
 
     let clock = Arc::new(ManualClock::new(at(125)));
@@ -622,6 +628,12 @@ fn one_snitch_store(
     store
         .expect_case()
         .returning(move |_| Ok(Some(owner.clone())));
+    // A check-in reads its snitch and case at once.
+    let (read, owner) = (current.clone(), acme.clone());
+    store.expect_snitch_with_case().returning(move |_| {
+        let snitch = read.lock().expect("not poisoned").clone();
+        Ok(Some((snitch, Some(owner.clone()))))
+    });
     store.expect_webhooks().returning(|_| Ok(Vec::new()));
     let saves = AtomicUsize::new(0);
     store

@@ -57,6 +57,17 @@ pub async fn launch(
     launch_with_clock(config, api, check_in, Arc::new(SystemClock), shutdown).await
 }
 
+/// The router with `TraceLayer`'s request spans, when the subscriber installed now wants
+/// them (`RUST_LOG=tower_http=debug`): otherwise the layer would cost every request its
+/// time and record nothing (failures are logged by the HTTP crate itself).
+fn traced(router: axum::Router) -> axum::Router {
+    if tracing::enabled!(target: "tower_http::trace", tracing::Level::DEBUG) {
+        router.layer(TraceLayer::new_for_http())
+    } else {
+        router
+    }
+}
+
 /// [`launch`] with a chosen clock (tests use a [`snitch_core::ManualClock`]).
 pub async fn launch_with_clock(
     config: Config,
@@ -91,16 +102,16 @@ pub async fn launch_with_clock(
     if config.ui {
         tracing::info!("built without the `ui` feature: no dashboard is served");
     }
-    let api_app = with_request_timeout(api_router, config.request_timeout(), || {
-        ApiError::request_timeout().into_response()
-    })
-    .layer(TraceLayer::new_for_http());
-    let check_in_app = with_request_timeout(
+    let api_app = traced(with_request_timeout(
+        api_router,
+        config.request_timeout(),
+        || ApiError::request_timeout().into_response(),
+    ));
+    let check_in_app = traced(with_request_timeout(
         snitch.check_in_router(),
         config.request_timeout(),
         request_timeout_text,
-    )
-    .layer(TraceLayer::new_for_http());
+    ));
 
     // Bound before anything is served, so a taken address fails the start.
     let metrics_listener = match config.metrics_listen {

@@ -69,6 +69,7 @@ macro_rules! storage_contract_tests {
             save_of_stale_version_conflicts_and_changes_nothing,
             save_of_missing_snitch_is_not_found,
             concurrent_saves_from_one_read_let_exactly_one_win,
+            save_all_answers_each_change_of_a_mixed_batch,
             // History.
             check_ins_are_newest_first_and_limited,
             check_ins_keep_the_most_recent_ones,
@@ -756,6 +757,61 @@ pub async fn check_ins_are_newest_first_and_limited(store: Arc<dyn Storage>) {
         newest[..2]
     );
     assert_eq!(store.check_ins(&s.token, 0).await.expect("read"), vec![]);
+}
+
+/// `save_all` of a batch mixing snitches, the same snitch twice in a row, a stale
+/// version and a missing snitch: each change gets its own answer, the refused ones
+/// change nothing, and the second change of one snitch sees the first.
+pub async fn save_all_answers_each_change_of_a_mixed_batch(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let a = snitch(&acme, 1, t0());
+    let b = snitch(&acme, 2, t0());
+    let stale = snitch(&acme, 3, t0());
+    let missing = snitch(&acme, 4, t0());
+    for s in [&a, &b, &stale] {
+        insert(&store, s).await;
+    }
+    let moved_on = apply(&store, checked_in(&stale, at(1))).await;
+    let a1 = checked_in(&a, at(2));
+    let a2 = checked_in(&a1.snitch, at(3));
+    let batch = vec![
+        a1.clone(),
+        checked_in(&b, at(2)),
+        checked_in(&stale, at(2)),
+        checked_in(&missing, at(2)),
+        a2.clone(),
+    ];
+    let results = store.save_all(&batch).await;
+    let outcomes: Vec<&str> = results
+        .iter()
+        .map(|r| match r {
+            Ok(()) => "ok",
+            Err(StorageError::Conflict) => "conflict",
+            Err(StorageError::NotFound) => "not found",
+            Err(_) => "other",
+        })
+        .collect();
+    assert_eq!(outcomes, ["ok", "ok", "conflict", "not found", "ok"]);
+    let read = |s: &Snitch| {
+        let (store, token) = (store.clone(), s.token.clone());
+        async move { store.snitch(&token).await.expect("read") }
+    };
+    assert_eq!(
+        read(&a).await,
+        Some(a2.snitch.clone()),
+        "both changes of a, in order"
+    );
+    assert_eq!(read(&b).await, Some(batch[1].snitch.clone()));
+    assert_eq!(
+        read(&stale).await,
+        Some(moved_on),
+        "the stale change wrote nothing"
+    );
+    assert_eq!(read(&missing).await, None);
+    let a_check_ins = store.check_ins(&a.token, 10).await.expect("read");
+    assert_eq!(a_check_ins, newest_first(&[success(at(2)), success(at(3))]));
+    let stale_check_ins = store.check_ins(&stale.token, 10).await.expect("read");
+    assert_eq!(stale_check_ins.len(), 1, "only the check-in that applied");
 }
 
 /// A store keeps the most recent `CHECK_INS_KEPT` check-ins and drops older ones.

@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use chrono::DateTime;
 use futures::channel::oneshot;
-use futures::StreamExt;
 
 use crate::calendar::{Interval, Timestamp};
 use crate::check_in_queue::{answer, CheckInQueues, Entry, Leadership, SharedError, Turn};
@@ -33,8 +32,6 @@ use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
 const MAX_ATTEMPTS: usize = 32;
 /// How many due snitches the sweep loads at a time.
 pub const SWEEP_BATCH: usize = 1_000;
-/// How many snitches of a batch the sweep saves at once.
-const SWEEP_CONCURRENCY: usize = 64;
 /// How long a sweeper holds the snitches it claimed; a dead one's come back after it.
 pub const SWEEP_LEASE: chrono::Duration = chrono::Duration::seconds(30);
 /// How many times create draws a new token when one is taken.
@@ -310,18 +307,13 @@ impl SnitchService {
             // check-in twice. The caller is told the outcome is unknown (the API answers
             // 503); the dispatcher's hook is not called, a later claim finds any events.
             Err(e) if e.is_outcome_unknown() => {
-                match self.storage.snitch(&change.snitch.token).await {
-                    Ok(Some(stored)) if stored == change.snitch => {}
-                    _ => return Err(e),
+                if !self.stored_as(&change.snitch).await {
+                    return Err(e);
                 }
             }
             Err(e) => return Err(e),
         }
-        if let (Some(hook), Some(wake)) = (&self.on_earlier_wake, change.snitch.wake_at()) {
-            if before.wake_at().is_none_or(|old| wake < old) {
-                hook(wake);
-            }
-        }
+        self.wake_if_earlier(before, &change.snitch);
         if !change.events.is_empty() {
             if let Some(hook) = &self.on_emitted {
                 hook(&change.events);
@@ -331,6 +323,31 @@ impl SnitchService {
             }
         }
         Ok(change.snitch)
+    }
+
+    /// Tells the events hook that a saved change stored events (one call per change, as
+    /// each save does).
+    fn events_saved(&self, change: &Change) {
+        if !change.events.is_empty() {
+            if let Some(hook) = &self.on_events {
+                hook();
+            }
+        }
+    }
+
+    /// Tells the wake hook when a saved change moved the snitch's wake-up time earlier.
+    fn wake_if_earlier(&self, before: &Snitch, after: &Snitch) {
+        if let (Some(hook), Some(wake)) = (&self.on_earlier_wake, after.wake_at()) {
+            if before.wake_at().is_none_or(|old| wake < old) {
+                hook(wake);
+            }
+        }
+    }
+
+    /// Whether the store holds exactly `snitch` (after a save whose commit outcome is
+    /// unknown: then it was committed).
+    async fn stored_as(&self, snitch: &Snitch) -> bool {
+        matches!(self.storage.snitch(&snitch.token).await, Ok(Some(stored)) if stored == *snitch)
     }
 
     /// The store the service works on.
@@ -602,28 +619,23 @@ impl SnitchService {
         token: &Token,
         batch: Vec<CheckIn>,
     ) -> Result<Snitch, ServiceError> {
-        let mut case: Option<Case> = None;
         let mut hooks = None;
         let outages = self.known_outages();
         for _ in 0..MAX_ATTEMPTS {
-            let snitch = self
+            // The snitch and its case in one read (one query, one lock).
+            let (snitch, case) = self
                 .storage
-                .snitch(token)
+                .snitch_with_case(token)
                 .await?
                 .ok_or(ServiceError::NotFound)?;
-            let case = match case.take() {
-                Some(c) if c.id == snitch.case_id => case.insert(c),
-                _ => {
-                    let loaded = self.storage.case(&snitch.case_id).await?;
-                    // A snitch whose case is gone still records check-ins.
-                    case.insert(loaded.unwrap_or_else(|| Case::new(snitch.case_id.clone())))
-                }
-            };
+            // A snitch whose case is gone still records check-ins.
+            let case = &case.unwrap_or_else(|| Case::new(snitch.case_id.clone()));
             // Times never go backwards for a snitch: a check-in read the clock before a
             // newer one (on this server or another) was saved counts as at that one's time.
             let mut floor = snitch.state.last_check_in_at.max(snitch.state.anchor_at);
             let mut stamped = Vec::with_capacity(batch.len());
-            let mut step = Step::new(snitch.clone(), Vec::new());
+            // Stepped from the stored snitch itself: no copy of it before the first step.
+            let mut stepped: Option<Step> = None;
             for check_in in &batch {
                 let at = floor.map_or(check_in.at, |f| f.max(check_in.at));
                 floor = Some(at);
@@ -631,11 +643,17 @@ impl SnitchService {
                     at,
                     ..check_in.clone()
                 };
-                step = step
-                    .then(|s| machine::advance_through(s, at, &outages))
+                let from = stepped.as_ref().map_or(&snitch, |s| &s.snitch);
+                let next = machine::advance_through(from, at, &outages)
                     .then(|s| machine::check_in(s, &check_in, &case.plan));
+                stepped = Some(match stepped {
+                    None => next,
+                    Some(before) => before.then(|_| next),
+                });
                 stamped.push(check_in);
             }
+            // A batch holds at least the leader's own check-in.
+            let step = stepped.unwrap_or_else(|| Step::new(snitch.clone(), Vec::new()));
             let mut change = Change::new(&snitch, step.snitch, stamped, step.events);
             change.deferred_by = step.deferred_by;
             match self
@@ -689,21 +707,66 @@ impl SnitchService {
                     owners.insert(snitch.case_id.clone(), (case, hooks));
                 }
             }
-            // Saved concurrently, so a store that groups commits (Postgres) writes a
-            // batch in a few transactions instead of one round trip per snitch.
-            let owners = &owners;
-            let outages = &outages;
-            let mut saves = futures::stream::iter(due)
-                .map(|snitch| async move {
-                    match owners.get(&snitch.case_id) {
-                        Some((case, hooks)) => {
-                            self.sweep_one(snitch, now, case, hooks, outages).await
-                        }
-                        None => Ok(Swept::default()),
+            // Stepped here and saved in one `save_all`, so a store that applies many
+            // changes at once (Postgres: one statement per batch) does.
+            let mut changes = Vec::with_capacity(due.len());
+            let mut stepped = Vec::with_capacity(due.len());
+            for snitch in due {
+                let Some((case, hooks)) = owners.get(&snitch.case_id) else {
+                    continue;
+                };
+                let step = machine::advance_through(&snitch, now, &outages);
+                if !step.changes(&snitch) {
+                    report.snitches += 1;
+                    continue;
+                }
+                let swept = Swept {
+                    events: step.events.len(),
+                    deferred: !step.deferred_by.is_empty(),
+                };
+                let mut change = Change::new(&snitch, step.snitch, Vec::new(), step.events);
+                change.deferred_by = step.deferred_by;
+                change.deliveries = change
+                    .events
+                    .iter()
+                    .flat_map(|e| deliveries_for(e, case, hooks))
+                    .collect();
+                changes.push(change);
+                stepped.push((snitch, swept));
+            }
+            let results = self.storage.save_all(&changes).await;
+            for ((change, (before, swept)), result) in changes.iter().zip(stepped).zip(results) {
+                let swept = match result {
+                    Ok(()) => {
+                        self.wake_if_earlier(&before, &change.snitch);
+                        self.events_saved(change);
+                        Ok(swept)
                     }
-                })
-                .buffer_unordered(SWEEP_CONCURRENCY);
-            while let Some(swept) = saves.next().await {
+                    // A check-in (or another server) raced the sweep: read it again.
+                    Err(StorageError::Conflict) => match owners.get(&before.case_id) {
+                        Some((case, hooks)) => match self.storage.snitch(&before.token).await {
+                            Ok(Some(fresh)) => {
+                                self.sweep_one(fresh, now, case, hooks, &outages).await
+                            }
+                            Ok(None) => Ok(Swept::default()),
+                            Err(e) => Err(e.into()),
+                        },
+                        None => Ok(Swept::default()),
+                    },
+                    Err(StorageError::NotFound) => Ok(Swept::default()),
+                    // Committed after all if the store holds exactly this change's snitch
+                    // (see `save_with_outbox`); otherwise the error stands.
+                    Err(e) if e.is_outcome_unknown() => {
+                        if self.stored_as(&change.snitch).await {
+                            self.wake_if_earlier(&before, &change.snitch);
+                            self.events_saved(change);
+                            Ok(swept)
+                        } else {
+                            Err(e.into())
+                        }
+                    }
+                    Err(other) => Err(other.into()),
+                };
                 match swept {
                     Ok(swept) => {
                         report.snitches += 1;

@@ -263,6 +263,20 @@ pub trait Storage: Send + Sync {
     /// The snitch with this token, if stored.
     async fn snitch(&self, token: &Token) -> Result<Option<Snitch>, StorageError>;
 
+    /// The snitch and its case (`None` when the case is not stored), as one read: what a
+    /// check-in needs. The default reads one after the other; a store that can read both
+    /// at once (one query, one lock) should.
+    async fn snitch_with_case(
+        &self,
+        token: &Token,
+    ) -> Result<Option<(Snitch, Option<Case>)>, StorageError> {
+        let Some(snitch) = self.snitch(token).await? else {
+            return Ok(None);
+        };
+        let case = self.case(&snitch.case_id).await?;
+        Ok(Some((snitch, case)))
+    }
+
     /// The case's snitches that carry every tag of `tags` (all of them when empty),
     /// oldest first (by `created_at`, then by order of insertion).
     async fn snitches(&self, case: &CaseId, tags: &[Tag]) -> Result<Vec<Snitch>, StorageError>;
@@ -272,6 +286,19 @@ pub trait Storage: Send + Sync {
     /// [`StorageError::Conflict`] when the stored version is not
     /// [`Change::expected_version`], or [`StorageError::NotFound`] when it is gone.
     async fn save(&self, change: &Change) -> Result<(), StorageError>;
+
+    /// Applies changes, each as [`Storage::save`] would, and gives each one's result, in
+    /// order: one change refused (stale, gone) never stops the others, and changes to one
+    /// snitch apply in order, the second seeing what the first wrote. The default saves
+    /// one after another; a store that can apply many at once (one statement, one
+    /// commit) should.
+    async fn save_all(&self, changes: &[Change]) -> Vec<Result<(), StorageError>> {
+        let mut results = Vec::with_capacity(changes.len());
+        for change in changes {
+            results.push(self.save(change).await);
+        }
+        results
+    }
 
     /// Removes a snitch with its check-ins and events; `false` when there was none.
     async fn delete_snitch(&self, token: &Token) -> Result<bool, StorageError>;

@@ -7,9 +7,11 @@
 #![warn(missing_docs)]
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
@@ -899,11 +901,18 @@ async fn check_in(
         CheckInOutcome::Error
     };
     let message = params.get("m").and_then(|m| CheckInMessage::truncating(m));
-    // Spawned, so a client that hangs up cannot cancel a check-in halfway: once it
-    // arrived it is recorded, and check-ins queued behind it are never held up.
-    let saved = tokio::spawn(async move { service.check_in(&token, outcome, message).await })
-        .await
-        .unwrap_or_else(|e| Err(StorageError::Backend(e.into()).into()));
+    // Polled once here (a store that answers at once, like memory, is done without a
+    // task of its own), then, if not done, spawned: a client that hangs up cannot cancel a
+    // check-in halfway: once it arrived it is recorded, and check-ins queued behind it are
+    // never held up.
+    let mut saving = Box::pin(async move { service.check_in(&token, outcome, message).await });
+    let first = std::future::poll_fn(|cx| Poll::Ready(saving.as_mut().poll(cx))).await;
+    let saved = match first {
+        Poll::Ready(saved) => saved,
+        Poll::Pending => tokio::spawn(saving)
+            .await
+            .unwrap_or_else(|e| Err(StorageError::Backend(e.into()).into())),
+    };
     match saved {
         Ok(_) => {
             metrics.check_in(counted);

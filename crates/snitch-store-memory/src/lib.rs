@@ -267,6 +267,18 @@ impl Storage for MemoryStorage {
         Ok(self.read().snitches.get(token).map(|e| e.snitch.clone()))
     }
 
+    /// One lock for both.
+    async fn snitch_with_case(
+        &self,
+        token: &Token,
+    ) -> Result<Option<(Snitch, Option<Case>)>, StorageError> {
+        let inner = self.read();
+        Ok(inner.snitches.get(token).map(|e| {
+            let case = inner.cases.get(&e.snitch.case_id).cloned();
+            (e.snitch.clone(), case)
+        }))
+    }
+
     async fn snitches(&self, case: &CaseId, tags: &[Tag]) -> Result<Vec<Snitch>, StorageError> {
         let inner = self.read();
         let Some(tokens) = inner.by_case.get(case) else {

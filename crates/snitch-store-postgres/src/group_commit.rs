@@ -4,9 +4,11 @@
 //! [`GroupCommit::save`] queues the change with a reply channel and waits. A background
 //! task, spawned on the first save, takes the first queued change, gathers more for at
 //! most [`PgStorageOptions::max_wait`] or until [`PgStorageOptions::max_batch`], and hands
-//! the batch to a task of its own, which applies it in one transaction: each change
-//! inside a savepoint of its own, so a change that is refused or fails is rolled back
-//! alone and never aborts the others. Up to [`PgStorageOptions::max_concurrent_batches`]
+//! the batch to a task of its own, which applies it set-based ([`crate::set_based`]): one
+//! statement for all its snitches, its own transaction (several in one transaction when a
+//! snitch comes twice). When Postgres refuses that statement, the batch is applied again
+//! in one transaction with each change inside a savepoint of its own, so a change that is
+//! refused or fails is rolled back alone and never aborts the others. Up to [`PgStorageOptions::max_concurrent_batches`]
 //! batches apply at once, on as many connections, so one batch's statements run while
 //! another waits for its commit.
 //!
@@ -40,6 +42,8 @@ use sqlx::postgres::PgPool;
 use sqlx::Executor;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::{timeout_at, Instant};
+
+use crate::set_based::{Housekeeping, Plan};
 
 /// How [`crate::PgStorage`] groups concurrent saves into transactions.
 ///
@@ -221,10 +225,11 @@ async fn run(
     }
 }
 
-/// Applies the batch in one transaction and answers each change once it is over: its own
-/// result when the transaction committed, an error otherwise ([`batch_error`]). A batch
-/// that Postgres rolled back for a serialization failure or a deadlock is applied again,
-/// up to [`ATTEMPTS`] times. Tells whether the transaction committed.
+/// Applies the batch and answers each change once it is over: its own result when the
+/// transaction committed, an error otherwise ([`batch_error`]). A batch that Postgres
+/// rolled back for a serialization failure or a deadlock is applied again, up to
+/// [`ATTEMPTS`] times. Tells whether the transaction committed. The histories are trimmed
+/// after the answers.
 async fn commit(pool: &PgPool, mut batch: Vec<Job>) -> bool {
     // Batches applying at once lock their snitches' rows in the same order, so they can
     // wait for each other but never deadlock. The sort is stable: changes to one snitch
@@ -240,11 +245,14 @@ async fn commit(pool: &PgPool, mut batch: Vec<Job>) -> bool {
         }
     };
     match outcome {
-        Ok(results) => {
+        Ok((results, housekeeping)) => {
             for (job, result) in batch.into_iter().zip(results) {
                 // A caller that stopped waiting has no one to tell.
                 let _ = job.reply.send(result);
             }
+            // A failure leaves the trimming to a later save: the snitches stay over the
+            // mark, and readers never see more than is kept.
+            let _ = housekeeping.run(pool).await;
             true
         }
         Err(failure) => {
@@ -256,6 +264,51 @@ async fn commit(pool: &PgPool, mut batch: Vec<Job>) -> bool {
         }
     }
 }
+
+/// The batch, set-based (see [`crate::set_based`]): the result of each change, once
+/// committed. A batch that is one statement (every snitch in it once, the usual case)
+/// runs without `BEGIN` and `COMMIT`: the statement is its own transaction, one round
+/// trip, and a failure Postgres did not answer is an unknown commit outcome. When Postgres
+/// refuses a statement (a change breaks a constraint, say), nothing of it is stored, and
+/// the batch is applied again one change at a time ([`apply_one_by_one`]), so the failing
+/// change fails alone.
+async fn apply(pool: &PgPool, batch: &[Job]) -> SetResults {
+    let changes: Vec<&Change> = batch.iter().map(|job| &job.change).collect();
+    let plan = Plan::of(&changes);
+    let applied = if plan.is_one_statement() {
+        let mut conn = pool.acquire().await.map_err(BatchFailure::Before)?;
+        plan.apply(&mut conn).await.map_err(|e| {
+            if answered(&e) {
+                BatchFailure::Before(e)
+            } else {
+                BatchFailure::Commit(e)
+            }
+        })
+    } else {
+        let mut tx = pool.begin().await.map_err(BatchFailure::Before)?;
+        match plan.apply(&mut tx).await {
+            Ok(done) => {
+                tx.commit().await.map_err(BatchFailure::Commit)?;
+                Ok(done)
+            }
+            Err(e) => Err(BatchFailure::Before(e)),
+        }
+    };
+    match applied {
+        Err(BatchFailure::Before(e))
+            if e.as_database_error().is_some() && !is_rolled_back_to_retry(&e) =>
+        {
+            Ok((
+                apply_one_by_one(pool, batch).await?,
+                Housekeeping::default(),
+            ))
+        }
+        other => other,
+    }
+}
+
+/// Each change's result and what is left after the commit, or what failed the batch.
+type SetResults = Result<(Vec<Result<(), StorageError>>, Housekeeping), BatchFailure>;
 
 /// How many times a batch, or one change inside it, is applied when Postgres rolled it
 /// back for a serialization failure or a deadlock (it picks one of the transactions
@@ -299,7 +352,18 @@ fn batch_error(failure: &Arc<BatchFailure>) -> StorageError {
     let BatchFailure::Commit(e) = &**failure else {
         return StorageError::Backend(boxed);
     };
-    let answered = e.as_database_error().is_some_and(|d| {
+    if answered(e) {
+        StorageError::Backend(boxed)
+    } else {
+        StorageError::CommitOutcomeUnknown(boxed)
+    }
+}
+
+/// Whether Postgres answered the statement with an error and so rolled its transaction
+/// back; not when the connection broke or the server ended the session (a FATAL error or
+/// a connection exception, class 08), after which the work may or may not be committed.
+fn answered(e: &sqlx::Error) -> bool {
+    e.as_database_error().is_some_and(|d| {
         let fatal = d
             .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
             .is_some_and(|pg| {
@@ -310,12 +374,7 @@ fn batch_error(failure: &Arc<BatchFailure>) -> StorageError {
             });
         let connection = d.code().is_some_and(|c| c.starts_with("08"));
         !fatal && !connection
-    });
-    if answered {
-        StorageError::Backend(boxed)
-    } else {
-        StorageError::CommitOutcomeUnknown(boxed)
-    }
+    })
 }
 
 /// Whether a change failed only because Postgres picked it to roll back (see
@@ -329,12 +388,13 @@ fn change_rolled_back_to_retry(result: &Result<(), StorageError>) -> bool {
     }
 }
 
-/// One transaction with a savepoint per change: the result of each change, if the
-/// transaction committed. An error here (begin, a savepoint, the commit) is the batch's:
+/// One transaction with a savepoint per change (the fallback of [`apply`]): the result of
+/// each change, if the transaction committed. An error here (begin, a savepoint, the
+/// commit) is the batch's:
 /// dropping the transaction rolls all of it back. A change that Postgres rolled back for
 /// a serialization failure or a deadlock is rolled back to its savepoint and applied
 /// again, up to [`ATTEMPTS`] times.
-async fn apply(pool: &PgPool, batch: &[Job]) -> Results {
+async fn apply_one_by_one(pool: &PgPool, batch: &[Job]) -> Results {
     let before = BatchFailure::Before;
     let mut tx = pool.begin().await.map_err(before)?;
     tx.execute("SAVEPOINT change").await.map_err(before)?;

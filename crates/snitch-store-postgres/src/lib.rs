@@ -14,24 +14,30 @@
 //! - Optimistic concurrency: a save's `UPDATE … WHERE version = expected` either applies
 //!   (and then the check-in, events and deliveries are inserted with it) or touches no row,
 //!   which is a conflict or a missing snitch.
-//! - Group commit: concurrent saves share one transaction, each in a savepoint of its own,
-//!   and are answered once it committed (see [`PgStorageOptions`]). A save is durable when
-//!   it returns `Ok`, yet a burst of check-ins costs a few commits, not one each. Changes
-//!   to one snitch in one transaction apply as if one after another.
-//! - The plan limit: an insert locks its case's row, then counts and inserts, so concurrent
-//!   inserts into one case take turns.
+//! - Group commit: concurrent saves share one transaction and are answered once it
+//!   committed (see [`PgStorageOptions`]). A save is durable when it returns `Ok`, yet a
+//!   burst of check-ins costs a few commits, not one each. A batch is applied set-based:
+//!   one statement for all its snitches (JSON rows), not several per change. Changes to one
+//!   snitch in one transaction apply as if one after another.
+//! - Concurrent reads of snitches share one query (the case joined).
+//! - The plan limit: each case counts its snitches; an insert raises the count only while
+//!   under the limit and inserts in the same statement, so concurrent inserts into one
+//!   case take turns on its row.
 //! - The deadline sweep reads a partial index on `wake_at`, which every write keeps equal
 //!   to [`Snitch::wake_at`]; sweepers claim due snitches and dispatchers claim deliveries
 //!   with `FOR UPDATE SKIP LOCKED` under a lease, so several servers share the work, and a
 //!   save ends a snitch's sweep lease.
 //! - History is bounded: each snitch keeps its newest `Change::keep_check_ins` check-ins and
 //!   [`EVENTS_KEPT`] events; finished deliveries go with their event, pending ones stay
-//!   until they finish.
+//!   until they finish. Check-ins are trimmed lazily (once a snitch holds twice what is
+//!   kept, after the commit); reads never show more than is kept.
 
 #![warn(missing_docs)]
 
 mod group_commit;
+mod read_batch;
 mod records;
+mod set_based;
 
 use std::sync::{Arc, LazyLock};
 
@@ -80,6 +86,7 @@ pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
 pub struct PgStorage {
     pool: PgPool,
     saves: Arc<GroupCommit>,
+    reads: Arc<read_batch::Reads>,
 }
 
 impl PgStorage {
@@ -94,6 +101,7 @@ impl PgStorage {
     pub fn with_options(pool: PgPool, options: PgStorageOptions) -> Self {
         PgStorage {
             saves: Arc::new(GroupCommit::new(pool.clone(), options)),
+            reads: Arc::new(read_batch::Reads::new(pool.clone())),
             pool,
         }
     }
@@ -130,15 +138,22 @@ fn strings(tags: &[Tag]) -> Vec<String> {
     tags.iter().map(|t| t.as_str().to_owned()).collect()
 }
 
-/// `INSERT` of a whole snitch: token, case and creation, then [`SNITCH_FIELDS`].
+/// `INSERT` of a whole snitch: token, case and creation, then [`SNITCH_FIELDS`], then the
+/// case's limit; inserts nothing (and counts nothing) when the case is unknown or holds
+/// its limit already.
 static INSERT_SNITCH: LazyLock<String> = LazyLock::new(|| {
     let params: Vec<String> = (0..SNITCH_FIELDS.len())
         .map(|i| format!("${}", i + 4))
         .collect();
     format!(
-        "INSERT INTO snitch.snitches (token, case_id, created_at, {}) VALUES ($1, $2, $3, {})",
+        "WITH slot AS ( \
+           UPDATE snitch.cases SET snitches_held = snitches_held + 1 \
+           WHERE id = $2 AND snitches_held < ${limit} RETURNING id) \
+         INSERT INTO snitch.snitches (token, case_id, created_at, {}) \
+         SELECT $1, slot.id, $3, {} FROM slot",
         SNITCH_FIELDS.join(", "),
-        params.join(", ")
+        params.join(", "),
+        limit = SNITCH_FIELDS.len() + 4,
     )
 });
 
@@ -267,7 +282,7 @@ async fn insert_check_ins(
     .execute(&mut *conn)
     .await
     .map_err(backend)?;
-    Ok(())
+    set_based::recount_check_ins(conn, token, keep).await
 }
 
 /// Applies one change in the caller's transaction: the new state, then its check-in,
@@ -476,59 +491,53 @@ impl Storage for PgStorage {
     }
 
     async fn insert_snitch(&self, snitch: &Snitch, max_snitches: u32) -> Result<(), StorageError> {
-        let fields = SnitchFields::of(snitch)?;
-        let mut tx = self.pool.begin().await.map_err(backend)?;
-        // Inserts into one case take turns on its row. The count below is a statement of
-        // its own, so under READ COMMITTED it sees every insert committed before the lock
-        // was granted.
-        let case = sqlx::query("SELECT 1 FROM snitch.cases WHERE id = $1 FOR NO KEY UPDATE")
-            .bind(snitch.case_id.as_str())
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(backend)?;
-        if case.is_none() {
-            return Err(StorageError::UnknownCase(snitch.case_id.clone()));
-        }
-        let (taken, held): (bool, i64) = sqlx::query_as(
-            "SELECT EXISTS (SELECT 1 FROM snitch.snitches WHERE token = $1), \
-             (SELECT count(*) FROM snitch.snitches WHERE case_id = $2)",
-        )
-        .bind(snitch.token.as_str())
-        .bind(snitch.case_id.as_str())
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(backend)?;
-        if taken {
-            return Err(StorageError::DuplicateToken);
-        }
-        if held >= i64::from(max_snitches) {
-            return Err(StorageError::LimitReached { max: max_snitches });
-        }
-        let inserted = fields
+        // One statement: the case's count of snitches is raised only while under the
+        // limit (concurrent inserts into one case take turns on its row, and each
+        // re-checks the count it waited for), and the snitch is inserted only if it was.
+        // A taken token fails the statement, count included.
+        let inserted = SnitchFields::of(snitch)?
             .bind(
                 sqlx::query(&INSERT_SNITCH)
                     .bind(snitch.token.as_str())
                     .bind(snitch.case_id.as_str())
                     .bind(snitch.created_at),
             )
-            .execute(&mut *tx)
+            .bind(i64::from(max_snitches))
+            .execute(&self.pool)
             .await;
         match inserted {
-            // The same token inserted meanwhile into another case.
-            Err(e) if violates(&e, "snitches_pkey") => return Err(StorageError::DuplicateToken),
-            other => other.map_err(backend)?,
-        };
-        tx.commit().await.map_err(backend)
+            Ok(done) if done.rows_affected() > 0 => Ok(()),
+            Ok(_) => {
+                let known: bool =
+                    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM snitch.cases WHERE id = $1)")
+                        .bind(snitch.case_id.as_str())
+                        .fetch_one(&self.pool)
+                        .await
+                        .map_err(backend)?;
+                Err(if known {
+                    StorageError::LimitReached { max: max_snitches }
+                } else {
+                    StorageError::UnknownCase(snitch.case_id.clone())
+                })
+            }
+            Err(e) if violates(&e, "snitches_pkey") => Err(StorageError::DuplicateToken),
+            Err(e) => Err(backend(e)),
+        }
     }
 
     async fn snitch(&self, token: &Token) -> Result<Option<Snitch>, StorageError> {
-        sqlx::query_as::<_, SnitchRow>(&format!("{} WHERE token = $1", *SELECT_SNITCHES))
-            .bind(token.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(backend)?
-            .map(SnitchRow::into_snitch)
-            .transpose()
+        Ok(self
+            .reads
+            .snitch_with_case(token.as_str())
+            .await?
+            .map(|(snitch, _)| snitch))
+    }
+
+    async fn snitch_with_case(
+        &self,
+        token: &Token,
+    ) -> Result<Option<(Snitch, Option<Case>)>, StorageError> {
+        self.reads.snitch_with_case(token.as_str()).await
     }
 
     async fn snitches(&self, case: &CaseId, tags: &[Tag]) -> Result<Vec<Snitch>, StorageError> {
@@ -548,6 +557,12 @@ impl Storage for PgStorage {
 
     async fn save(&self, change: &Change) -> Result<(), StorageError> {
         self.saves.save(change).await
+    }
+
+    /// Queued to the group commit all at once (in order), so they apply in batches of
+    /// up to [`PgStorageOptions::max_batch`], each one statement.
+    async fn save_all(&self, changes: &[Change]) -> Vec<Result<(), StorageError>> {
+        futures::future::join_all(changes.iter().map(|change| self.saves.save(change))).await
     }
 
     async fn delete_snitch(&self, token: &Token) -> Result<bool, StorageError> {
@@ -570,12 +585,17 @@ impl Storage for PgStorage {
         .execute(&mut *tx)
         .await
         .map_err(backend)?;
-        // Its check-ins and events go with it (ON DELETE CASCADE).
-        sqlx::query("DELETE FROM snitch.snitches WHERE token = $1")
-            .bind(token.as_str())
-            .execute(&mut *tx)
-            .await
-            .map_err(backend)?;
+        // Its check-ins and events go with it (ON DELETE CASCADE); its case holds one
+        // snitch less.
+        sqlx::query(
+            "WITH gone AS (DELETE FROM snitch.snitches WHERE token = $1 RETURNING case_id) \
+             UPDATE snitch.cases SET snitches_held = snitches_held - 1 \
+             WHERE id IN (SELECT case_id FROM gone)",
+        )
+        .bind(token.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
         tx.commit().await.map_err(backend)?;
         Ok(true)
     }
@@ -677,9 +697,12 @@ impl Storage for PgStorage {
     ) -> Result<Vec<CheckIn>, StorageError> {
         sqlx::query_as::<_, CheckInRecord>(
             "SELECT at, exit_status, message FROM snitch.check_ins \
-             WHERE token = $1 ORDER BY seq DESC LIMIT $2",
+             WHERE token = $1 ORDER BY seq DESC \
+             LIMIT least($2, (SELECT check_ins_keep FROM snitch.snitches WHERE token = $1))",
         )
         .bind(token.as_str())
+        // Saves trim the history lazily: more than the newest `check_ins_keep` (the
+        // length the last change asked for) may be stored, and are never shown.
         .bind(limit(limit_to))
         .fetch_all(&self.pool)
         .await
@@ -694,7 +717,9 @@ impl Storage for PgStorage {
             "SELECT {EVENT_COLUMNS} FROM snitch.events WHERE token = $1 ORDER BY seq DESC LIMIT $2"
         ))
         .bind(token.as_str())
-        .bind(limit(limit_to))
+        // Events are trimmed just after the commit that added them: more than the newest
+        // EVENTS_KEPT may be stored for a moment, and are never shown.
+        .bind(limit(limit_to.min(EVENTS_KEPT)))
         .fetch_all(&self.pool)
         .await
         .map_err(backend)?

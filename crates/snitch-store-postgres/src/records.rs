@@ -134,8 +134,9 @@ const UNTIL_HEALTHY: &str = "healthy";
 const UNTIL_UNPAUSED: &str = "unpaused";
 const UNTIL_AT: &str = "at";
 
-/// The values of [`SNITCH_FIELDS`] for one snitch, ready to bind.
-#[derive(Debug)]
+/// The values of [`SNITCH_FIELDS`] for one snitch, ready to bind (or, as JSON, one row
+/// of a set-based save: the keys are the column names).
+#[derive(Debug, Serialize)]
 pub(crate) struct SnitchFields {
     name: String,
     tags: Vec<String>,
@@ -302,6 +303,55 @@ impl SnitchRow {
             event_seq: from_bigint("event_seq", self.event_seq)?,
             version: from_bigint("version", self.version)?,
         })?)
+    }
+}
+
+/// A snitch with its case's columns (all `None` when the case is not stored), as the
+/// batched reads return them.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct SnitchCaseRow {
+    #[sqlx(flatten)]
+    snitch: SnitchRow,
+    case_found: Option<String>,
+    case_members: Option<Vec<String>>,
+    case_max_snitches: Option<i64>,
+    case_error_notices: Option<bool>,
+    case_on_hold: Option<bool>,
+}
+
+/// What [`SnitchCaseRow`] reads besides [`SNITCH_COLUMNS`] (from `snitch.cases c`).
+pub(crate) const CASE_OF_SNITCH_COLUMNS: &str = "c.id AS case_found, \
+    c.members AS case_members, c.max_snitches AS case_max_snitches, \
+    c.error_notices AS case_error_notices, c.on_hold AS case_on_hold";
+
+impl SnitchCaseRow {
+    pub(crate) fn token(&self) -> &str {
+        &self.snitch.token
+    }
+
+    pub(crate) fn into_pair(self) -> Result<(Snitch, Option<Case>), StorageError> {
+        let case = match (
+            self.case_found,
+            self.case_members,
+            self.case_max_snitches,
+            self.case_error_notices,
+            self.case_on_hold,
+        ) {
+            (Some(id), Some(members), Some(max_snitches), Some(error_notices), Some(on_hold)) => {
+                Some(
+                    CaseRow {
+                        id,
+                        members,
+                        max_snitches,
+                        error_notices,
+                        on_hold,
+                    }
+                    .into_case()?,
+                )
+            }
+            _ => None,
+        };
+        Ok((self.snitch.into_snitch()?, case))
     }
 }
 
@@ -517,8 +567,9 @@ pub(crate) fn parse_delivery_state(raw: &str) -> Result<DeliveryState, StorageEr
     .ok_or_else(|| corrupt("delivery state", format!("unknown {raw:?}")))
 }
 
-/// A delivery's columns as written: its channel flattened into nullable columns.
-#[derive(Debug)]
+/// A delivery's columns as written: its channel flattened into nullable columns (as
+/// JSON, one row of a set-based save: the keys are the column names).
+#[derive(Debug, Serialize)]
 pub(crate) struct DeliveryFields {
     pub(crate) id: String,
     pub(crate) event_id: String,

@@ -1,0 +1,418 @@
+//! Set-based saves: a batch of changes applied in a few statements, not several per change.
+//!
+//! A batch is cut into *rounds* in which every snitch appears at most once: the first
+//! change of each token in round 1, its second in round 2, and so on, so two changes to one
+//! snitch still apply one after another (the second sees the version the first wrote).
+//! Each round is one statement: the round's rows travel as JSON arrays
+//! (`jsonb_to_recordset`), the due rows are locked in token order (batches applying at once
+//! never deadlock), the snitches whose stored version is the expected one are updated, and
+//! only their check-ins, events, deliveries and outage deferrals are inserted. A change that
+//! updated nothing is then a conflict or a missing snitch (one more query, only when some
+//! did). History is trimmed lazily: a snitch counts its stored check-ins
+//! (`check_ins_stored`) and the length its last change asked for (`check_ins_keep`), and is
+//! trimmed back to that once it holds twice as many, so a check-in costs no `DELETE`;
+//! readers never see more than the newest `check_ins_keep`. Events, rare, are trimmed in one statement per round that
+//! emitted any.
+//!
+//! A statement that fails (a constraint a change breaks, say) fails its whole round, so the
+//! caller rolls the transaction back and applies the batch again one change at a time, each
+//! in a savepoint, where the failing change fails alone.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use serde::Serialize;
+use snitch_core::{Change, StorageError};
+use sqlx::postgres::PgConnection;
+use sqlx::types::Json;
+
+use crate::records::{
+    self, CheckInRecord, DeliveryFields, EventRecord, SnitchFields, EVENT_COLUMNS, SNITCH_FIELDS,
+};
+use crate::{backend, limit, EVENTS_KEPT};
+
+/// A snitch that keeps `keep` check-ins is trimmed back to them once it holds twice as
+/// many, in the save that reached it: one `DELETE` per `keep` check-ins (readers never
+/// see more than `keep`).
+fn trim_at(keep: i32) -> i32 {
+    keep.saturating_mul(2)
+}
+
+/// The SQL types of [`SNITCH_FIELDS`], in their order.
+const SNITCH_FIELD_TYPES: [&str; 22] = [
+    "text",
+    "text[]",
+    "text",
+    "text",
+    "text",
+    "text[]",
+    "text",
+    "timestamptz",
+    "timestamptz",
+    "timestamptz",
+    "timestamptz",
+    "text",
+    "timestamptz",
+    "text",
+    "boolean",
+    "bigint[]",
+    "timestamptz",
+    "boolean",
+    "timestamptz",
+    "bigint",
+    "bigint",
+    "timestamptz",
+];
+
+/// The SQL types of `EVENT_COLUMNS`, in their order.
+const EVENT_COLUMN_TYPES: &str = "id text, kind text, at timestamptz, case_id text, token text, \
+    name text, notes text, tags text[], alert_email text[], status text, \
+    previous_status text, checked_in_at timestamptz, check_in_at timestamptz, \
+    check_in_exit_status text, check_in_message text, missed_periods bigint";
+
+const DELIVERY_INSERT_COLUMNS: &str = "id, event_id, event, case_id, destination, channel, \
+    hook_id, url, secret, recipients, state, next_attempt_at, attempts";
+
+const DELIVERY_COLUMN_TYPES: &str = "id text, event_id text, event jsonb, case_id text, \
+    destination text, channel text, hook_id text, url text, secret text, recipients text[], \
+    state text, next_attempt_at timestamptz, attempts jsonb";
+
+/// One round: `$1` snitches, `$2` check-ins, `$3` events, `$4` deliveries, `$5` outage
+/// deferrals, each a JSON array of rows, `$6` [`EVENTS_KEPT`], `$7` the tokens of `$1` as
+/// an array (so the snitches are found by their index: the planner cannot see into the
+/// JSON, and would scan the table). For every snitch of `$1`:
+/// its token, its stored check-in count if it was updated, and whether it exists. The
+/// events the new ones push out of a history go in the same statement, with their
+/// finished deliveries (the statement sees the stored events, not the new ones: it keeps
+/// the newest `EVENTS_KEPT - new` of those).
+static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
+    let input_columns: Vec<String> = SNITCH_FIELDS
+        .iter()
+        .zip(SNITCH_FIELD_TYPES)
+        .map(|(field, ty)| format!("{field} {ty}"))
+        .collect();
+    let sets: Vec<String> = SNITCH_FIELDS
+        .iter()
+        .map(|field| format!("{field} = i.{field}"))
+        .collect();
+    let delivery_selects: Vec<String> = DELIVERY_INSERT_COLUMNS
+        .split(", ")
+        .map(|c| format!("d.{c}"))
+        .collect();
+    let event_selects: Vec<String> = EVENT_COLUMNS
+        .split(", ")
+        .map(|c| format!("e.{c}"))
+        .collect();
+    format!(
+        "WITH input AS ( \
+           SELECT * FROM jsonb_to_recordset($1) \
+             AS i(token text, expected bigint, check_ins_added integer, keep integer, \
+               {input_columns})), \
+         locked AS ( \
+           SELECT s.token FROM snitch.snitches s JOIN input i ON i.token = s.token \
+           WHERE s.token = ANY($7) AND s.version = i.expected \
+           ORDER BY s.token FOR UPDATE OF s), \
+         updated AS ( \
+           UPDATE snitch.snitches s SET {sets}, sweep_lease_until = NULL, \
+             check_ins_stored = s.check_ins_stored + i.check_ins_added, \
+             check_ins_keep = i.keep \
+           FROM input i \
+           WHERE s.token = i.token AND s.version = i.expected \
+             AND s.token IN (SELECT token FROM locked) \
+           RETURNING s.token, s.check_ins_stored), \
+         new_check_ins AS ( \
+           INSERT INTO snitch.check_ins (token, at, exit_status, message) \
+           SELECT c.token, c.at, c.exit_status, c.message FROM jsonb_to_recordset($2) \
+             AS c(token text, ord integer, at timestamptz, exit_status text, message text) \
+           WHERE c.token IN (SELECT token FROM updated) ORDER BY c.ord), \
+         new_events AS ( \
+           INSERT INTO snitch.events ({EVENT_COLUMNS}) \
+           SELECT {event_selects} FROM jsonb_to_recordset($3) \
+             AS e(owner text, ord integer, {EVENT_COLUMN_TYPES}) \
+           WHERE e.owner IN (SELECT token FROM updated) ORDER BY e.ord), \
+         event_counts AS ( \
+           SELECT e.owner AS token, count(*) AS n FROM jsonb_to_recordset($3) AS e(owner text) \
+           WHERE e.owner IN (SELECT token FROM updated) GROUP BY e.owner), \
+         event_cuts AS ( \
+           SELECT c.token, (SELECT x.seq FROM snitch.events x WHERE x.token = c.token \
+                            ORDER BY x.seq DESC OFFSET greatest($6::bigint - c.n, 0) LIMIT 1) \
+             AS seq \
+           FROM event_counts c), \
+         evicted_events AS ( \
+           DELETE FROM snitch.events x USING event_cuts c \
+           WHERE x.token = c.token AND x.seq <= c.seq RETURNING x.id), \
+         evicted_deliveries AS ( \
+           DELETE FROM snitch.deliveries \
+           WHERE state <> 'pending' AND event_id IN (SELECT id FROM evicted_events)), \
+         new_deliveries AS ( \
+           INSERT INTO snitch.deliveries ({DELIVERY_INSERT_COLUMNS}) \
+           SELECT {delivery_selects} FROM jsonb_to_recordset($4) \
+             AS d(token text, ord integer, {DELIVERY_COLUMN_TYPES}) \
+           WHERE d.token IN (SELECT token FROM updated) ORDER BY d.ord \
+           ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, event_id = EXCLUDED.event_id, \
+             event = EXCLUDED.event, case_id = EXCLUDED.case_id, \
+             destination = EXCLUDED.destination, channel = EXCLUDED.channel, \
+             hook_id = EXCLUDED.hook_id, url = EXCLUDED.url, secret = EXCLUDED.secret, \
+             recipients = EXCLUDED.recipients, state = EXCLUDED.state, \
+             next_attempt_at = EXCLUDED.next_attempt_at, attempts = EXCLUDED.attempts), \
+         new_deferrals AS ( \
+           INSERT INTO snitch.outage_deferrals (outage_id, case_id, snitches) \
+           SELECT o.outage_id, o.case_id, count(*) FROM jsonb_to_recordset($5) \
+             AS o(token text, outage_id bigint, case_id text) \
+           WHERE o.token IN (SELECT token FROM updated) GROUP BY o.outage_id, o.case_id \
+           ON CONFLICT (outage_id, case_id) \
+           DO UPDATE SET snitches = outage_deferrals.snitches + EXCLUDED.snitches) \
+         SELECT i.token, u.check_ins_stored, p.token IS NOT NULL AS present \
+         FROM input i LEFT JOIN updated u ON u.token = i.token \
+         LEFT JOIN (SELECT token FROM snitch.snitches WHERE token = ANY($7)) p \
+           ON p.token = i.token",
+        input_columns = input_columns.join(", "),
+        sets = sets.join(", "),
+        event_selects = event_selects.join(", "),
+        delivery_selects = delivery_selects.join(", "),
+    )
+});
+
+/// Trims the check-ins of the snitches `$1` to the newest each keeps (`check_ins_keep`)
+/// and sets their counts.
+const TRIM_CHECK_INS: &str = "WITH cut AS ( \
+       SELECT s.token, (SELECT c.seq FROM snitch.check_ins c WHERE c.token = s.token \
+                        ORDER BY c.seq DESC OFFSET s.check_ins_keep LIMIT 1) AS seq \
+       FROM snitch.snitches s WHERE s.token = ANY($1::text[])), \
+     gone AS ( \
+       DELETE FROM snitch.check_ins c USING cut \
+       WHERE c.token = cut.token AND c.seq <= cut.seq RETURNING c.token) \
+     UPDATE snitch.snitches s SET check_ins_stored = s.check_ins_stored - g.n \
+     FROM (SELECT token, count(*)::integer AS n FROM gone GROUP BY token) g \
+     WHERE s.token = g.token";
+
+#[derive(Serialize)]
+struct SnitchInput<'a> {
+    token: &'a str,
+    expected: i64,
+    check_ins_added: i32,
+    /// The change's history length (`Change::keep_check_ins`, at least 1).
+    keep: i32,
+    #[serde(flatten)]
+    fields: SnitchFields,
+}
+
+#[derive(Serialize)]
+struct CheckInInput<'a> {
+    token: &'a str,
+    ord: usize,
+    #[serde(flatten)]
+    record: CheckInRecord,
+}
+
+#[derive(Serialize)]
+struct EventInput<'a> {
+    /// The snitch of the change (the event names its own).
+    owner: &'a str,
+    ord: usize,
+    #[serde(flatten)]
+    record: EventRecord,
+}
+
+#[derive(Serialize)]
+struct DeliveryInput<'a> {
+    token: &'a str,
+    ord: usize,
+    #[serde(flatten)]
+    fields: DeliveryFields,
+}
+
+#[derive(Serialize)]
+struct DeferralInput<'a> {
+    token: &'a str,
+    outage_id: i64,
+    case_id: &'a str,
+}
+
+/// The rows of one round, ready to bind.
+#[derive(Default)]
+struct Round<'a> {
+    /// Index into the batch of each change in this round.
+    changes: Vec<usize>,
+    snitches: Vec<SnitchInput<'a>>,
+    check_ins: Vec<CheckInInput<'a>>,
+    events: Vec<EventInput<'a>>,
+    deliveries: Vec<DeliveryInput<'a>>,
+    deferrals: Vec<DeferralInput<'a>>,
+}
+
+impl<'a> Round<'a> {
+    /// Adds a change, or gives back why it cannot be stored at all (a counter beyond a
+    /// bigint): that change alone fails.
+    fn push(&mut self, index: usize, change: &'a Change) -> Result<(), StorageError> {
+        let snitch = &change.snitch;
+        let token = snitch.token.as_str();
+        let expected = records::to_bigint("version", change.expected_version())?;
+        let fields = SnitchFields::of(snitch)?;
+        let mut deferrals = Vec::with_capacity(change.deferred_by.len());
+        for outage in &change.deferred_by {
+            deferrals.push(DeferralInput {
+                token,
+                outage_id: records::to_bigint("outage id", *outage)?,
+                case_id: snitch.case_id.as_str(),
+            });
+        }
+        // Only the newest `keep` check-ins and EVENTS_KEPT events of a long change can be
+        // kept: older ones are not written at all.
+        let keep = change.keep_check_ins.max(1);
+        let check_ins = &change.check_ins[change.check_ins.len().saturating_sub(keep)..];
+        let events = &change.events[change.events.len().saturating_sub(EVENTS_KEPT)..];
+        self.changes.push(index);
+        self.snitches.push(SnitchInput {
+            token,
+            expected,
+            // At most `keep`.
+            check_ins_added: i32::try_from(check_ins.len()).unwrap_or(i32::MAX),
+            keep: i32::try_from(keep).unwrap_or(i32::MAX),
+            fields,
+        });
+        for c in check_ins {
+            self.check_ins.push(CheckInInput {
+                token,
+                ord: self.check_ins.len(),
+                record: CheckInRecord::of(c),
+            });
+        }
+        for e in events {
+            self.events.push(EventInput {
+                owner: token,
+                ord: self.events.len(),
+                record: EventRecord::of(e),
+            });
+        }
+        for d in &change.deliveries {
+            self.deliveries.push(DeliveryInput {
+                token,
+                ord: self.deliveries.len(),
+                fields: DeliveryFields::of(d),
+            });
+        }
+        self.deferrals.extend(deferrals);
+        Ok(())
+    }
+}
+
+/// What is left to do after a batch committed: trimming histories. It is not part of
+/// any change's guarantee (readers never see more than is kept), so it runs after the
+/// replies, in a transaction of its own, and a failure only leaves it for a later save.
+#[derive(Debug, Default)]
+pub(crate) struct Housekeeping {
+    /// Snitches holding twice the check-ins they keep, or more.
+    full: Vec<String>,
+}
+
+impl Housekeeping {
+    pub(crate) async fn run(self, pool: &sqlx::PgPool) -> Result<(), sqlx::Error> {
+        if !self.full.is_empty() {
+            sqlx::query(TRIM_CHECK_INS)
+                .bind(&self.full)
+                .execute(pool)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// A batch cut into rounds, with the results of the changes that failed before any
+/// statement.
+pub(crate) struct Plan<'a> {
+    rounds: Vec<Round<'a>>,
+    results: Vec<Result<(), StorageError>>,
+}
+
+impl<'a> Plan<'a> {
+    pub(crate) fn of(changes: &[&'a Change]) -> Self {
+        let mut results: Vec<Result<(), StorageError>> =
+            (0..changes.len()).map(|_| Ok(())).collect();
+        let mut rounds: Vec<Round<'a>> = Vec::new();
+        let mut seen: HashMap<&str, usize> = HashMap::with_capacity(changes.len());
+        for (index, change) in changes.iter().enumerate() {
+            let occurrence = seen.entry(change.snitch.token.as_str()).or_insert(0);
+            if rounds.len() <= *occurrence {
+                rounds.push(Round::default());
+            }
+            if let Err(e) = rounds[*occurrence].push(index, change) {
+                results[index] = Err(e);
+            }
+            *occurrence += 1;
+        }
+        rounds.retain(|r| !r.changes.is_empty());
+        Plan { rounds, results }
+    }
+
+    /// Whether the batch is one statement, which then needs no transaction around it.
+    pub(crate) fn is_one_statement(&self) -> bool {
+        self.rounds.len() <= 1
+    }
+
+    /// Runs the rounds on `conn` (in a transaction when there are several): each
+    /// change's result, in the order of the batch, and what is left to do after the
+    /// commit. An `Err` is a failed statement: part of the batch may be written, unless
+    /// the transaction is rolled back.
+    pub(crate) async fn apply(
+        mut self,
+        conn: &mut PgConnection,
+    ) -> Result<(Vec<Result<(), StorageError>>, Housekeeping), sqlx::Error> {
+        let mut housekeeping = Housekeeping::default();
+        for round in &self.rounds {
+            let answers: Vec<(String, Option<i32>, bool)> = sqlx::query_as(&SAVE_ROUND)
+                .bind(Json(&round.snitches))
+                .bind(Json(&round.check_ins))
+                .bind(Json(&round.events))
+                .bind(Json(&round.deliveries))
+                .bind(Json(&round.deferrals))
+                .bind(limit(EVENTS_KEPT))
+                .bind(
+                    round
+                        .snitches
+                        .iter()
+                        .map(|s| s.token)
+                        .collect::<Vec<&str>>(),
+                )
+                .fetch_all(&mut *conn)
+                .await?;
+            let answers: HashMap<&str, (Option<i32>, bool)> = answers
+                .iter()
+                .map(|(token, stored, present)| (token.as_str(), (*stored, *present)))
+                .collect();
+            for (&index, input) in round.changes.iter().zip(&round.snitches) {
+                let result = match answers.get(input.token) {
+                    Some((Some(stored), _)) => {
+                        if *stored >= trim_at(input.keep) {
+                            housekeeping.full.push(input.token.to_owned());
+                        }
+                        Ok(())
+                    }
+                    Some((None, true)) => Err(StorageError::Conflict),
+                    _ => Err(StorageError::NotFound),
+                };
+                self.results[index] = result;
+            }
+        }
+        Ok((self.results, housekeeping))
+    }
+}
+
+/// Keeps a snitch's count of stored check-ins right after a save that wrote them one by
+/// one (the fallback path).
+pub(crate) async fn recount_check_ins(
+    conn: &mut PgConnection,
+    token: &str,
+    keep: usize,
+) -> Result<(), StorageError> {
+    sqlx::query(
+        "UPDATE snitch.snitches SET check_ins_keep = $2, check_ins_stored = \
+         (SELECT count(*) FROM snitch.check_ins WHERE token = $1) WHERE token = $1",
+    )
+    .bind(token)
+    .bind(limit(keep))
+    .execute(&mut *conn)
+    .await
+    .map_err(backend)?;
+    Ok(())
+}

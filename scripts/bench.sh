@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The one benchmark command: installs wrk and valgrind if missing (Debian), starts the
+# local PostgreSQL, builds the release benchmark and runs every row of BENCHMARKS.md,
+# printing the table and writing BENCHMARKS.md (keeping its hand-written findings).
+#
+#   bash scripts/bench.sh                    # every row, writes BENCHMARKS.md
+#   bash scripts/bench.sh --quick            # small sizes, prints only
+#   bash scripts/bench.sh --only check-in-memory,check-in-postgres
+#
+# Check-in rows are loaded by wrk, a separate process, against Snitch and a bare axum
+# server answering 202, alternately, in the same run: compare the ratios, not the
+# absolute rates, on a shared machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v wrk >/dev/null || missing+=(wrk)
+command -v valgrind >/dev/null || missing+=(valgrind)
+if ((${#missing[@]})); then
+    echo "installing ${missing[*]}" >&2
+    if [ "$(id -u)" = 0 ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}" >&2
+    else
+        sudo DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}" >&2
+    fi
+fi
+
+if [ -z "${DATABASE_URL:-}" ]; then
+    DATABASE_URL=$(bash scripts/ensure-postgres.sh | sed -n 's/^DATABASE_URL=//p')
+    export DATABASE_URL
+fi
+
+cargo build --release --example bench >&2
+exec "${CARGO_TARGET_DIR:-target}/release/examples/bench" "$@"
