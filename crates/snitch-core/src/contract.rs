@@ -33,7 +33,7 @@ use crate::outbox::{
     DeliveryState,
 };
 use crate::service::{SnitchFields, SnitchService};
-use crate::snitch::{CheckIn, PauseUntil, Snitch, CHECK_INS_KEPT};
+use crate::snitch::{CheckIn, Event, EventKind, PauseUntil, Snitch, CHECK_INS_KEPT};
 use crate::storage::{ApiKeyRecord, Change, Storage, StorageError, StoreStats};
 use crate::types::{
     AlertEmails, AlertType, Case, CaseId, CheckInMessage, EmailAddress, Notes, Outcome, Plan,
@@ -75,6 +75,7 @@ macro_rules! storage_contract_tests {
             check_ins_keep_the_most_recent_ones,
             a_change_with_several_check_ins_keeps_them_in_order,
             the_history_length_is_the_changes_keep_check_ins,
+            a_sweep_keeps_the_servers_history_and_tells_the_hooks,
             // Trust under fire (behaviour.md section 8), through the service.
             concurrent_check_ins_of_one_snitch_are_all_recorded,
             nul_in_api_text_is_refused_on_every_store,
@@ -852,6 +853,46 @@ pub async fn a_change_with_several_check_ins_keeps_them_in_order(store: Arc<dyn 
     let s = apply(&store, several_check_ins(&s, &many)).await;
     let kept = store.check_ins(&s.token, 1_000).await.expect("read");
     assert_eq!(kept, newest_first(&many[50..]));
+}
+
+/// The sweep saves with the server's history length, like a check-in: a snitch that went
+/// missing keeps every check-in the service keeps (more than the default, so a store that
+/// trims lazily would cut it back), and the sweep's events reach the emitted hook (what the
+/// metrics count).
+pub async fn a_sweep_keeps_the_servers_history_and_tells_the_hooks(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let s = snitch(&acme, 1, t0());
+    insert(&store, &s).await;
+    let kept_by_server = 2 * CHECK_INS_KEPT + 50;
+    let emitted = Arc::new(std::sync::Mutex::new(Vec::<EventKind>::new()));
+    let seen = Arc::clone(&emitted);
+    let service = SnitchService::new(Arc::clone(&store), Arc::new(ManualClock::new(at(1))))
+        .with_check_in_history(kept_by_server)
+        // The jump to the deadline is the test's, not an outage of ours.
+        .with_outage_threshold(Duration::days(3650))
+        .with_emitted_hook(Arc::new(move |events: &[Event]| {
+            let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen.extend(events.iter().map(|e| e.kind));
+        }));
+    for _ in 0..kept_by_server {
+        service
+            .check_in(s.token.as_str(), Outcome::Success, None)
+            .await
+            .expect("check-in");
+    }
+    // Checked in during the first hour: due at at(120).
+    let report = service.tick(at(121)).await.expect("sweep");
+    assert_eq!(report.events, 1, "one snitch.missing");
+    let stored = store.snitch(&s.token).await.expect("read").expect("stored");
+    assert_eq!(stored.status(), Status::Failed);
+    let kept = store.check_ins(&s.token, 10_000).await.expect("read");
+    assert_eq!(
+        kept.len(),
+        kept_by_server,
+        "the sweep kept the server's history"
+    );
+    let emitted = emitted.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert_eq!(emitted.last(), Some(&EventKind::Missing), "{emitted:?}");
 }
 
 /// A change keeps as many check-ins as its `keep_check_ins` says (a server's

@@ -285,18 +285,10 @@ impl SnitchService {
         before: &Snitch,
         mut change: Change,
     ) -> Result<Snitch, StorageError> {
-        if !change.events.is_empty() {
-            if hooks.is_none() {
-                *hooks = Some(self.storage.webhooks(&case.id).await?);
-            }
-            let hooks = hooks.as_deref().unwrap_or_default();
-            change.deliveries = change
-                .events
-                .iter()
-                .flat_map(|e| deliveries_for(e, case, hooks))
-                .collect();
+        if !change.events.is_empty() && hooks.is_none() {
+            *hooks = Some(self.storage.webhooks(&case.id).await?);
         }
-        change.keep_check_ins = self.check_in_history;
+        self.prepare(&mut change, case, hooks.as_deref().unwrap_or_default());
         match self.storage.save(&change).await {
             Ok(()) => {}
             // The commit may have happened: it did if the store now holds exactly the
@@ -313,22 +305,29 @@ impl SnitchService {
             }
             Err(e) => return Err(e),
         }
+        self.saved(before, &change);
+        Ok(change.snitch)
+    }
+
+    /// What every change gets before it is saved, by a check-in, an API call or the
+    /// sweep alike: the deliveries of its events and the server's history length.
+    fn prepare(&self, change: &mut Change, case: &Case, hooks: &[Webhook]) {
+        change.deliveries = change
+            .events
+            .iter()
+            .flat_map(|e| deliveries_for(e, case, hooks))
+            .collect();
+        change.keep_check_ins = self.check_in_history;
+    }
+
+    /// What follows every saved change: the wake hook when the snitch's wake-up time
+    /// moved earlier, and the events hooks (one call per change) when it stored events.
+    fn saved(&self, before: &Snitch, change: &Change) {
         self.wake_if_earlier(before, &change.snitch);
         if !change.events.is_empty() {
             if let Some(hook) = &self.on_emitted {
                 hook(&change.events);
             }
-            if let Some(hook) = &self.on_events {
-                hook();
-            }
-        }
-        Ok(change.snitch)
-    }
-
-    /// Tells the events hook that a saved change stored events (one call per change, as
-    /// each save does).
-    fn events_saved(&self, change: &Change) {
-        if !change.events.is_empty() {
             if let Some(hook) = &self.on_events {
                 hook();
             }
@@ -726,11 +725,7 @@ impl SnitchService {
                 };
                 let mut change = Change::new(&snitch, step.snitch, Vec::new(), step.events);
                 change.deferred_by = step.deferred_by;
-                change.deliveries = change
-                    .events
-                    .iter()
-                    .flat_map(|e| deliveries_for(e, case, hooks))
-                    .collect();
+                self.prepare(&mut change, case, hooks);
                 changes.push(change);
                 stepped.push((snitch, swept));
             }
@@ -738,8 +733,7 @@ impl SnitchService {
             for ((change, (before, swept)), result) in changes.iter().zip(stepped).zip(results) {
                 let swept = match result {
                     Ok(()) => {
-                        self.wake_if_earlier(&before, &change.snitch);
-                        self.events_saved(change);
+                        self.saved(&before, change);
                         Ok(swept)
                     }
                     // A check-in (or another server) raced the sweep: read it again.
@@ -758,8 +752,7 @@ impl SnitchService {
                     // (see `save_with_outbox`); otherwise the error stands.
                     Err(e) if e.is_outcome_unknown() => {
                         if self.stored_as(&change.snitch).await {
-                            self.wake_if_earlier(&before, &change.snitch);
-                            self.events_saved(change);
+                            self.saved(&before, change);
                             Ok(swept)
                         } else {
                             Err(e.into())
