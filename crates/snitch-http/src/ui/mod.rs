@@ -743,7 +743,7 @@ async fn snitch_page(
         Ok(s) => s,
         Err(e) => return ui.service_error(signed, e),
     };
-    let kept = snitch_core::snitch::CHECK_INS_KEPT;
+    let kept = service.check_in_history();
     let check_ins = match service.check_ins(&signed.case, token, kept).await {
         Ok(c) => c,
         Err(e) => return ui.service_error(signed, e),

@@ -19,6 +19,10 @@ use crate::keys::KeyDigest;
 /// the ones closest to expiring, so signing in never fails for lack of room.
 pub const MAX_SESSIONS: usize = 10_000;
 
+/// At most this many sessions per API key: past it, the key's own oldest goes, so one
+/// key signing in again and again never pushes out the sessions of other keys (cases).
+pub const MAX_SESSIONS_PER_KEY: usize = 16;
+
 /// 32 random bytes from the thread's CSPRNG, URL-safe base64 (43 characters).
 pub(crate) fn random_secret() -> String {
     let mut bytes = [0u8; 32];
@@ -88,6 +92,17 @@ impl Sessions {
         };
         let id = random_secret();
         let mut sessions = self.lock();
+        let mut own: Vec<(Instant, u64, String)> = sessions
+            .iter()
+            .filter(|(_, s)| s.key == key)
+            .map(|(id, s)| (s.expires, s.seq, id.clone()))
+            .collect();
+        if own.len() >= MAX_SESSIONS_PER_KEY {
+            own.sort_unstable();
+            for (_, _, id) in &own[..=own.len() - MAX_SESSIONS_PER_KEY] {
+                sessions.remove(id);
+            }
+        }
         if sessions.len() >= self.max {
             sessions.retain(|_, s| s.expires > now);
         }
@@ -164,11 +179,27 @@ mod tests {
     #[test]
     fn a_flood_of_sign_ins_keeps_at_most_max_sessions_and_the_newest() {
         let sessions = Sessions::new(Duration::from_secs(60), 100);
-        let key = KeyDigest::of("k");
-        let ids: Vec<String> = (0..1_000).map(|_| sessions.start(key).0).collect();
+        let ids: Vec<String> = (0..1_000)
+            .map(|i| sessions.start(KeyDigest::of(&format!("key {i}"))).0)
+            .collect();
         assert_eq!(sessions.len(), 100);
         assert!(sessions.get(&ids[999]).is_some());
         assert!(sessions.get(&ids[0]).is_none());
+    }
+
+    #[test]
+    fn one_key_signing_in_again_and_again_never_pushes_out_another_keys_session() {
+        let sessions = Sessions::new(Duration::from_secs(60), 100);
+        let (theirs, _) = sessions.start(KeyDigest::of("their-key"));
+        let flooder = KeyDigest::of("flooding-key");
+        let ids: Vec<String> = (0..1_000).map(|_| sessions.start(flooder).0).collect();
+        assert!(
+            sessions.get(&theirs).is_some(),
+            "another key's session survives"
+        );
+        assert_eq!(sessions.len(), 1 + MAX_SESSIONS_PER_KEY);
+        assert!(sessions.get(&ids[999]).is_some(), "the newest is kept");
+        assert!(sessions.get(&ids[0]).is_none(), "the key's oldest went");
     }
 
     #[test]
