@@ -316,7 +316,13 @@ pub fn document() -> String {
     responses((status = 200, description = "The OpenAPI 3.1 document of this API", content_type = "application/json", body = Object))
 )]
 pub async fn openapi_json() -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], document()).into_response()
+    // Built once: the document is fixed for a build, and the route is unauthenticated.
+    static DOCUMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(document);
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        DOCUMENT.as_str(),
+    )
+        .into_response()
 }
 
 #[cfg(test)]
