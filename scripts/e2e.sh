@@ -58,6 +58,9 @@ for _ in $(seq 1 150); do
   if ! kill -0 "$pid" 2>/dev/null; then cat "$work/server.log"; echo "the server exited"; exit 1; fi
   sleep 0.2
 done
+if ! curl -fsS -o /dev/null "$url/ui/login"; then
+  cat "$work/server.log"; echo "the server did not answer within 30 s"; exit 1
+fi
 
 echo "== dashboard in headless chromium"
 rm -rf "$shots"
