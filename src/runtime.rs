@@ -116,6 +116,7 @@ pub struct SnitchBuilder {
     outage_threshold: chrono::Duration,
     key_refresh_every: Duration,
     check_in_history: usize,
+    sweep_batch: usize,
     metrics: Option<Arc<Metrics>>,
     #[cfg(feature = "ui")]
     ui: snitch_http::ui::UiConfig,
@@ -147,6 +148,7 @@ impl std::fmt::Debug for SnitchBuilder {
             .field("outage_threshold", &self.outage_threshold)
             .field("key_refresh_every", &self.key_refresh_every)
             .field("check_in_history", &self.check_in_history)
+            .field("sweep_batch", &self.sweep_batch)
             .finish_non_exhaustive()
     }
 }
@@ -267,6 +269,13 @@ impl SnitchBuilder {
         self
     }
 
+    /// How many due snitches the sweep claims and saves at a time (`sweep_batch`; default
+    /// [`snitch_core::service::SWEEP_BATCH`]).
+    pub fn sweep_batch(mut self, batch: usize) -> Self {
+        self.sweep_batch = batch;
+        self
+    }
+
     /// Counts in these metrics (default: a fresh [`Metrics`]; see
     /// [`SnitchRuntime::metrics_router`]).
     pub fn metrics(mut self, metrics: Arc<Metrics>) -> Self {
@@ -292,6 +301,7 @@ impl SnitchBuilder {
             outage_threshold,
             key_refresh_every,
             check_in_history,
+            sweep_batch,
             metrics,
             #[cfg(feature = "ui")]
             ui,
@@ -333,6 +343,7 @@ impl SnitchBuilder {
         let outages_counted = metrics.clone();
         let service = SnitchService::new(storage.clone(), clock.clone())
             .with_check_in_history(check_in_history)
+            .with_sweep_batch(sweep_batch)
             .with_events_hook(Arc::new(move || waker.notify_one()))
             .with_emitted_hook(Arc::new(move |events| {
                 counted.events(events.iter().map(|e| e.kind));
@@ -444,6 +455,7 @@ impl SnitchRuntime {
             outage_threshold: snitch_core::liveness::DEFAULT_OUTAGE_THRESHOLD,
             key_refresh_every: snitch_http::keys::REFRESH_EVERY,
             check_in_history: snitch_core::snitch::CHECK_INS_KEPT,
+            sweep_batch: snitch_core::service::SWEEP_BATCH,
             metrics: None,
             #[cfg(feature = "ui")]
             ui: snitch_http::ui::UiConfig::default(),

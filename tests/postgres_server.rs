@@ -973,8 +973,10 @@ async fn two_servers_share_one_database_and_a_killed_one_loses_no_missing() {
     let text = config_text(
         &db.url,
         // The shifted clocks jump ahead of the real one: not an outage (tests/outages.rs).
+        // Small sweep batches: a sweep of them all takes many commits, so A can die
+        // mid-sweep (one batch of 400 would be one statement on Postgres).
         "allow_private_webhooks = true\nretry_first_delay_ms = 200\nretry_max_delay_ms = 1000\n\
-         outage_threshold_secs = 3153600000",
+         outage_threshold_secs = 3153600000\nsweep_batch = 4",
         Some(&receiver.url),
     );
 

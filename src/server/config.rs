@@ -114,6 +114,9 @@ pub struct Config {
     /// `GET /v1/snitches/<token>/check_ins`): 1 to 10,000.
     #[serde(default = "default_check_in_history")]
     pub check_in_history: usize,
+    /// How many due snitches the sweep claims and saves at a time: 1 to 100,000.
+    #[serde(default = "default_sweep_batch")]
+    pub sweep_batch: usize,
     /// Where `GET /metrics` (Prometheus) is served, with `/healthz` and `/readyz`;
     /// absent: nowhere. Keep it to operators (e.g. `127.0.0.1:9090`).
     pub metrics_listen: Option<SocketAddr>,
@@ -274,6 +277,9 @@ fn default_delivery_cap_per_destination() -> usize {
 fn default_check_in_history() -> usize {
     snitch_core::snitch::CHECK_INS_KEPT
 }
+fn default_sweep_batch() -> usize {
+    snitch_core::service::SWEEP_BATCH
+}
 fn default_max_snitches() -> u32 {
     Plan::default().max_snitches
 }
@@ -288,7 +294,7 @@ impl Default for Config {
 }
 
 /// The top-level keys that an environment variable `SNITCH_<KEY>` can set.
-const ENV_KEYS: [&str; 31] = [
+const ENV_KEYS: [&str; 32] = [
     "listen",
     "check_in_listen",
     "base_url",
@@ -318,6 +324,7 @@ const ENV_KEYS: [&str; 31] = [
     "delivery_cap_per_case",
     "delivery_cap_per_destination",
     "check_in_history",
+    "sweep_batch",
     "metrics_listen",
     "log_format",
 ];
@@ -362,7 +369,8 @@ impl Config {
                 | "email_concurrency"
                 | "delivery_cap_per_case"
                 | "delivery_cap_per_destination"
-                | "check_in_history" => value
+                | "check_in_history"
+                | "sweep_batch" => value
                     .trim()
                     .parse::<i64>()
                     .map(toml::Value::Integer)
@@ -413,6 +421,9 @@ impl Config {
                 "check_in_history must be from 1 to {}",
                 snitch_core::service::MAX_CHECK_IN_HISTORY
             ));
+        }
+        if !(1..=100_000).contains(&self.sweep_batch) {
+            return bad("sweep_batch must be from 1 to 100000".into());
         }
         self.store_location()?;
         self.check_features(cfg!(feature = "smtp"), cfg!(feature = "webhooks"))?;
@@ -515,7 +526,8 @@ impl Config {
             .maintenance(self.maintenance)
             .dispatcher(self.dispatcher_options())
             .outage_threshold(self.outage_threshold())
-            .check_in_history(self.check_in_history);
+            .check_in_history(self.check_in_history)
+            .sweep_batch(self.sweep_batch);
         #[cfg(feature = "smtp")]
         let builder = match &self.smtp_url {
             Some(url) => builder.smtp(url, &self.mail_from),
@@ -668,11 +680,20 @@ webhooks = ["https://hooks.acme.test/snitch"]
         ]);
         let c = Config::parse("", env).expect("valid");
         assert_eq!((c.check_in_history, c.log_format), (7, LogFormat::Json));
+        assert_eq!(c.sweep_batch, snitch_core::service::SWEEP_BATCH);
+        assert_eq!(
+            config_from_toml("sweep_batch = 4")
+                .expect("valid")
+                .sweep_batch,
+            4
+        );
         assert!(c.metrics_listen.is_some());
         for bad in [
             "check_in_history = 0",
             "check_in_history = 10001",
             "check_in_history = -1",
+            "sweep_batch = 0",
+            "sweep_batch = 100001",
             "log_format = \"xml\"",
             "metrics_listen = \"somewhere\"",
         ] {

@@ -202,6 +202,7 @@ pub struct SnitchService {
     on_emitted: Option<EmittedHook>,
     /// How many check-ins per snitch the store keeps ([`Change::keep_check_ins`]).
     check_in_history: usize,
+    sweep_batch: usize,
     /// Check-ins waiting for the save in flight of their snitch; shared by clones.
     check_in_queues: Arc<CheckInQueues>,
     liveness: Arc<Liveness>,
@@ -234,6 +235,7 @@ impl SnitchService {
             on_outage: None,
             on_emitted: None,
             check_in_history: crate::snitch::CHECK_INS_KEPT,
+            sweep_batch: SWEEP_BATCH,
             check_in_queues: Arc::default(),
             liveness: Arc::new(Liveness::new(DEFAULT_OUTAGE_THRESHOLD)),
         }
@@ -263,6 +265,14 @@ impl SnitchService {
     /// [`MAX_CHECK_IN_HISTORY`] (out-of-range values are clamped).
     pub fn with_check_in_history(mut self, history: usize) -> Self {
         self.check_in_history = history.clamp(1, MAX_CHECK_IN_HISTORY);
+        self
+    }
+
+    /// Claims and saves at most `batch` due snitches at a time in the sweep (default
+    /// [`SWEEP_BATCH`]; at least 1). Smaller batches commit sooner and hold fewer leases;
+    /// larger ones make fewer round trips.
+    pub fn with_sweep_batch(mut self, batch: usize) -> Self {
+        self.sweep_batch = batch.max(1);
         self
     }
 
@@ -687,7 +697,7 @@ impl SnitchService {
         loop {
             let due = self
                 .storage
-                .claim_due(now, now + SWEEP_LEASE, SWEEP_BATCH)
+                .claim_due(now, now + SWEEP_LEASE, self.sweep_batch)
                 .await?;
             if due.is_empty() {
                 return match first_error {
