@@ -7,3 +7,12 @@ cd "$(dirname "$0")/.."
 url=$(bash scripts/ensure-postgres.sh | sed -n 's/^DATABASE_URL=//p')
 export DATABASE_URL="${DATABASE_URL:-$url}"
 cargo test --workspace --all-features "$@"
+
+# With arguments (a filter, say) only the cargo tests run; without, every test does: the
+# dashboard in a real browser and the API fuzzed against its OpenAPI document too.
+if [ "$#" -eq 0 ]; then
+    echo "== end-to-end: the dashboard in headless chromium"
+    bash scripts/e2e.sh
+    echo "== API fuzzing (schemathesis against a running server)"
+    bash scripts/fuzz-api.sh
+fi
