@@ -49,6 +49,9 @@ print(*(s.getsockname()[1] for s in socks))
 EOF
 )
 
+# A temporary SQLite store of its own, whatever the environment says about databases
+# (scripts/test.sh exports DATABASE_URL for the Postgres tests).
+unset DATABASE_URL SNITCH_DATABASE_URL SNITCH_STORE
 export SNITCH_DATA_PATH="$work/snitch.db"
 export SNITCH_LISTEN="127.0.0.1:$api_port"
 export SNITCH_CHECK_IN_LISTEN="127.0.0.1:$check_in_port"
