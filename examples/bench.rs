@@ -881,7 +881,7 @@ impl Snitches {
             Interval::Hourly,
             start,
         );
-        blank.tags = Tags::parse(&["prod", "db"]).map_err(|v| v.message)?;
+        blank.set_tags(Tags::parse(&["prod", "db"]).map_err(|v| v.message)?);
         let checked_in_at = |at: Timestamp| {
             let check_in = CheckIn::new(at, Outcome::Success, None);
             machine::check_in(&blank, &check_in, &cases[0].plan).snitch
@@ -914,10 +914,10 @@ impl Snitches {
         } else {
             &self.later_template
         };
-        let mut snitch = template.clone();
-        snitch.token = bench_token(n)?;
-        snitch.case_id = self.cases[n % self.cases.len()].id.clone();
-        Ok(snitch)
+        let mut record = template.to_record();
+        record.token = bench_token(n)?;
+        record.case_id = self.cases[n % self.cases.len()].id.clone();
+        Ok(Snitch::restore(record)?)
     }
 
     /// Inserts them all with `workers` concurrent `insert_snitch` calls; the time it took.
@@ -1281,7 +1281,7 @@ async fn create_snitches(
                     notes: Some("made by examples/bench.rs".into()),
                     ..Default::default()
                 };
-                tokens.push(service.create(&case, &fields).await?.token.to_string());
+                tokens.push(service.create(&case, &fields).await?.token().to_string());
                 done.fetch_add(1, Ordering::Relaxed);
             }
             Ok::<_, BoxError>(tokens)

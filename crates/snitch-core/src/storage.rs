@@ -99,27 +99,27 @@ impl StorageError {
 /// first; several when concurrent check-ins of one snitch are saved together), the events
 /// it emitted and their deliveries (the outbox). A store keeps all of it or none.
 ///
-/// Built only by this crate (the service, [`Change::new`]); read-only to stores, by
-/// convention.
+/// Built by this crate (the service, [`Change::new`]); read-only outside it, through
+/// accessors.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Change {
     /// The snitch as it is after the change; its `version` is one more than the stored one.
-    pub snitch: Snitch,
+    pub(crate) snitch: Snitch,
     /// Oldest first; a store keeps the newest [`Change::keep_check_ins`] of the snitch's
     /// history, this change's included.
-    pub check_ins: Vec<CheckIn>,
+    pub(crate) check_ins: Vec<CheckIn>,
     /// How many check-ins of the snitch's history the store keeps after this change
     /// (at least 1; [`crate::snitch::CHECK_INS_KEPT`] unless the server is configured
     /// otherwise): older ones are dropped when check-ins are appended.
-    pub keep_check_ins: usize,
+    pub(crate) keep_check_ins: usize,
     /// The events the change emitted, in order.
-    pub events: Vec<Event>,
+    pub(crate) events: Vec<Event>,
     /// The deliveries of `events`, to be sent by a dispatcher.
-    pub deliveries: Vec<Delivery>,
+    pub(crate) deliveries: Vec<Delivery>,
     /// The ids of the outages that gave this snitch a fresh deadline in this change: the
     /// store counts the snitch once per outage for its case ([`Storage::case_outages`]).
-    pub deferred_by: Vec<u64>,
+    pub(crate) deferred_by: Vec<u64>,
 }
 
 impl Change {
@@ -141,9 +141,57 @@ impl Change {
         }
     }
 
+    /// The change with these deliveries instead (test support: stores' tests build
+    /// outboxes the service would build from the case's webhooks and members).
+    #[cfg(feature = "test-support")]
+    pub fn with_deliveries(mut self, deliveries: Vec<Delivery>) -> Self {
+        self.deliveries = deliveries;
+        self
+    }
+
+    /// The change with these events instead (test support: a change the service would
+    /// never make, e.g. reusing another change's event ids, to test how a store refuses it).
+    #[cfg(feature = "test-support")]
+    pub fn with_events(mut self, events: Vec<Event>) -> Self {
+        self.events = events;
+        self
+    }
+
     /// The version the stored snitch must have for the change to apply.
     pub fn expected_version(&self) -> u64 {
         self.snitch.version.saturating_sub(1)
+    }
+
+    /// The snitch as it is after the change; its `version` is one more than the stored one.
+    pub fn snitch(&self) -> &Snitch {
+        &self.snitch
+    }
+
+    /// The check-ins the change appends to the snitch's history, oldest first.
+    pub fn check_ins(&self) -> &[CheckIn] {
+        &self.check_ins
+    }
+
+    /// How many check-ins of the snitch's history the store keeps after this change (at
+    /// least 1): older ones are dropped when check-ins are appended.
+    pub fn keep_check_ins(&self) -> usize {
+        self.keep_check_ins
+    }
+
+    /// The events the change emitted, in order.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// The deliveries of `events`, to be sent by a dispatcher.
+    pub fn deliveries(&self) -> &[Delivery] {
+        &self.deliveries
+    }
+
+    /// The ids of the outages that gave this snitch a fresh deadline in this change: the
+    /// store counts the snitch once per outage for its case ([`Storage::case_outages`]).
+    pub fn deferred_by(&self) -> &[u64] {
+        &self.deferred_by
     }
 }
 
