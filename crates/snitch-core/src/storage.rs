@@ -308,6 +308,46 @@ pub trait Storage: Send + Sync {
     /// ([`StorageError::LimitReached`]); the count and the insert are one atomic step.
     async fn insert_snitch(&self, snitch: &Snitch, max_snitches: u32) -> Result<(), StorageError>;
 
+    /// Stores new snitches (an import, a benchmark's set-up) as [`Storage::insert_snitch`]
+    /// would one after another, in order, each case holding at most `max_snitches`; all or
+    /// nothing: on any error ([`StorageError::LimitReached`] if a case would go over,
+    /// [`StorageError::DuplicateToken`] if a token is taken or given twice,
+    /// [`StorageError::UnknownCase`]) none is stored.
+    ///
+    /// Provided: checks every snitch against what is stored, then inserts them one after
+    /// another (all or nothing only when nothing else inserts meanwhile). The built-in stores
+    /// do it in one atomic step.
+    async fn insert_snitches(
+        &self,
+        snitches: &[Snitch],
+        max_snitches: u32,
+    ) -> Result<(), StorageError> {
+        let mut per_case: Vec<(&CaseId, u64)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for snitch in snitches {
+            if !seen.insert(snitch.token()) || self.snitch(snitch.token()).await?.is_some() {
+                return Err(StorageError::DuplicateToken);
+            }
+            match per_case.iter_mut().find(|(case, _)| *case == snitch.case_id()) {
+                Some((_, n)) => *n += 1,
+                None => per_case.push((snitch.case_id(), 1)),
+            }
+        }
+        for (case, adding) in per_case {
+            if self.case(case).await?.is_none() {
+                return Err(StorageError::UnknownCase(case.clone()));
+            }
+            let held = self.snitches(case, &[]).await?.len() as u64;
+            if held + adding > u64::from(max_snitches) {
+                return Err(StorageError::LimitReached { max: max_snitches });
+            }
+        }
+        for snitch in snitches {
+            self.insert_snitch(snitch, max_snitches).await?;
+        }
+        Ok(())
+    }
+
     /// The snitch with this token, if stored.
     async fn snitch(&self, token: &Token) -> Result<Option<Snitch>, StorageError>;
 

@@ -4,7 +4,7 @@
 
 #![warn(missing_docs)]
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use async_trait::async_trait;
@@ -109,6 +109,30 @@ fn push_bounded<T>(list: &mut VecDeque<T>, item: T, max: usize) -> Vec<T> {
 }
 
 impl Inner {
+    /// Adds a snitch the caller checked: its case is stored, its token free, its case
+    /// under the limit.
+    fn insert_new(&mut self, snitch: &Snitch) {
+        self.inserted += 1;
+        let insertion = self.inserted;
+        self.by_case
+            .entry(snitch.case_id().clone())
+            .or_default()
+            .insert((snitch.created_at(), insertion), snitch.token().clone());
+        if let Some(wake) = snitch.wake_at() {
+            self.wake_index.insert((wake, snitch.token().clone()));
+        }
+        self.by_status[status_slot(snitch.status())] += 1;
+        self.snitches.insert(
+            snitch.token().clone(),
+            Box::new(Entry {
+                snitch: snitch.clone(),
+                insertion,
+                check_ins: VecDeque::new(),
+                events: VecDeque::new(),
+            }),
+        );
+    }
+
     fn insert_delivery(&mut self, delivery: &Delivery) {
         self.stored_deliveries += 1;
         if delivery.state == DeliveryState::Pending {
@@ -229,37 +253,37 @@ impl Storage for MemoryStorage {
     }
 
     async fn insert_snitch(&self, snitch: &Snitch, max_snitches: u32) -> Result<(), StorageError> {
+        self.insert_snitches(std::slice::from_ref(snitch), max_snitches)
+            .await
+    }
+
+    /// All checked under one lock, then all inserted.
+    async fn insert_snitches(
+        &self,
+        snitches: &[Snitch],
+        max_snitches: u32,
+    ) -> Result<(), StorageError> {
         let mut inner = self.write();
-        if !inner.cases.contains_key(snitch.case_id()) {
-            return Err(StorageError::UnknownCase(snitch.case_id().clone()));
+        let mut adding: HashMap<&CaseId, usize> = HashMap::new();
+        let mut tokens = HashSet::with_capacity(snitches.len());
+        for snitch in snitches {
+            if !inner.cases.contains_key(snitch.case_id()) {
+                return Err(StorageError::UnknownCase(snitch.case_id().clone()));
+            }
+            if inner.snitches.contains_key(snitch.token()) || !tokens.insert(snitch.token()) {
+                return Err(StorageError::DuplicateToken);
+            }
+            *adding.entry(snitch.case_id()).or_default() += 1;
         }
-        if inner.snitches.contains_key(snitch.token()) {
-            return Err(StorageError::DuplicateToken);
+        for (case, n) in adding {
+            let held = inner.by_case.get(case).map_or(0, BTreeMap::len);
+            if held + n > max_snitches as usize {
+                return Err(StorageError::LimitReached { max: max_snitches });
+            }
         }
-        let held = inner.by_case.get(snitch.case_id()).map_or(0, BTreeMap::len);
-        if held >= max_snitches as usize {
-            return Err(StorageError::LimitReached { max: max_snitches });
+        for snitch in snitches {
+            inner.insert_new(snitch);
         }
-        inner.inserted += 1;
-        let insertion = inner.inserted;
-        inner
-            .by_case
-            .entry(snitch.case_id().clone())
-            .or_default()
-            .insert((snitch.created_at(), insertion), snitch.token().clone());
-        if let Some(wake) = snitch.wake_at() {
-            inner.wake_index.insert((wake, snitch.token().clone()));
-        }
-        inner.by_status[status_slot(snitch.status())] += 1;
-        inner.snitches.insert(
-            snitch.token().clone(),
-            Box::new(Entry {
-                snitch: snitch.clone(),
-                insertion,
-                check_ins: VecDeque::new(),
-                events: VecDeque::new(),
-            }),
-        );
         Ok(())
     }
 

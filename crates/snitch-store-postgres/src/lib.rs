@@ -34,6 +34,7 @@
 
 #![warn(missing_docs)]
 
+mod bulk_insert;
 mod group_commit;
 mod read_batch;
 mod records;
@@ -523,6 +524,15 @@ impl Storage for PgStorage {
             Err(e) if violates(&e, "snitches_pkey") => Err(StorageError::DuplicateToken),
             Err(e) => Err(backend(e)),
         }
+    }
+
+    /// A few statements for the lot, in one transaction (`bulk_insert.rs`).
+    async fn insert_snitches(
+        &self,
+        snitches: &[Snitch],
+        max_snitches: u32,
+    ) -> Result<(), StorageError> {
+        bulk_insert::insert_snitches(&self.pool, snitches, max_snitches).await
     }
 
     async fn snitch(&self, token: &Token) -> Result<Option<Snitch>, StorageError> {

@@ -39,7 +39,7 @@ fn trim_at(keep: i32) -> i32 {
 }
 
 /// The SQL types of [`SNITCH_FIELDS`], in their order.
-const SNITCH_FIELD_TYPES: [&str; 22] = [
+pub(crate) const SNITCH_FIELD_TYPES: [&str; 22] = [
     "text",
     "text[]",
     "text",

@@ -525,38 +525,53 @@ impl Storage for SqliteStorage {
     }
 
     async fn insert_snitch(&self, snitch: &Snitch, max_snitches: u32) -> Result<(), StorageError> {
-        let fields = SnitchFields::of(snitch)?;
-        // One write transaction: the count and the insert cannot be interleaved.
+        self.insert_snitches(std::slice::from_ref(snitch), max_snitches)
+            .await
+    }
+
+    /// One write transaction for the lot: the counts and the inserts cannot be
+    /// interleaved, and an error rolls them all back.
+    async fn insert_snitches(
+        &self,
+        snitches: &[Snitch],
+        max_snitches: u32,
+    ) -> Result<(), StorageError> {
+        if snitches.is_empty() {
+            return Ok(());
+        }
         let mut w = self.writer.begin().await?;
-        let (case, taken, held): (bool, bool, i64) = sqlx::query_as(
-            "SELECT EXISTS (SELECT 1 FROM cases WHERE id = ?2), \
-             EXISTS (SELECT 1 FROM snitches WHERE token = ?1), \
-             (SELECT count(*) FROM snitches WHERE case_id = ?2)",
-        )
-        .bind(snitch.token().as_str())
-        .bind(snitch.case_id().as_str())
-        .fetch_one(&mut *w.tx)
-        .await
-        .map_err(backend)?;
-        if !case {
-            return Err(StorageError::UnknownCase(snitch.case_id().clone()));
-        }
-        if taken {
-            return Err(StorageError::DuplicateToken);
-        }
-        if held >= i64::from(max_snitches) {
-            return Err(StorageError::LimitReached { max: max_snitches });
-        }
-        fields
-            .bind(
-                sqlx::query(&INSERT_SNITCH)
-                    .bind(snitch.token().as_str())
-                    .bind(snitch.case_id().as_str())
-                    .bind(ms(snitch.created_at())),
+        for snitch in snitches {
+            let fields = SnitchFields::of(snitch)?;
+            let (case, taken, held): (bool, bool, i64) = sqlx::query_as(
+                "SELECT EXISTS (SELECT 1 FROM cases WHERE id = ?2), \
+                 EXISTS (SELECT 1 FROM snitches WHERE token = ?1), \
+                 (SELECT count(*) FROM snitches WHERE case_id = ?2)",
             )
-            .execute(&mut *w.tx)
+            .bind(snitch.token().as_str())
+            .bind(snitch.case_id().as_str())
+            .fetch_one(&mut *w.tx)
             .await
             .map_err(backend)?;
+            if !case {
+                return Err(StorageError::UnknownCase(snitch.case_id().clone()));
+            }
+            if taken {
+                return Err(StorageError::DuplicateToken);
+            }
+            if held >= i64::from(max_snitches) {
+                return Err(StorageError::LimitReached { max: max_snitches });
+            }
+            fields
+                .bind(
+                    sqlx::query(&INSERT_SNITCH)
+                        .bind(snitch.token().as_str())
+                        .bind(snitch.case_id().as_str())
+                        .bind(ms(snitch.created_at())),
+                )
+                .execute(&mut *w.tx)
+                .await
+                .map_err(backend)?;
+        }
         w.commit().await
     }
 
