@@ -528,14 +528,24 @@ pub async fn insert_snitches_is_all_or_nothing(store: Arc<dyn Storage>) {
         .map(|n| snitch(&acme, n, t0()))
         .chain([snitch(&globex, 4, t0())])
         .collect();
-    store.insert_snitches(&first, 4).await.expect("under the limit");
+    store
+        .insert_snitches(&first, 4)
+        .await
+        .expect("under the limit");
     assert_eq!(listed(&store, &acme, &[]).await, tokens_of(&[1, 2, 3]));
     assert_eq!(listed(&store, &globex, &[]).await, tokens_of(&[4]));
     assert_eq!(stored(&store, &token(2)).await, Some(first[1].clone()));
-    store.insert_snitches(&[], 0).await.expect("nothing to insert");
+    store
+        .insert_snitches(&[], 0)
+        .await
+        .expect("nothing to insert");
 
     // globex has room, acme does not: neither gets any.
-    let over = [snitch(&globex, 5, t0()), snitch(&acme, 6, t0()), snitch(&acme, 7, t0())];
+    let over = [
+        snitch(&globex, 5, t0()),
+        snitch(&acme, 6, t0()),
+        snitch(&acme, 7, t0()),
+    ];
     let result = store.insert_snitches(&over, 4).await;
     assert!(
         matches!(result, Err(StorageError::LimitReached { max: 4 })),
@@ -550,7 +560,10 @@ pub async fn insert_snitches_is_all_or_nothing(store: Arc<dyn Storage>) {
             "expected DuplicateToken, got {result:?}"
         );
     }
-    let unknown = [snitch(&globex, 10, t0()), snitch(&case("initech"), 11, t0())];
+    let unknown = [
+        snitch(&globex, 10, t0()),
+        snitch(&case("initech"), 11, t0()),
+    ];
     let result = store.insert_snitches(&unknown, NO_LIMIT).await;
     assert!(
         matches!(result, Err(StorageError::UnknownCase(_))),

@@ -328,7 +328,10 @@ pub trait Storage: Send + Sync {
             if !seen.insert(snitch.token()) || self.snitch(snitch.token()).await?.is_some() {
                 return Err(StorageError::DuplicateToken);
             }
-            match per_case.iter_mut().find(|(case, _)| *case == snitch.case_id()) {
+            match per_case
+                .iter_mut()
+                .find(|(case, _)| *case == snitch.case_id())
+            {
                 Some((_, n)) => *n += 1,
                 None => per_case.push((snitch.case_id(), 1)),
             }

@@ -114,12 +114,8 @@ pub(crate) async fn insert_snitches(
                 .await
                 .map_err(backend)?;
                 tx.rollback().await.map_err(backend)?;
-                let unknown = unknown.and_then(|id| {
-                    chunk
-                        .iter()
-                        .map(Snitch::case_id)
-                        .find(|c| c.as_str() == id)
-                });
+                let unknown = unknown
+                    .and_then(|id| chunk.iter().map(Snitch::case_id).find(|c| c.as_str() == id));
                 return Err(match unknown {
                     Some(case) => StorageError::UnknownCase(case.clone()),
                     None => StorageError::LimitReached { max: max_snitches },
