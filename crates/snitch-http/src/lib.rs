@@ -238,21 +238,28 @@ pub fn api_router(state: ApiState) -> Router {
         // After the routes: it applies to those registered before it.
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .fallback(|| async { ApiError::not_found() })
-        .layer(axum::middleware::from_fn(
-            |req: Request, next: Next| async {
-                match refusal(&req) {
-                    Some(Refusal::NotFound) => ApiError::not_found().into_response(),
-                    Some(Refusal::TooLarge) => ApiError::payload_too_large().into_response(),
-                    None => next.run(req).await,
-                }
-            },
-        ))
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(CatchPanicLayer::new())
-        .layer(axum::middleware::from_fn_with_state(
-            observe::Observer::api(state.inner.metrics.clone()),
-            observe::observe,
-        ))
+        // One layer of the whole stack, outermost first: each `Router::layer` would box the
+        // routes again, and every request would clone each box.
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(axum::middleware::from_fn_with_state(
+                    observe::Observer::api(state.inner.metrics.clone()),
+                    observe::observe,
+                ))
+                .layer(CatchPanicLayer::new())
+                .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+                .layer(axum::middleware::from_fn(
+                    |req: Request, next: Next| async {
+                        match refusal(&req) {
+                            Some(Refusal::NotFound) => ApiError::not_found().into_response(),
+                            Some(Refusal::TooLarge) => {
+                                ApiError::payload_too_large().into_response()
+                            }
+                            None => next.run(req).await,
+                        }
+                    },
+                )),
+        )
         .with_state(state)
 }
 
@@ -275,21 +282,25 @@ pub fn check_in_router_with_metrics(service: SnitchService, metrics: Arc<Metrics
     Router::new()
         .route("/{token}", get(check_in).post(check_in))
         .fallback(|| async { not_found_text() })
-        .layer(axum::middleware::from_fn(
-            |req: Request, next: Next| async {
-                match refusal(&req) {
-                    Some(Refusal::NotFound) => not_found_text(),
-                    Some(Refusal::TooLarge) => too_large_text(),
-                    None => next.run(req).await,
-                }
-            },
-        ))
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(CatchPanicLayer::new())
-        .layer(axum::middleware::from_fn_with_state(
-            observer,
-            observe::observe,
-        ))
+        // One layer of the whole stack, outermost first (see `api_router`).
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(axum::middleware::from_fn_with_state(
+                    observer,
+                    observe::observe,
+                ))
+                .layer(CatchPanicLayer::new())
+                .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+                .layer(axum::middleware::from_fn(
+                    |req: Request, next: Next| async {
+                        match refusal(&req) {
+                            Some(Refusal::NotFound) => not_found_text(),
+                            Some(Refusal::TooLarge) => too_large_text(),
+                            None => next.run(req).await,
+                        }
+                    },
+                )),
+        )
         .with_state(CheckInState { service, metrics })
 }
 
