@@ -100,10 +100,11 @@ enum RowId {
     Memory,
     AlertDelay,
     ApiList,
+    Instructions,
 }
 
 impl RowId {
-    const ALL: [RowId; 10] = [
+    const ALL: [RowId; 11] = [
         RowId::CheckInMemory,
         RowId::CheckInPostgres,
         RowId::CheckInPostgresOneToken,
@@ -114,11 +115,12 @@ impl RowId {
         RowId::Memory,
         RowId::AlertDelay,
         RowId::ApiList,
+        RowId::Instructions,
     ];
 
     /// The order rows run in: the memory row first, while the heap holds nothing freed
     /// that the snitches could reuse (which would hide their cost).
-    const RUN_ORDER: [RowId; 10] = [
+    const RUN_ORDER: [RowId; 11] = [
         RowId::Memory,
         RowId::CheckInMemory,
         RowId::CheckInPostgres,
@@ -129,6 +131,7 @@ impl RowId {
         RowId::SweepSqlite,
         RowId::AlertDelay,
         RowId::ApiList,
+        RowId::Instructions,
     ];
 
     fn number(self) -> &'static str {
@@ -143,6 +146,7 @@ impl RowId {
             RowId::Memory => "4",
             RowId::AlertDelay => "5",
             RowId::ApiList => "6",
+            RowId::Instructions => "7",
         }
     }
 
@@ -194,6 +198,10 @@ impl RowId {
                 "API `GET /v1/snitches` latency ({} snitches in the case)",
                 thousands(sizes.api_snitches)
             ),
+            RowId::Instructions => format!(
+                "Instructions per check-in through `SnitchService`, one snitch (valgrind \
+                 callgrind, {COUNTED_CHECK_INS} check-ins after {WARM_UP_CHECK_INS} unmeasured)"
+            ),
         }
     }
 
@@ -209,6 +217,7 @@ impl RowId {
             RowId::Memory => "< 1 KiB",
             RowId::AlertDelay => "p99 < 1 s",
             RowId::ApiList => "p99 < 500 ms (ours: the issue sets none)",
+            RowId::Instructions => "— (informative: the issue sets none)",
         }
     }
 }
@@ -384,6 +393,7 @@ async fn run_row(id: RowId, sizes: &Sizes, database_url: &str) -> Result<Measure
         RowId::Memory => memory_per_snitch(sizes.memory_snitches).await,
         RowId::AlertDelay => alert_delay(sizes.alert_snitches).await,
         RowId::ApiList => api_list(sizes).await,
+        RowId::Instructions => instructions(database_url).await,
     }
 }
 
@@ -1191,6 +1201,139 @@ async fn time_list(api: SocketAddr, sizes: &Sizes) -> Result<(Latency, usize), B
 }
 
 // ---------------------------------------------------------------------------------------
+// Row 7: instructions per check-in, counted by valgrind.
+
+/// Check-ins measured in each run of `examples/check_in_instructions.rs`.
+const COUNTED_CHECK_INS: usize = 100;
+/// Check-ins before them, not measured (statements prepared, caches filled).
+const WARM_UP_CHECK_INS: usize = 20;
+/// The function of `check_in_instructions` holding the measured check-ins (a glob on its
+/// demangled name, `check_in_instructions::measured_check_ins`).
+const MEASURED_FUNCTION: &str = "*measured_check_ins*";
+/// Runs of each store: the median is reported, the range shows how repeatable it is.
+const CALLGRIND_RUNS: usize = 3;
+/// The function it calls right after them.
+const MEASUREMENT_FINISHED: &str = "measurement_finished";
+
+/// Row 7: each store [`CALLGRIND_RUNS`] times under `valgrind --tool=callgrind`;
+/// instructions per check-in (the median run) and how far apart the runs were. Met when
+/// measured: the row informs, it has no target.
+async fn instructions(database_url: &str) -> Result<Measured, BoxError> {
+    let program = sibling_binary("check_in_instructions")?;
+    let database_url = database_url.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let mut figures = Vec::new();
+        for (store, label) in [
+            ("memory", "memory"),
+            ("sqlite", "SQLite"),
+            ("postgres", "Postgres"),
+        ] {
+            let mut counts = (0..CALLGRIND_RUNS)
+                .map(|_| callgrind_check_ins(&program, store, &database_url))
+                .collect::<Result<Vec<u64>, BoxError>>()?;
+            counts.sort_unstable();
+            let median = counts[counts.len() / 2];
+            let range = (counts[counts.len() - 1] - counts[0]) as f64 / median.max(1) as f64;
+            eprintln!(
+                "   {label}: {} instructions for {COUNTED_CHECK_INS} check-ins",
+                counts
+                    .iter()
+                    .map(|n| thousands(*n as usize))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            let agreement = if range == 0.0 {
+                "runs identical".to_owned()
+            } else {
+                format!("runs within {:.2}%", range * 100.0)
+            };
+            figures.push(format!(
+                "{label} {} ({agreement})",
+                thousands((median as f64 / COUNTED_CHECK_INS as f64).round() as usize)
+            ));
+        }
+        Ok(Measured {
+            figure: format!(
+                "{} instructions per check-in, the median of {CALLGRIND_RUNS} runs each (every \
+                 thread of the process: SQLite's own work included; Postgres: the client side \
+                 only)",
+                figures.join(", ")
+            ),
+            met: true,
+        })
+    })
+    .await?
+}
+
+/// One run of `check_in_instructions <store>` under callgrind; the instructions executed
+/// while [`MEASURED_FUNCTION`] ran. A `--dump-before` of it and one of
+/// [`MEASUREMENT_FINISHED`] cut the profile there, so the second dump holds exactly that
+/// window, in every thread (SQLite runs on sqlx's worker threads, which
+/// `--toggle-collect` would leave out: it counts only the thread that enters the
+/// function).
+fn callgrind_check_ins(program: &Path, store: &str, database_url: &str) -> Result<u64, BoxError> {
+    let dir = tempfile::Builder::new()
+        .prefix("snitch-bench-callgrind-")
+        .tempdir()?;
+    let output = std::process::Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--dump-before={MEASURED_FUNCTION}"))
+        .arg(format!("--dump-before=*{MEASUREMENT_FINISHED}*"))
+        .arg(format!(
+            "--callgrind-out-file={}",
+            dir.path().join("callgrind.out").display()
+        ))
+        .arg(program)
+        .arg(store)
+        .arg(format!("--check-ins={COUNTED_CHECK_INS}"))
+        .arg(format!("--warm-up={WARM_UP_CHECK_INS}"))
+        .arg(format!("--database-url={database_url}"))
+        .output()
+        .map_err(|e| format!("cannot run valgrind (scripts/bench.sh installs it): {e}"))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(10).collect();
+        return Err(format!(
+            "valgrind on {store} failed ({}): {}",
+            output.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
+        )
+        .into());
+    }
+    let mut measured = None;
+    for entry in std::fs::read_dir(dir.path())? {
+        let text = std::fs::read_to_string(entry?.path())?;
+        if let Some(count) = window_total(&text)? {
+            if measured.replace(count).is_some() {
+                return Err(format!("{MEASURED_FUNCTION} ran more than once").into());
+            }
+        }
+    }
+    measured.ok_or_else(|| format!("no callgrind dump before {MEASUREMENT_FINISHED}").into())
+}
+
+/// The instructions of the callgrind dump that ends the measured window (its
+/// `desc: Trigger:` line names [`MEASUREMENT_FINISHED`]), from its `totals:` (or
+/// `summary:`) line; `None` for the other dumps.
+fn window_total(dump: &str) -> Result<Option<u64>, BoxError> {
+    let ends_window = dump
+        .lines()
+        .any(|l| l.starts_with("desc: Trigger:") && l.contains(MEASUREMENT_FINISHED));
+    if !ends_window {
+        return Ok(None);
+    }
+    let total = dump
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("totals:")
+                .or_else(|| l.strip_prefix("summary:"))
+        })
+        .and_then(|rest| rest.split_whitespace().next())
+        .ok_or("a callgrind dump without totals")?;
+    Ok(Some(total.parse()?))
+}
+
+// ---------------------------------------------------------------------------------------
 // Shared helpers: the server, snitches through the service, Postgres, statistics, report.
 
 /// The real server (`snitch::server::launch_with_clock`) on two listeners on 127.0.0.1:0.
@@ -1875,7 +2018,17 @@ fn header(sizes: &Sizes, elapsed: Duration, load_at_start: &str) -> String {
          so the API's limiter does not interfere with their set-up or requests; row 6's \
          target is ours, as the issue gives none.\n\
          - Latencies of the check-in rows are wrk's percentiles; the others are \
-         nearest-rank percentiles of every request in the measured time.\n",
+         nearest-rank percentiles of every request in the measured time.\n\
+         - Row 7 counts instructions, which the machine's load does not change: \
+         `examples/check_in_instructions.rs` checks one snitch in through `SnitchService` \
+         on a current-thread runtime, and `valgrind --tool=callgrind`, dumping its profile \
+         when `measured_check_ins` starts and when it has returned, counts that window in \
+         every thread of the process (SQLite's worker threads included; for Postgres only \
+         the client side: the server's work is not counted). Each store is run three times, \
+         on a fresh database each time, and the median reported: the memory store's counts \
+         are identical; on SQLite and Postgres runs differ by up to a few percent, as how \
+         often the runtime polls and parks while it waits for the disk or the socket \
+         depends on timing.\n",
         sizes.command,
         human_duration(elapsed),
         cpu_model(),
