@@ -57,10 +57,10 @@ const DEFAULT_OUTPUT: &str = "BENCHMARKS.md";
 /// Where the hand-written part of BENCHMARKS.md starts; it is kept when the file is
 /// generated again.
 const FINDINGS_HEADING: &str = "## Findings";
-/// Concurrent `insert_snitch` calls when filling the Postgres store.
-const PG_INSERT_WORKERS: usize = 32;
-/// Concurrent `insert_snitch` calls when filling the SQLite store (one writer: they queue).
-const SQLITE_INSERT_WORKERS: usize = 8;
+/// Connections of the Postgres sweep row's pool.
+const PG_CONNECTIONS: u32 = 32;
+/// Connections of the pool that fills the SQLite sweep row's file.
+const SQLITE_FILL_CONNECTIONS: u32 = 8;
 /// How far ahead of the alert boundary the shifted clock is set once all is ready.
 const ALERT_LEAD: chrono::Duration = chrono::Duration::seconds(2);
 /// The API key of the API row's case.
@@ -701,7 +701,7 @@ async fn sweep_memory(population: Population) -> Result<Measured, BoxError> {
     let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
     let snitches = Snitches::new(population)?;
     snitches.store_cases(storage.as_ref()).await?;
-    let inserted = snitches.insert(storage.clone(), 1).await?;
+    let inserted = snitches.insert(storage.clone()).await?;
     eprintln!(
         "   inserted {} snitches in {:.2} s",
         thousands(population.total),
@@ -731,16 +731,16 @@ async fn sweep_postgres_in(
     db: &FreshDatabase,
 ) -> Result<Measured, BoxError> {
     let pool = PgPoolOptions::new()
-        .max_connections(PG_INSERT_WORKERS as u32)
+        .max_connections(PG_CONNECTIONS)
         .connect_with(db.options.clone())
         .await?;
     MIGRATOR.run(&pool).await?;
     let storage: Arc<dyn Storage> = Arc::new(PgStorage::new(pool.clone()));
     let snitches = Snitches::new(population)?;
     snitches.store_cases(storage.as_ref()).await?;
-    let inserted = snitches.insert(storage.clone(), PG_INSERT_WORKERS).await?;
+    let inserted = snitches.insert(storage.clone()).await?;
     eprintln!(
-        "   inserted {} snitches in {:.1} s ({PG_INSERT_WORKERS} at a time)",
+        "   inserted {} snitches in {:.1} s (bulk insert)",
         thousands(population.total),
         inserted.as_secs_f64()
     );
@@ -748,8 +748,8 @@ async fn sweep_postgres_in(
     pool.close().await;
     Ok(Measured {
         figure: format!(
-            "{:.3} s to detect and store {} events (insert of {}: {:.1} s, \
-             {PG_INSERT_WORKERS} concurrent `insert_snitch`)",
+            "{:.3} s to detect and store {} events (set-up: {} snitches created in {:.1} s \
+             by the bulk `insert_snitches`, target < 10 s)",
             took.as_secs_f64(),
             thousands(population.due),
             thousands(population.total),
@@ -769,7 +769,7 @@ async fn sweep_sqlite(population: Population) -> Result<Measured, BoxError> {
     let snitches = Snitches::new(population)?;
     let inserted = fill_sqlite(&path, &snitches).await?;
     eprintln!(
-        "   inserted {} snitches in {:.1} s ({SQLITE_INSERT_WORKERS} at a time, synchronous = OFF)",
+        "   inserted {} snitches in {:.1} s (bulk insert, synchronous = OFF)",
         thousands(population.total),
         inserted.as_secs_f64()
     );
@@ -780,9 +780,8 @@ async fn sweep_sqlite(population: Population) -> Result<Measured, BoxError> {
     let took = took?;
     Ok(Measured {
         figure: format!(
-            "{:.3} s to detect and store {} events (insert of {}: {:.1} s, \
-             {SQLITE_INSERT_WORKERS} concurrent `insert_snitch`, `synchronous = OFF`; swept \
-             with `synchronous = FULL`)",
+            "{:.3} s to detect and store {} events (set-up: {} snitches created in {:.1} s by \
+             the bulk `insert_snitches`, `synchronous = OFF`; swept with `synchronous = FULL`)",
             took.as_secs_f64(),
             thousands(population.due),
             thousands(population.total),
@@ -797,13 +796,13 @@ async fn fill_sqlite(path: &Path, snitches: &Snitches) -> Result<Duration, BoxEr
     let options = snitch::store::sqlite::connect_options(path)
         .synchronous(sqlx::sqlite::SqliteSynchronous::Off);
     let pool = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(SQLITE_INSERT_WORKERS as u32)
+        .max_connections(SQLITE_FILL_CONNECTIONS)
         .connect_with(options)
         .await?;
     snitch::store::sqlite::MIGRATOR.run(&pool).await?;
     let storage: Arc<dyn Storage> = Arc::new(SqliteStorage::new(pool.clone()));
     snitches.store_cases(storage.as_ref()).await?;
-    let inserted = snitches.insert(storage, SQLITE_INSERT_WORKERS).await;
+    let inserted = snitches.insert(storage).await;
     pool.close().await;
     inserted
 }
@@ -818,7 +817,7 @@ async fn memory_per_snitch(count: usize) -> Result<Measured, BoxError> {
     let storage: Arc<dyn Storage> = Arc::new(MemoryStorage::new());
     snitches.store_cases(storage.as_ref()).await?;
     let before = resident_bytes()?;
-    snitches.insert(storage.clone(), 1).await?;
+    snitches.insert(storage.clone()).await?;
     let after = resident_bytes()?;
     drop(storage);
     let per_snitch = after.saturating_sub(before) as f64 / count as f64;
@@ -865,7 +864,7 @@ impl Snitches {
             Interval::Hourly,
             start,
         );
-        blank.tags = Tags::parse(&["prod", "db"]).map_err(|v| v.message)?;
+        blank.set_tags(Tags::parse(&["prod", "db"]).map_err(|v| v.message)?);
         let checked_in_at = |at: Timestamp| {
             let check_in = CheckIn::new(at, Outcome::Success, None);
             machine::check_in(&blank, &check_in, &cases[0].plan).snitch
@@ -898,38 +897,26 @@ impl Snitches {
         } else {
             &self.later_template
         };
-        let mut snitch = template.clone();
-        snitch.token = bench_token(n)?;
-        snitch.case_id = self.cases[n % self.cases.len()].id.clone();
-        Ok(snitch)
+        let mut record = template.to_record();
+        record.token = bench_token(n)?;
+        record.case_id = self.cases[n % self.cases.len()].id.clone();
+        Ok(Snitch::restore(record)?)
     }
 
-    /// Inserts them all with `workers` concurrent `insert_snitch` calls; the time it took.
-    async fn insert(
-        &self,
-        storage: Arc<dyn Storage>,
-        workers: usize,
-    ) -> Result<Duration, BoxError> {
+    /// Inserts them all with the store's bulk insert (`Storage::insert_snitches`), a
+    /// batch at a time; the time it took.
+    async fn insert(&self, storage: Arc<dyn Storage>) -> Result<Duration, BoxError> {
+        const BATCH: usize = 10_000;
         let started = Instant::now();
         let progress = Progress::start("inserted", self.population.total);
-        let mut tasks = JoinSet::new();
-        // Each worker gets its own copy of the templates (they are small).
-        for worker in 0..workers {
-            let snitches = self.clone();
-            let storage = storage.clone();
-            let done = progress.counter();
-            tasks.spawn(async move {
-                for n in (worker..snitches.population.total).step_by(workers) {
-                    storage
-                        .insert_snitch(&snitches.snitch(n)?, u32::MAX)
-                        .await?;
-                    done.fetch_add(1, Ordering::Relaxed);
-                }
-                Ok::<(), BoxError>(())
-            });
-        }
-        while let Some(joined) = tasks.join_next().await {
-            joined??;
+        let done = progress.counter();
+        for first in (0..self.population.total).step_by(BATCH) {
+            let last = (first + BATCH).min(self.population.total);
+            let batch = (first..last)
+                .map(|n| self.snitch(n))
+                .collect::<Result<Vec<_>, _>>()?;
+            storage.insert_snitches(&batch, u32::MAX).await?;
+            done.fetch_add(batch.len(), Ordering::Relaxed);
         }
         progress.finish();
         Ok(started.elapsed())
@@ -1726,7 +1713,7 @@ async fn create_snitches(
                     notes: Some("made by examples/bench.rs".into()),
                     ..Default::default()
                 };
-                tokens.push(service.create(&case, &fields).await?.token.to_string());
+                tokens.push(service.create(&case, &fields).await?.token().to_string());
                 done.fetch_add(1, Ordering::Relaxed);
             }
             Ok::<_, BoxError>(tokens)

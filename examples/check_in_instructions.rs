@@ -140,7 +140,7 @@ fn run(
             tags: Some(vec!["bench".into(), "prod".into()]),
             ..Default::default()
         };
-        let token = service.create(&case, &fields).await?.token.to_string();
+        let token = service.create(&case, &fields).await?.token().to_string();
         for _ in 0..args.warm_up {
             service.check_in(&token, Outcome::Success, None).await?;
         }
@@ -150,7 +150,7 @@ fn run(
         runtime.block_on(async {
             let token = Token::parse(&token).map_err(|e| e.to_string())?;
             let snitch = service.storage().snitch(&token).await?;
-            Ok::<_, BoxError>(snitch.ok_or("the snitch is not stored")?.version)
+            Ok::<_, BoxError>(snitch.ok_or("the snitch is not stored")?.version())
         })
     };
     let before = version(&service)?;

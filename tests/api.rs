@@ -1140,7 +1140,7 @@ async fn a_case_on_hold_gets_402_account_on_hold_but_its_check_ins_count() {
         .create(&held, &fields)
         .await
         .expect("created");
-    let token = snitch.token.to_string();
+    let token = snitch.token().to_string();
     let path = format!("/v1/snitches/{token}");
 
     let requests = [
@@ -1201,7 +1201,7 @@ async fn a_case_on_hold_gets_402_account_on_hold_but_its_check_ins_count() {
         .expect("snitch");
     assert_eq!(stored.status().as_str(), "healthy");
     // The snitch still exists: nothing above deleted it.
-    assert_eq!(stored.name.as_str(), "old job");
+    assert_eq!(stored.name().as_str(), "old job");
 }
 
 #[tokio::test]
@@ -1302,7 +1302,7 @@ async fn maintenance_mode_is_503_while_check_ins_keep_working() {
         .create(&case, &fields)
         .await
         .expect("created")
-        .token
+        .token()
         .to_string();
 
     for request in [

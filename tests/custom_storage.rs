@@ -38,7 +38,7 @@ async fn the_runtime_runs_on_it_and_every_call_is_counted() {
     let made = snitch.service().create(&case, &fields).await.expect("made");
     let checked = snitch
         .service()
-        .check_in(made.token.as_str(), Outcome::Success, None)
+        .check_in(made.token().as_str(), Outcome::Success, None)
         .await
         .expect("checked in");
     assert_eq!(checked.status().as_str(), "healthy");
@@ -48,7 +48,7 @@ async fn the_runtime_runs_on_it_and_every_call_is_counted() {
     assert_eq!(storage.count("record_stop"), 1);
     // What it forwarded is in the inner store.
     let stored = storage
-        .snitch(&made.token)
+        .snitch(made.token())
         .await
         .expect("read")
         .expect("kept");

@@ -102,10 +102,10 @@ async fn outage_scenario(jobs: Vec<Job>, down_after: Duration, outage: Duration)
         };
         let snitch = service.create(&case, &fields).await.expect("create");
         service
-            .check_in(snitch.token.as_str(), Outcome::Success, None)
+            .check_in(snitch.token().as_str(), Outcome::Success, None)
             .await
             .expect("first check-in");
-        tokens.push(snitch.token.to_string());
+        tokens.push(snitch.token().to_string());
     }
 
     let down = start + down_after;
@@ -266,7 +266,7 @@ async fn a_short_gap_is_not_an_outage() {
     let s = service.create(&case, &fields).await.expect("create");
     service.tick(start).await.expect("sweep");
     service
-        .check_in(s.token.as_str(), Outcome::Success, None)
+        .check_in(s.token().as_str(), Outcome::Success, None)
         .await
         .expect("check in");
     // Due by 03:02; the server sweeps every 50 s, never stalling for a whole minute.
@@ -277,7 +277,7 @@ async fn a_short_gap_is_not_an_outage() {
         service.tick(t).await.expect("sweep");
     }
     let events = service
-        .events(&case, s.token.as_str(), 10)
+        .events(&case, s.token().as_str(), 10)
         .await
         .expect("events");
     assert_eq!(events[0].kind, EventKind::Missing);

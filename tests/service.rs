@@ -71,16 +71,16 @@ async fn create_fills_defaults_and_truncates_time_to_milliseconds() {
         .create(&w.acme, &fields("  backup  ", "daily"))
         .await
         .expect("valid");
-    assert_eq!(s.name.as_str(), "backup");
+    assert_eq!(s.name().as_str(), "backup");
     assert_eq!(s.status(), Status::Pending);
-    assert_eq!(s.state.checked_in_at, None);
-    assert_eq!(s.state.deadline_at, None);
-    assert!(s.tags.is_empty() && s.notes.as_str().is_empty() && s.alert_email.is_empty());
-    assert_eq!(s.created_at, at("2026-11-22T03:00:00.123Z"));
-    assert_eq!(s.token.as_str(), "tok00000000000000001");
+    assert_eq!(s.state().checked_in_at(), None);
+    assert_eq!(s.state().deadline_at(), None);
+    assert!(s.tags().is_empty() && s.notes().as_str().is_empty() && s.alert_email().is_empty());
+    assert_eq!(s.created_at(), at("2026-11-22T03:00:00.123Z"));
+    assert_eq!(s.token().as_str(), "tok00000000000000001");
     let got = w
         .service
-        .get(&w.acme, s.token.as_str())
+        .get(&w.acme, s.token().as_str())
         .await
         .expect("stored");
     assert_eq!(got, s);
@@ -157,7 +157,7 @@ async fn smart_alerts_need_an_hourly_or_longer_interval() {
     };
     let err = w
         .service
-        .update(&w.acme, s.token.as_str(), &to_minute)
+        .update(&w.acme, s.token().as_str(), &to_minute)
         .await
         .expect_err("the combination is checked on update too");
     assert_eq!(problems(err)[0].attribute, "alert_type");
@@ -180,7 +180,7 @@ async fn the_plan_limit_and_holds_refuse_with_their_types() {
     assert_eq!(err.error_type(), Some(ErrorType::PlanLimitReached));
 
     let token = w.service.list(&w.acme, &[]).await.expect("list")[0]
-        .token
+        .token()
         .clone();
     w.acme.on_hold = true;
     let err = w.service.list(&w.acme, &[]).await.expect_err("on hold");
@@ -206,7 +206,7 @@ async fn another_cases_snitch_is_not_found() {
         .create(&w.acme, &fields("mine", "hourly"))
         .await
         .expect("valid");
-    let token = s.token.as_str();
+    let token = s.token().as_str();
     let not_found = |r: Result<(), ServiceError>| {
         assert_eq!(
             r.expect_err("not owned").error_type(),
@@ -254,14 +254,18 @@ async fn tags_keep_order_drop_duplicates_and_filter_the_list() {
 
     let tags = w
         .service
-        .add_tags(&w.acme, a.token.as_str(), &["db".into(), "eu west".into()])
+        .add_tags(
+            &w.acme,
+            a.token().as_str(),
+            &["db".into(), "eu west".into()],
+        )
         .await
         .expect("add");
     let names: Vec<&str> = tags.iter().map(Tag::as_str).collect();
     assert_eq!(names, ["prod", "db", "eu west"]);
     let err = w
         .service
-        .add_tags(&w.acme, a.token.as_str(), &[])
+        .add_tags(&w.acme, a.token().as_str(), &[])
         .await
         .expect_err("one or more tags");
     assert_eq!(err.error_type(), Some(ErrorType::ResourceInvalid));
@@ -269,21 +273,25 @@ async fn tags_keep_order_drop_duplicates_and_filter_the_list() {
     let filter = SnitchService::parse_tag_filter("prod,eu west").expect("valid filter");
     let listed = w.service.list(&w.acme, &filter).await.expect("list");
     assert_eq!(listed.len(), 1);
-    assert_eq!(listed[0].token, a.token);
+    assert_eq!(listed[0].token(), a.token());
     let everything = SnitchService::parse_tag_filter("").expect("empty filter");
     let listed = w.service.list(&w.acme, &everything).await.expect("list");
-    let order: Vec<_> = listed.iter().map(|s| s.token.clone()).collect();
-    assert_eq!(order, [a.token.clone(), b.token.clone()], "oldest first");
+    let order: Vec<_> = listed.iter().map(|s| s.token().clone()).collect();
+    assert_eq!(
+        order,
+        [a.token().clone(), b.token().clone()],
+        "oldest first"
+    );
 
     let tags = w
         .service
-        .remove_tag(&w.acme, a.token.as_str(), "eu west")
+        .remove_tag(&w.acme, a.token().as_str(), "eu west")
         .await
         .expect("remove");
     assert_eq!(tags.len(), 2);
     let tags = w
         .service
-        .remove_tag(&w.acme, a.token.as_str(), "absent")
+        .remove_tag(&w.acme, a.token().as_str(), "absent")
         .await
         .expect("removing an absent tag is harmless");
     assert_eq!(tags.len(), 2);
@@ -294,10 +302,10 @@ async fn tags_keep_order_drop_duplicates_and_filter_the_list() {
     };
     let s = w
         .service
-        .update(&w.acme, a.token.as_str(), &replace)
+        .update(&w.acme, a.token().as_str(), &replace)
         .await
         .expect("update");
-    assert!(s.tags.is_empty(), "an empty array removes all tags");
+    assert!(s.tags().is_empty(), "an empty array removes all tags");
 }
 
 #[tokio::test]
@@ -308,7 +316,7 @@ async fn pause_validates_until_and_state() {
         .create(&w.acme, &fields("job", "hourly"))
         .await
         .expect("valid");
-    let token = s.token.as_str();
+    let token = s.token().as_str();
     let err = w
         .service
         .pause(&w.acme, token, None)
@@ -355,7 +363,7 @@ async fn check_ins_are_recorded_with_their_messages_and_unknown_tokens_are_not_f
         .create(&w.acme, &fields("job", "hourly"))
         .await
         .expect("valid");
-    let token = s.token.as_str();
+    let token = s.token().as_str();
     let message = CheckInMessage::truncating(&"m".repeat(300));
     let s = w
         .service
@@ -406,7 +414,7 @@ async fn the_sweep_declares_missing_snitches_once_per_period() {
             .create(&w.acme, &fields(&format!("job {n}"), "1_minute"))
             .await
             .expect("valid");
-        tokens.push(s.token.clone());
+        tokens.push(s.token().clone());
     }
     // Two check in, one stays pending.
     for t in &tokens[..2] {
@@ -470,7 +478,7 @@ async fn concurrent_check_ins_and_sweeps_lose_nothing() {
         .create(&w.acme, &fields("busy", "1_minute"))
         .await
         .expect("valid");
-    let token = s.token.to_string();
+    let token = s.token().to_string();
     let mut tasks = Vec::new();
     for _ in 0..50 {
         let service = w.service.clone();
@@ -513,7 +521,7 @@ async fn the_wake_hook_hears_of_deadlines_that_moved_earlier_only() {
         .create(&w.acme, &fields("job", "daily"))
         .await
         .expect("valid");
-    let token = s.token.as_str();
+    let token = s.token().as_str();
     service
         .check_in(token, Outcome::Success, None)
         .await
@@ -552,9 +560,13 @@ async fn a_snitch_the_store_cannot_save_does_not_stop_the_sweep() {
 
     let acme = case("acme");
     let due: Vec<snitch::prelude::Snitch> = (1..=3)
-        .map(|n| checked_in(&fixture(&acme, n, at(0)), at(1)).snitch)
+        .map(|n| {
+            checked_in(&fixture(&acme, n, at(0)), at(1))
+                .snitch()
+                .clone()
+        })
         .collect();
-    let poisoned = due[1].token.clone();
+    let poisoned = due[1].token().clone();
     let saved = Arc::new(Mutex::new(Vec::new()));
 
     let mut store = MockStorage::new();
@@ -585,12 +597,12 @@ async fn a_snitch_the_store_cannot_save_does_not_stop_the_sweep() {
         changes
             .iter()
             .map(|change| {
-                if change.snitch.token == poisoned {
+                if change.snitch().token() == &poisoned {
                     return Err(StorageError::Backend("disk full".into()));
                 }
                 log.lock()
                     .expect("not poisoned")
-                    .push(change.snitch.token.clone());
+                    .push(change.snitch().token().clone());
                 Ok(())
             })
             .collect()
@@ -605,7 +617,7 @@ async fn a_snitch_the_store_cannot_save_does_not_stop_the_sweep() {
     );
     let mut saved = saved.lock().expect("not poisoned").clone();
     saved.sort();
-    assert_eq!(saved, [due[0].token.clone(), due[2].token.clone()]);
+    assert_eq!(saved, [due[0].token().clone(), due[2].token().clone()]);
 }
 
 /// A mocked store holding one snitch of `acme`: reads give the current snitch, saves
@@ -657,11 +669,17 @@ async fn a_check_in_retried_after_a_newer_one_committed_never_moves_times_back()
 
     let acme = case("acme");
     // Checked in at 03:01: due at 05:00, the end of the next hour.
-    let v1 = checked_in(&fixture(&acme, 1, minute(0)), minute(1)).snitch;
+    let v1 = checked_in(&fixture(&acme, 1, minute(0)), minute(1))
+        .snitch()
+        .clone();
     let ours = minute(60) - Duration::milliseconds(100); // 03:59:59.900
     let theirs = minute(60) + Duration::milliseconds(100); // 04:00:00.100
-    let newer = checked_in(&v1, theirs).snitch;
-    assert_eq!(newer.state.deadline_at, Some(minute(180)), "due at 06:00");
+    let newer = checked_in(&v1, theirs).snitch().clone();
+    assert_eq!(
+        newer.state().deadline_at(),
+        Some(minute(180)),
+        "due at 06:00"
+    );
 
     let current = Arc::new(Mutex::new(v1.clone()));
     let stored = current.clone();
@@ -672,27 +690,27 @@ async fn a_check_in_retried_after_a_newer_one_committed_never_moves_times_back()
             *stored = newer.clone();
             return Err(StorageError::Conflict);
         }
-        if change.expected_version() != stored.version {
+        if change.expected_version() != stored.version() {
             return Err(StorageError::Conflict);
         }
-        *stored = change.snitch.clone();
+        *stored = change.snitch().clone();
         Ok(())
     });
     let clock = Arc::new(ManualClock::new(ours));
     let service = SnitchService::new(Arc::new(store), clock);
     let saved = service
-        .check_in(v1.token.as_str(), Outcome::Success, None)
+        .check_in(v1.token().as_str(), Outcome::Success, None)
         .await
         .expect("checked in after one conflict");
 
-    let state = &saved.state;
-    assert!(state.checked_in_at >= Some(theirs), "{state:?}");
-    assert!(state.anchor_at >= Some(theirs), "{state:?}");
+    let state = saved.state();
+    assert!(state.checked_in_at() >= Some(theirs), "{state:?}");
+    assert!(state.anchor_at() >= Some(theirs), "{state:?}");
     assert!(
-        state.deadline_at >= Some(minute(180)),
+        state.deadline_at() >= Some(minute(180)),
         "the deadline never moves earlier than the newer check-in set it: {state:?}"
     );
-    assert_eq!(current.lock().expect("not poisoned").state, *state);
+    assert_eq!(current.lock().expect("not poisoned").state(), state);
 }
 
 /// A save whose COMMIT failed with an unknown outcome is never retried by the service
@@ -707,7 +725,9 @@ async fn a_check_in_whose_commit_outcome_is_unknown_is_never_saved_twice() {
     use snitch::core::StorageError;
 
     let acme = case("acme");
-    let v1 = checked_in(&fixture(&acme, 1, minute(0)), minute(1)).snitch;
+    let v1 = checked_in(&fixture(&acme, 1, minute(0)), minute(1))
+        .snitch()
+        .clone();
     for landed in [true, false] {
         let current = Arc::new(Mutex::new(v1.clone()));
         let stored = current.clone();
@@ -716,7 +736,7 @@ async fn a_check_in_whose_commit_outcome_is_unknown_is_never_saved_twice() {
         let store = one_snitch_store(&acme, current.clone(), move |change, _| {
             counted.fetch_add(1, Ordering::SeqCst);
             if landed {
-                *stored.lock().expect("not poisoned") = change.snitch.clone();
+                *stored.lock().expect("not poisoned") = change.snitch().clone();
             }
             Err(StorageError::CommitOutcomeUnknown(
                 "connection reset during COMMIT".into(),
@@ -725,13 +745,13 @@ async fn a_check_in_whose_commit_outcome_is_unknown_is_never_saved_twice() {
         let clock = Arc::new(ManualClock::new(minute(30)));
         let service = SnitchService::new(Arc::new(store), clock);
         let result = service
-            .check_in(v1.token.as_str(), Outcome::Success, None)
+            .check_in(v1.token().as_str(), Outcome::Success, None)
             .await;
         assert_eq!(saves.load(Ordering::SeqCst), 1, "saved once, never retried");
         if landed {
             let saved = result.expect("the commit landed: acknowledged");
             assert_eq!(saved, *current.lock().expect("not poisoned"));
-            assert_eq!(saved.state.last_check_in_at, Some(minute(30)));
+            assert_eq!(saved.state().last_check_in_at(), Some(minute(30)));
         } else {
             let err = result.expect_err("the outcome is unknown");
             assert!(

@@ -858,13 +858,13 @@ fn describe_model(m: &Model) -> String {
 fn describe_real(s: &Snitch) -> String {
     format!(
         "service: {} {} status={} checked_in_at={} deadline={} offsets={:?} pause={:?}",
-        s.interval,
-        s.alert_type.as_str(),
-        s.state.status,
-        iso_opt(s.state.checked_in_at.map(ms)),
-        iso_opt(s.state.deadline_at.map(ms)),
-        s.state.smart_offsets_ms,
-        s.state.pause
+        s.interval(),
+        s.alert_type().as_str(),
+        s.state().status(),
+        iso_opt(s.state().checked_in_at().map(ms)),
+        iso_opt(s.state().deadline_at().map(ms)),
+        s.state().smart_offsets_ms(),
+        s.state().pause()
     )
 }
 
@@ -992,9 +992,9 @@ impl World {
                     return expect_invalid(res, &["alert_type"]);
                 }
                 let s = res.map_err(|e| format!("create failed: {e:?}"))?;
-                self.log.push(format!("    -> created {}", s.token));
+                self.log.push(format!("    -> created {}", s.token()));
                 self.snitches.push(Tracked {
-                    token: s.token.as_str().to_owned(),
+                    token: s.token().as_str().to_owned(),
                     case,
                     deleted: false,
                     model: Model::new(iv, smart),
@@ -1190,19 +1190,21 @@ impl World {
                     describe_model(m)
                 )
             };
-            if s.interval.as_str() != m.iv.name() || (s.alert_type == AlertType::Smart) != m.smart {
+            if s.interval().as_str() != m.iv.name()
+                || (s.alert_type() == AlertType::Smart) != m.smart
+            {
                 return Err(format!("configuration differs: {}", state()));
             }
-            if s.state.status != m.status.real() {
+            if s.state().status() != m.status.real() {
                 return Err(format!("status differs: {}", state()));
             }
-            if s.state.checked_in_at.map(ms) != m.checked_in_at {
+            if s.state().checked_in_at().map(ms) != m.checked_in_at {
                 return Err(format!("checked_in_at differs: {}", state()));
             }
-            if s.state.deadline_at.map(ms) != m.deadline {
+            if s.state().deadline_at().map(ms) != m.deadline {
                 return Err(format!("deadline differs: {}", state()));
             }
-            if !whole_ms(s.state.checked_in_at) || !whole_ms(s.state.deadline_at) {
+            if !whole_ms(s.state().checked_in_at()) || !whole_ms(s.state().deadline_at()) {
                 return Err(format!("times are not whole milliseconds: {}", state()));
             }
 
@@ -1272,14 +1274,14 @@ impl World {
                     t.seen_missing = true;
                 }
             }
-            if s.state.status == Status::Failed && !t.seen_missing {
+            if s.state().status() == Status::Failed && !t.seen_missing {
                 return Err(format!("failed without a missing event: {}", state()));
             }
             // A step that starts and ends paused emits nothing, unless a timed pause ended
             // during it and a pause operation paused it again (then the newest is
             // `snitch.paused`).
             if t.last_status == Status::Paused
-                && s.state.status == Status::Paused
+                && s.state().status() == Status::Paused
                 && step_real
                     .first()
                     .is_some_and(|e| e.kind != EventKind::Paused)
@@ -1289,7 +1291,7 @@ impl World {
                     state()
                 ));
             }
-            t.last_status = s.state.status;
+            t.last_status = s.state().status();
             t.last_seq = newest_seq;
             t.model.step_events.clear();
         }

@@ -27,7 +27,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let made = snitch.service().create(&case, &fields).await?;
     snitch
         .service()
-        .check_in(made.token.as_str(), Outcome::Success, None)
+        .check_in(made.token().as_str(), Outcome::Success, None)
         .await?;
     snitch.shutdown().await;
 

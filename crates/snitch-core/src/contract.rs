@@ -58,6 +58,7 @@ macro_rules! storage_contract_tests {
             insert_snitch_respects_the_limit_per_case,
             insert_snitch_with_limit_zero_refuses_the_first,
             insert_snitch_limit_holds_under_concurrency,
+            insert_snitches_is_all_or_nothing,
             // Listing a case's snitches.
             snitches_lists_only_the_case_own,
             snitches_are_oldest_first,
@@ -515,6 +516,65 @@ pub async fn insert_snitch_limit_holds_under_concurrency(store: Arc<dyn Storage>
     listed.sort();
     inserted.sort();
     assert_eq!(listed, inserted);
+}
+
+/// A bulk insert keeps the order given and stores all or nothing: a case that would go
+/// over its limit, a taken token or one given twice, or an unknown case stores none.
+pub async fn insert_snitches_is_all_or_nothing(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let globex = with_case(&store, "globex").await;
+    let first: Vec<Snitch> = [1, 2, 3]
+        .into_iter()
+        .map(|n| snitch(&acme, n, t0()))
+        .chain([snitch(&globex, 4, t0())])
+        .collect();
+    store
+        .insert_snitches(&first, 4)
+        .await
+        .expect("under the limit");
+    assert_eq!(listed(&store, &acme, &[]).await, tokens_of(&[1, 2, 3]));
+    assert_eq!(listed(&store, &globex, &[]).await, tokens_of(&[4]));
+    assert_eq!(stored(&store, &token(2)).await, Some(first[1].clone()));
+    store
+        .insert_snitches(&[], 0)
+        .await
+        .expect("nothing to insert");
+
+    // globex has room, acme does not: neither gets any.
+    let over = [
+        snitch(&globex, 5, t0()),
+        snitch(&acme, 6, t0()),
+        snitch(&acme, 7, t0()),
+    ];
+    let result = store.insert_snitches(&over, 4).await;
+    assert!(
+        matches!(result, Err(StorageError::LimitReached { max: 4 })),
+        "expected LimitReached {{ max: 4 }}, got {result:?}"
+    );
+    let taken = [snitch(&globex, 8, t0()), snitch(&globex, 1, at(5))];
+    let twice = [snitch(&globex, 9, t0()), snitch(&globex, 9, t0())];
+    for batch in [&taken[..], &twice[..]] {
+        let result = store.insert_snitches(batch, NO_LIMIT).await;
+        assert!(
+            matches!(result, Err(StorageError::DuplicateToken)),
+            "expected DuplicateToken, got {result:?}"
+        );
+    }
+    let unknown = [
+        snitch(&globex, 10, t0()),
+        snitch(&case("initech"), 11, t0()),
+    ];
+    let result = store.insert_snitches(&unknown, NO_LIMIT).await;
+    assert!(
+        matches!(result, Err(StorageError::UnknownCase(_))),
+        "expected UnknownCase, got {result:?}"
+    );
+    assert_eq!(listed(&store, &acme, &[]).await, tokens_of(&[1, 2, 3]));
+    assert_eq!(listed(&store, &globex, &[]).await, tokens_of(&[4]));
+    assert_eq!(stored(&store, &token(1)).await, Some(first[0].clone()));
+    for n in [5, 6, 7, 8, 9, 10, 11] {
+        assert_eq!(stored(&store, &token(n)).await, None, "snitch {n}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -13,72 +13,133 @@ pub const CHECK_INS_KEPT: usize = 100;
 
 /// A monitor of one job: what the user configured and where the state machine stands.
 ///
-/// Read-only outside this crate, by convention: the fields are public for reading, but a
+/// Read-only outside this crate: its fields are private and read through accessors, so a
 /// snitch changes only through [`crate::machine`] and [`crate::SnitchService`], which keep
-/// its invariants (see [`SnitchRecord`]). It cannot be built with a struct literal outside
-/// this crate (`#[non_exhaustive]`): the service creates snitches, and a store rebuilds one
-/// it reads back with [`Snitch::restore`], which checks the invariants.
+/// its invariants (see [`SnitchRecord`]). The service creates snitches, and a store
+/// rebuilds one it reads back with [`Snitch::restore`], which checks the invariants. The
+/// configured fields with no rule between them (name, tags, notes, alert e-mails) have
+/// setters, for code that builds a snitch with [`Snitch::new`] before inserting it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Snitch {
     /// The secret identifier, in API paths and the check-in URL.
-    pub token: Token,
+    pub(crate) token: Token,
     /// The case (account) that owns the snitch.
-    pub case_id: CaseId,
+    pub(crate) case_id: CaseId,
     /// What the user calls it.
-    pub name: SnitchName,
+    pub(crate) name: SnitchName,
     /// The user's tags, in the order given, without duplicates.
-    pub tags: Tags,
+    pub(crate) tags: Tags,
     /// Free text of the user.
-    pub notes: Notes,
+    pub(crate) notes: Notes,
     /// How often the job is expected to check in.
-    pub interval: Interval,
+    pub(crate) interval: Interval,
     /// How the deadline is set; `smart` only with an interval of an hour or longer.
-    pub alert_type: AlertType,
+    pub(crate) alert_type: AlertType,
     /// Who is e-mailed about it (the case's members when empty).
-    pub alert_email: AlertEmails,
+    pub(crate) alert_email: AlertEmails,
     /// When it was created.
-    pub created_at: Timestamp,
+    pub(crate) created_at: Timestamp,
     /// Where the state machine stands.
-    pub state: SnitchState,
+    pub(crate) state: SnitchState,
     /// Bumped on every saved change; stores refuse a save made from a stale read.
-    pub version: u64,
+    pub(crate) version: u64,
 }
 
 /// Where a snitch stands in the state machine of behaviour.md section 3.
 ///
-/// Read-only outside this crate, by convention, like [`Snitch`]; built outside only
-/// through [`Snitch::restore`].
+/// Read-only outside this crate, like [`Snitch`]: read through accessors, built outside
+/// only through [`Snitch::restore`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SnitchState {
     /// The status the API shows.
-    pub status: Status,
+    pub(crate) status: Status,
     /// The last successful check-in (error check-ins do not move it).
-    pub checked_in_at: Option<Timestamp>,
+    pub(crate) checked_in_at: Option<Timestamp>,
     /// The last check-in of any outcome.
-    pub last_check_in_at: Option<Timestamp>,
+    pub(crate) last_check_in_at: Option<Timestamp>,
     /// The instant deadlines count from: the last check-in, or the last resume from a
     /// pause, whichever is later. `None` while pending.
-    pub anchor_at: Option<Timestamp>,
+    pub(crate) anchor_at: Option<Timestamp>,
     /// When the snitch is declared missing if nothing arrives. `None` while pending or
     /// paused. Always inside (or at the end of) the period it is due in.
-    pub deadline_at: Option<Timestamp>,
+    pub(crate) deadline_at: Option<Timestamp>,
     /// The pause in force: `Some` exactly while the status is `paused`.
-    pub pause: Option<Pause>,
+    pub(crate) pause: Option<Pause>,
     /// Offsets in milliseconds of the recent check-ins from the start of their periods,
     /// oldest first, at most [`SMART_OFFSETS_KEPT`].
-    pub smart_offsets_ms: Vec<i64>,
+    pub(crate) smart_offsets_ms: Vec<i64>,
     /// When the last `snitch.errored` was emitted: at most one errored alert per period
     /// (the period of the current interval, so an interval change cannot double it).
-    pub last_errored_alert_at: Option<Timestamp>,
+    pub(crate) last_errored_alert_at: Option<Timestamp>,
     /// Whether the error the snitch is in (while `errored`) was announced: a recovery is
     /// announced only if its error was (behaviour.md section 8, "Alert economy").
-    pub error_announced: bool,
+    pub(crate) error_announced: bool,
     /// When the last `snitch.reporting` after an error was emitted: at most one per period.
-    pub last_recovery_alert_at: Option<Timestamp>,
+    pub(crate) last_recovery_alert_at: Option<Timestamp>,
     /// How many events this snitch has emitted; event ids are built from it.
-    pub event_seq: u64,
+    pub(crate) event_seq: u64,
+}
+
+impl SnitchState {
+    /// The status the API shows.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// The last successful check-in (error check-ins do not move it).
+    pub fn checked_in_at(&self) -> Option<Timestamp> {
+        self.checked_in_at
+    }
+
+    /// The last check-in of any outcome.
+    pub fn last_check_in_at(&self) -> Option<Timestamp> {
+        self.last_check_in_at
+    }
+
+    /// The instant deadlines count from: the last check-in, or the last resume from a
+    /// pause, whichever is later. `None` while pending.
+    pub fn anchor_at(&self) -> Option<Timestamp> {
+        self.anchor_at
+    }
+
+    /// When the snitch is declared missing if nothing arrives. `None` while pending or
+    /// paused.
+    pub fn deadline_at(&self) -> Option<Timestamp> {
+        self.deadline_at
+    }
+
+    /// The pause in force: `Some` exactly while the status is `paused`.
+    pub fn pause(&self) -> Option<&Pause> {
+        self.pause.as_ref()
+    }
+
+    /// Offsets in milliseconds of the recent check-ins from the start of their periods,
+    /// oldest first, at most [`SMART_OFFSETS_KEPT`].
+    pub fn smart_offsets_ms(&self) -> &[i64] {
+        &self.smart_offsets_ms
+    }
+
+    /// When the last `snitch.errored` was emitted.
+    pub fn last_errored_alert_at(&self) -> Option<Timestamp> {
+        self.last_errored_alert_at
+    }
+
+    /// Whether the error the snitch is in (while `errored`) was announced.
+    pub fn error_announced(&self) -> bool {
+        self.error_announced
+    }
+
+    /// When the last `snitch.reporting` after an error was emitted.
+    pub fn last_recovery_alert_at(&self) -> Option<Timestamp> {
+        self.last_recovery_alert_at
+    }
+
+    /// How many events this snitch has emitted; event ids are built from it.
+    pub fn event_seq(&self) -> u64 {
+        self.event_seq
+    }
 }
 
 /// A pause in force.
@@ -147,6 +208,81 @@ impl Snitch {
     /// Where the state machine stands: `self.state.status`.
     pub fn status(&self) -> Status {
         self.state.status
+    }
+
+    /// The secret identifier, in API paths and the check-in URL.
+    pub fn token(&self) -> &Token {
+        &self.token
+    }
+
+    /// The case (account) that owns the snitch.
+    pub fn case_id(&self) -> &CaseId {
+        &self.case_id
+    }
+
+    /// What the user calls it.
+    pub fn name(&self) -> &SnitchName {
+        &self.name
+    }
+
+    /// The user's tags, in the order given, without duplicates.
+    pub fn tags(&self) -> &Tags {
+        &self.tags
+    }
+
+    /// Free text of the user.
+    pub fn notes(&self) -> &Notes {
+        &self.notes
+    }
+
+    /// How often the job is expected to check in.
+    pub fn interval(&self) -> Interval {
+        self.interval
+    }
+
+    /// How the deadline is set; `smart` only with an interval of an hour or longer.
+    pub fn alert_type(&self) -> AlertType {
+        self.alert_type
+    }
+
+    /// Who is e-mailed about it (the case's members when empty).
+    pub fn alert_email(&self) -> &AlertEmails {
+        &self.alert_email
+    }
+
+    /// When it was created.
+    pub fn created_at(&self) -> Timestamp {
+        self.created_at
+    }
+
+    /// Where the state machine stands.
+    pub fn state(&self) -> &SnitchState {
+        &self.state
+    }
+
+    /// Bumped on every saved change; stores refuse a save made from a stale read.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Renames it (no invariant depends on the name).
+    pub fn set_name(&mut self, name: SnitchName) {
+        self.name = name;
+    }
+
+    /// Replaces its tags (no invariant depends on them).
+    pub fn set_tags(&mut self, tags: Tags) {
+        self.tags = tags;
+    }
+
+    /// Replaces its notes (no invariant depends on them).
+    pub fn set_notes(&mut self, notes: Notes) {
+        self.notes = notes;
+    }
+
+    /// Replaces who is e-mailed about it (no invariant depends on it).
+    pub fn set_alert_email(&mut self, alert_email: AlertEmails) {
+        self.alert_email = alert_email;
     }
 
     /// Rebuilds a snitch a store read back, checking what can be checked of its

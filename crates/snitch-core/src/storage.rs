@@ -99,27 +99,27 @@ impl StorageError {
 /// first; several when concurrent check-ins of one snitch are saved together), the events
 /// it emitted and their deliveries (the outbox). A store keeps all of it or none.
 ///
-/// Built only by this crate (the service, [`Change::new`]); read-only to stores, by
-/// convention.
+/// Built by this crate (the service, [`Change::new`]); read-only outside it, through
+/// accessors.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Change {
     /// The snitch as it is after the change; its `version` is one more than the stored one.
-    pub snitch: Snitch,
+    pub(crate) snitch: Snitch,
     /// Oldest first; a store keeps the newest [`Change::keep_check_ins`] of the snitch's
     /// history, this change's included.
-    pub check_ins: Vec<CheckIn>,
+    pub(crate) check_ins: Vec<CheckIn>,
     /// How many check-ins of the snitch's history the store keeps after this change
     /// (at least 1; [`crate::snitch::CHECK_INS_KEPT`] unless the server is configured
     /// otherwise): older ones are dropped when check-ins are appended.
-    pub keep_check_ins: usize,
+    pub(crate) keep_check_ins: usize,
     /// The events the change emitted, in order.
-    pub events: Vec<Event>,
+    pub(crate) events: Vec<Event>,
     /// The deliveries of `events`, to be sent by a dispatcher.
-    pub deliveries: Vec<Delivery>,
+    pub(crate) deliveries: Vec<Delivery>,
     /// The ids of the outages that gave this snitch a fresh deadline in this change: the
     /// store counts the snitch once per outage for its case ([`Storage::case_outages`]).
-    pub deferred_by: Vec<u64>,
+    pub(crate) deferred_by: Vec<u64>,
 }
 
 impl Change {
@@ -141,9 +141,57 @@ impl Change {
         }
     }
 
+    /// The change with these deliveries instead (test support: stores' tests build
+    /// outboxes the service would build from the case's webhooks and members).
+    #[cfg(feature = "test-support")]
+    pub fn with_deliveries(mut self, deliveries: Vec<Delivery>) -> Self {
+        self.deliveries = deliveries;
+        self
+    }
+
+    /// The change with these events instead (test support: a change the service would
+    /// never make, e.g. reusing another change's event ids, to test how a store refuses it).
+    #[cfg(feature = "test-support")]
+    pub fn with_events(mut self, events: Vec<Event>) -> Self {
+        self.events = events;
+        self
+    }
+
     /// The version the stored snitch must have for the change to apply.
     pub fn expected_version(&self) -> u64 {
         self.snitch.version.saturating_sub(1)
+    }
+
+    /// The snitch as it is after the change; its `version` is one more than the stored one.
+    pub fn snitch(&self) -> &Snitch {
+        &self.snitch
+    }
+
+    /// The check-ins the change appends to the snitch's history, oldest first.
+    pub fn check_ins(&self) -> &[CheckIn] {
+        &self.check_ins
+    }
+
+    /// How many check-ins of the snitch's history the store keeps after this change (at
+    /// least 1): older ones are dropped when check-ins are appended.
+    pub fn keep_check_ins(&self) -> usize {
+        self.keep_check_ins
+    }
+
+    /// The events the change emitted, in order.
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// The deliveries of `events`, to be sent by a dispatcher.
+    pub fn deliveries(&self) -> &[Delivery] {
+        &self.deliveries
+    }
+
+    /// The ids of the outages that gave this snitch a fresh deadline in this change: the
+    /// store counts the snitch once per outage for its case ([`Storage::case_outages`]).
+    pub fn deferred_by(&self) -> &[u64] {
+        &self.deferred_by
     }
 }
 
@@ -259,6 +307,49 @@ pub trait Storage: Send + Sync {
     /// Stores a new snitch, unless its case already holds `max_snitches`
     /// ([`StorageError::LimitReached`]); the count and the insert are one atomic step.
     async fn insert_snitch(&self, snitch: &Snitch, max_snitches: u32) -> Result<(), StorageError>;
+
+    /// Stores new snitches (an import, a benchmark's set-up) as [`Storage::insert_snitch`]
+    /// would one after another, in order, each case holding at most `max_snitches`; all or
+    /// nothing: on any error ([`StorageError::LimitReached`] if a case would go over,
+    /// [`StorageError::DuplicateToken`] if a token is taken or given twice,
+    /// [`StorageError::UnknownCase`]) none is stored.
+    ///
+    /// Provided: checks every snitch against what is stored, then inserts them one after
+    /// another (all or nothing only when nothing else inserts meanwhile). The built-in stores
+    /// do it in one atomic step.
+    async fn insert_snitches(
+        &self,
+        snitches: &[Snitch],
+        max_snitches: u32,
+    ) -> Result<(), StorageError> {
+        let mut per_case: Vec<(&CaseId, u64)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for snitch in snitches {
+            if !seen.insert(snitch.token()) || self.snitch(snitch.token()).await?.is_some() {
+                return Err(StorageError::DuplicateToken);
+            }
+            match per_case
+                .iter_mut()
+                .find(|(case, _)| *case == snitch.case_id())
+            {
+                Some((_, n)) => *n += 1,
+                None => per_case.push((snitch.case_id(), 1)),
+            }
+        }
+        for (case, adding) in per_case {
+            if self.case(case).await?.is_none() {
+                return Err(StorageError::UnknownCase(case.clone()));
+            }
+            let held = self.snitches(case, &[]).await?.len() as u64;
+            if held + adding > u64::from(max_snitches) {
+                return Err(StorageError::LimitReached { max: max_snitches });
+            }
+        }
+        for snitch in snitches {
+            self.insert_snitch(snitch, max_snitches).await?;
+        }
+        Ok(())
+    }
 
     /// The snitch with this token, if stored.
     async fn snitch(&self, token: &Token) -> Result<Option<Snitch>, StorageError>;

@@ -5,6 +5,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use crate::calendar::Interval;
 use crate::validation::Validation;
@@ -53,7 +54,7 @@ fn too_long(max: usize) -> String {
 
 /// What a snitch monitors. 1 to 255 characters after trimming.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SnitchName(String);
+pub struct SnitchName(Arc<str>);
 
 impl SnitchName {
     /// Parses a name: trimmed, not blank, at most [`NAME_MAX_CHARS`], no NUL.
@@ -66,7 +67,7 @@ impl SnitchName {
         if name.chars().count() > NAME_MAX_CHARS {
             return Err(Validation::new("name", too_long(NAME_MAX_CHARS)));
         }
-        Ok(SnitchName(name.to_owned()))
+        Ok(SnitchName(name.into()))
     }
 
     /// The name.
@@ -78,7 +79,7 @@ impl SnitchName {
 /// A keyword tag: 1 to 64 characters after trimming, no commas (they separate tags in
 /// the list filter).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Tag(String);
+pub struct Tag(Arc<str>);
 
 impl Tag {
     /// Parses a tag: trimmed, not blank, no comma, at most [`TAG_MAX_CHARS`], no NUL.
@@ -100,7 +101,7 @@ impl Tag {
                 format!("{tag:?} is too long (maximum is {TAG_MAX_CHARS} characters)"),
             ));
         }
-        Ok(Tag(tag.to_owned()))
+        Ok(Tag(tag.into()))
     }
 
     /// The tag.
@@ -117,7 +118,7 @@ impl fmt::Display for Tag {
 
 /// The tags of one snitch: in the order given, duplicates dropped (first wins), at most 50.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Tags(Vec<Tag>);
+pub struct Tags(Arc<[Tag]>);
 
 impl Tags {
     /// Parses a whole list; the first problem found is reported.
@@ -130,7 +131,7 @@ impl Tags {
     /// Appends tags not already present, keeping order; fails without change if a tag is
     /// invalid or the result would exceed the limit.
     pub fn extend_parsed<S: AsRef<str>>(&mut self, raw: &[S]) -> Result<(), Validation> {
-        let mut next = self.0.clone();
+        let mut next = self.0.to_vec();
         for r in raw {
             let tag = Tag::parse(r.as_ref())?;
             if !next.contains(&tag) {
@@ -143,15 +144,17 @@ impl Tags {
                 format!("has too many tags (maximum is {TAGS_MAX})"),
             ));
         }
-        self.0 = next;
+        self.0 = next.into();
         Ok(())
     }
 
     /// Removes a tag; `false` if it was not there.
     pub fn remove(&mut self, tag: &Tag) -> bool {
-        let before = self.0.len();
-        self.0.retain(|t| t != tag);
-        self.0.len() != before
+        if !self.0.contains(tag) {
+            return false;
+        }
+        self.0 = self.0.iter().filter(|t| *t != tag).cloned().collect();
+        true
     }
 
     /// Whether `tag` is among them.
@@ -187,7 +190,7 @@ impl Tags {
 
 /// Free text from the user, at most 10,000 characters. Empty when absent.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Notes(String);
+pub struct Notes(Arc<str>);
 
 impl Notes {
     /// Parses notes: at most [`NOTES_MAX_CHARS`], no NUL.
@@ -196,7 +199,7 @@ impl Notes {
         if raw.chars().count() > NOTES_MAX_CHARS {
             return Err(Validation::new("notes", too_long(NOTES_MAX_CHARS)));
         }
-        Ok(Notes(raw.to_owned()))
+        Ok(Notes(raw.into()))
     }
 
     /// The notes.
@@ -207,7 +210,7 @@ impl Notes {
 
 /// One valid e-mail address.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct EmailAddress(String);
+pub struct EmailAddress(Arc<str>);
 
 impl EmailAddress {
     /// Parses an e-mail address (trimmed).
@@ -215,7 +218,7 @@ impl EmailAddress {
         refuse_nul("alert_email", raw)?;
         let address = raw.trim();
         if email_address::EmailAddress::is_valid(address) {
-            Ok(EmailAddress(address.to_owned()))
+            Ok(EmailAddress(address.into()))
         } else {
             Err(Validation::new(
                 "alert_email",
@@ -238,7 +241,7 @@ impl fmt::Display for EmailAddress {
 
 /// The override list of alert recipients: empty means "all team members". At most 20.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct AlertEmails(Vec<EmailAddress>);
+pub struct AlertEmails(Arc<[EmailAddress]>);
 
 impl AlertEmails {
     /// Parses a list of addresses; blank entries are skipped and duplicates dropped, so
@@ -260,7 +263,7 @@ impl AlertEmails {
                 format!("has too many addresses (maximum is {ALERT_EMAILS_MAX})"),
             ));
         }
-        Ok(AlertEmails(list))
+        Ok(AlertEmails(list.into()))
     }
 
     /// Parses the comma-separated string form of api-v1.md 4.1.
@@ -345,7 +348,7 @@ pub fn check_alert_type_fits(alert_type: AlertType, interval: Interval) -> Resul
 /// The secret identifier of a snitch, used in API paths and its check-in URL:
 /// at least 16 characters from `[a-z0-9]`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Token(String);
+pub struct Token(Arc<str>);
 
 /// The text is not a well-formed token (so no snitch can have it).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -361,7 +364,7 @@ impl Token {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
         if well_formed {
-            Ok(Token(raw.to_owned()))
+            Ok(Token(raw.into()))
         } else {
             Err(InvalidToken)
         }
@@ -455,7 +458,7 @@ impl fmt::Display for Status {
 /// The name of a case (the account that owns snitches): 1 to 64 characters from
 /// `[A-Za-z0-9_.-]`, unique on a server.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CaseId(String);
+pub struct CaseId(Arc<str>);
 
 impl CaseId {
     /// Parses a case id: 1 to 64 characters from `[A-Za-z0-9_.-]`.
@@ -466,7 +469,7 @@ impl CaseId {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
         if ok {
-            Ok(CaseId(raw.to_owned()))
+            Ok(CaseId(raw.into()))
         } else {
             Err(Validation::new(
                 "case",
@@ -533,7 +536,7 @@ impl Case {
 /// The optional message of a check-in (`m`), cut to 256 characters: a check-in is never
 /// refused for its message.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct CheckInMessage(String);
+pub struct CheckInMessage(Arc<str>);
 
 impl CheckInMessage {
     /// `None` for an absent or empty message. Never refused: cut to 256 characters, NUL
@@ -543,7 +546,7 @@ impl CheckInMessage {
             return None;
         }
         let cut: String = raw.chars().take(CHECK_IN_MESSAGE_MAX_CHARS).collect();
-        Some(CheckInMessage(replace_nul(&cut)))
+        Some(CheckInMessage(replace_nul(&cut).into()))
     }
 
     /// The message.

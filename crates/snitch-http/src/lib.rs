@@ -1004,7 +1004,7 @@ mod tests {
                 .create(&self.case, &fields)
                 .await
                 .expect("created");
-            snitch.token.to_string()
+            snitch.token().to_string()
         }
     }
 

@@ -72,23 +72,23 @@ impl SnitchJson {
     /// The JSON of `s`, its check-in URL under `check_in_base`.
     pub fn new(s: &Snitch, check_in_base: &str) -> Self {
         SnitchJson {
-            token: s.token.to_string(),
-            href: format!("/v1/snitches/{}", s.token),
-            name: s.name.as_str().to_owned(),
-            tags: tag_names(s.tags.as_slice()),
+            token: s.token().to_string(),
+            href: format!("/v1/snitches/{}", s.token()),
+            name: s.name().as_str().to_owned(),
+            tags: tag_names(s.tags().as_slice()),
             status: s.status().as_str(),
-            notes: s.notes.as_str().to_owned(),
-            checked_in_at: format_opt(s.state.checked_in_at),
-            check_in_url: format!("{}/{}", check_in_base.trim_end_matches('/'), s.token),
-            interval: s.interval.as_str(),
+            notes: s.notes().as_str().to_owned(),
+            checked_in_at: format_opt(s.state().checked_in_at()),
+            check_in_url: format!("{}/{}", check_in_base.trim_end_matches('/'), s.token()),
+            interval: s.interval().as_str(),
             type_: TypeJson {
-                interval: s.interval.as_str(),
+                interval: s.interval().as_str(),
             },
-            alert_type: s.alert_type.as_str(),
-            alert_email: s.alert_email.iter().map(|e| e.to_string()).collect(),
-            created_at: format_time(s.created_at),
+            alert_type: s.alert_type().as_str(),
+            alert_email: s.alert_email().iter().map(|e| e.to_string()).collect(),
+            created_at: format_time(s.created_at()),
             // Null while pending or paused (behaviour.md section 4).
-            deadline_at: format_opt(s.state.deadline_at),
+            deadline_at: format_opt(s.state().deadline_at()),
         }
     }
 }

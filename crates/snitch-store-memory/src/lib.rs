@@ -4,7 +4,7 @@
 
 #![warn(missing_docs)]
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use async_trait::async_trait;
@@ -109,6 +109,30 @@ fn push_bounded<T>(list: &mut VecDeque<T>, item: T, max: usize) -> Vec<T> {
 }
 
 impl Inner {
+    /// Adds a snitch the caller checked: its case is stored, its token free, its case
+    /// under the limit.
+    fn insert_new(&mut self, snitch: &Snitch) {
+        self.inserted += 1;
+        let insertion = self.inserted;
+        self.by_case
+            .entry(snitch.case_id().clone())
+            .or_default()
+            .insert((snitch.created_at(), insertion), snitch.token().clone());
+        if let Some(wake) = snitch.wake_at() {
+            self.wake_index.insert((wake, snitch.token().clone()));
+        }
+        self.by_status[status_slot(snitch.status())] += 1;
+        self.snitches.insert(
+            snitch.token().clone(),
+            Box::new(Entry {
+                snitch: snitch.clone(),
+                insertion,
+                check_ins: VecDeque::new(),
+                events: VecDeque::new(),
+            }),
+        );
+    }
+
     fn insert_delivery(&mut self, delivery: &Delivery) {
         self.stored_deliveries += 1;
         if delivery.state == DeliveryState::Pending {
@@ -229,37 +253,37 @@ impl Storage for MemoryStorage {
     }
 
     async fn insert_snitch(&self, snitch: &Snitch, max_snitches: u32) -> Result<(), StorageError> {
+        self.insert_snitches(std::slice::from_ref(snitch), max_snitches)
+            .await
+    }
+
+    /// All checked under one lock, then all inserted.
+    async fn insert_snitches(
+        &self,
+        snitches: &[Snitch],
+        max_snitches: u32,
+    ) -> Result<(), StorageError> {
         let mut inner = self.write();
-        if !inner.cases.contains_key(&snitch.case_id) {
-            return Err(StorageError::UnknownCase(snitch.case_id.clone()));
+        let mut adding: HashMap<&CaseId, usize> = HashMap::new();
+        let mut tokens = HashSet::with_capacity(snitches.len());
+        for snitch in snitches {
+            if !inner.cases.contains_key(snitch.case_id()) {
+                return Err(StorageError::UnknownCase(snitch.case_id().clone()));
+            }
+            if inner.snitches.contains_key(snitch.token()) || !tokens.insert(snitch.token()) {
+                return Err(StorageError::DuplicateToken);
+            }
+            *adding.entry(snitch.case_id()).or_default() += 1;
         }
-        if inner.snitches.contains_key(&snitch.token) {
-            return Err(StorageError::DuplicateToken);
+        for (case, n) in adding {
+            let held = inner.by_case.get(case).map_or(0, BTreeMap::len);
+            if held + n > max_snitches as usize {
+                return Err(StorageError::LimitReached { max: max_snitches });
+            }
         }
-        let held = inner.by_case.get(&snitch.case_id).map_or(0, BTreeMap::len);
-        if held >= max_snitches as usize {
-            return Err(StorageError::LimitReached { max: max_snitches });
+        for snitch in snitches {
+            inner.insert_new(snitch);
         }
-        inner.inserted += 1;
-        let insertion = inner.inserted;
-        inner
-            .by_case
-            .entry(snitch.case_id.clone())
-            .or_default()
-            .insert((snitch.created_at, insertion), snitch.token.clone());
-        if let Some(wake) = snitch.wake_at() {
-            inner.wake_index.insert((wake, snitch.token.clone()));
-        }
-        inner.by_status[status_slot(snitch.status())] += 1;
-        inner.snitches.insert(
-            snitch.token.clone(),
-            Box::new(Entry {
-                snitch: snitch.clone(),
-                insertion,
-                check_ins: VecDeque::new(),
-                events: VecDeque::new(),
-            }),
-        );
         Ok(())
     }
 
@@ -274,7 +298,7 @@ impl Storage for MemoryStorage {
     ) -> Result<Option<(Snitch, Option<Case>)>, StorageError> {
         let inner = self.read();
         Ok(inner.snitches.get(token).map(|e| {
-            let case = inner.cases.get(&e.snitch.case_id).cloned();
+            let case = inner.cases.get(e.snitch.case_id()).cloned();
             (e.snitch.clone(), case)
         }))
     }
@@ -288,7 +312,7 @@ impl Storage for MemoryStorage {
             .values()
             .filter_map(|t| inner.snitches.get(t))
             .map(|e| &e.snitch)
-            .filter(|s| s.tags.contains_all(tags))
+            .filter(|s| s.tags().contains_all(tags))
             .cloned()
             .collect())
     }
@@ -296,48 +320,44 @@ impl Storage for MemoryStorage {
     async fn save(&self, change: &Change) -> Result<(), StorageError> {
         let mut guard = self.write();
         let inner = &mut *guard;
-        let new = &change.snitch;
+        let new = change.snitch();
         let entry = inner
             .snitches
-            .get_mut(&new.token)
+            .get_mut(new.token())
             .ok_or(StorageError::NotFound)?;
-        if entry.snitch.version != change.expected_version() {
+        if entry.snitch.version() != change.expected_version() {
             return Err(StorageError::Conflict);
         }
         let (old_wake, new_wake) = (entry.snitch.wake_at(), new.wake_at());
         if old_wake != new_wake {
             if let Some(w) = old_wake {
-                inner.wake_index.remove(&(w, new.token.clone()));
+                inner.wake_index.remove(&(w, new.token().clone()));
             }
             if let Some(w) = new_wake {
-                inner.wake_index.insert((w, new.token.clone()));
+                inner.wake_index.insert((w, new.token().clone()));
             }
         }
-        let keep = change.keep_check_ins.max(1);
-        let newest = change.check_ins.len().saturating_sub(keep);
-        for check_in in &change.check_ins[newest..] {
+        let keep = change.keep_check_ins().max(1);
+        let newest = change.check_ins().len().saturating_sub(keep);
+        for check_in in &change.check_ins()[newest..] {
             push_bounded(&mut entry.check_ins, check_in.clone(), keep);
         }
         let mut evicted = Vec::new();
-        for event in &change.events {
+        for event in change.events() {
             evicted.extend(push_bounded(&mut entry.events, event.clone(), EVENTS_KEPT));
         }
-        // Identity and creation never change; keep the stored ones so the case index
-        // stays right whatever the change carries.
-        inner.sweep_leases.remove(&new.token);
+        inner.sweep_leases.remove(new.token());
         inner.by_status[status_slot(entry.snitch.status())] -= 1;
         inner.by_status[status_slot(new.status())] += 1;
-        let (case_id, created_at) = (entry.snitch.case_id.clone(), entry.snitch.created_at);
+        let case_id = entry.snitch.case_id().clone();
         entry.snitch = new.clone();
-        entry.snitch.case_id = case_id.clone();
-        entry.snitch.created_at = created_at;
-        for delivery in &change.deliveries {
+        for delivery in change.deliveries() {
             inner.insert_delivery(delivery);
         }
         for event in evicted {
             inner.forget_finished_deliveries(&event.id);
         }
-        for outage in &change.deferred_by {
+        for outage in change.deferred_by() {
             *inner
                 .deferred
                 .entry((*outage, case_id.clone()))
@@ -353,8 +373,8 @@ impl Storage for MemoryStorage {
         };
         let snitch = &entry.snitch;
         inner.by_status[status_slot(snitch.status())] -= 1;
-        if let Some(list) = inner.by_case.get_mut(&snitch.case_id) {
-            list.remove(&(snitch.created_at, entry.insertion));
+        if let Some(list) = inner.by_case.get_mut(snitch.case_id()) {
+            list.remove(&(snitch.created_at(), entry.insertion));
         }
         if let Some(w) = snitch.wake_at() {
             inner.wake_index.remove(&(w, token.clone()));

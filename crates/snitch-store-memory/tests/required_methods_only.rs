@@ -112,7 +112,7 @@ async fn a_store_with_only_the_required_methods_runs_check_ins_and_the_sweep() {
 
     assert_eq!(service.heartbeat(at(5)).await.expect("heartbeat"), None);
     let checked = service
-        .check_in(fresh.token.as_str(), Outcome::Success, None)
+        .check_in(fresh.token().as_str(), Outcome::Success, None)
         .await
         .expect("check-in");
     assert_eq!(checked.status(), Status::Healthy);
@@ -122,7 +122,7 @@ async fn a_store_with_only_the_required_methods_runs_check_ins_and_the_sweep() {
     let report = service.tick(at(125)).await.expect("sweep");
     assert_eq!((report.snitches, report.events), (1, 1));
     assert_eq!(service.tick(at(125)).await.expect("again").events, 0);
-    let events = store.events(&fresh.token, 10).await.expect("events");
+    let events = store.events(fresh.token(), 10).await.expect("events");
     let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
     assert_eq!(kinds, [EventKind::Missing, EventKind::Reporting]);
     assert_eq!(store.outages(at(0)).await.expect("none"), []);

@@ -116,7 +116,7 @@ struct Job {
 
 impl Job {
     fn token(&self) -> &str {
-        self.change.snitch.token.as_str()
+        self.change.snitch().token().as_str()
     }
 }
 

@@ -34,6 +34,7 @@
 
 #![warn(missing_docs)]
 
+mod bulk_insert;
 mod group_commit;
 mod read_batch;
 mod records;
@@ -290,8 +291,8 @@ async fn insert_check_ins(
 /// ([`StorageError::Conflict`]) or the snitch is gone ([`StorageError::NotFound`]); after
 /// any other error part of it may be, so the caller rolls back to a savepoint set before.
 async fn save_change(conn: &mut PgConnection, change: &Change) -> Result<(), StorageError> {
-    let snitch = &change.snitch;
-    let token = snitch.token.as_str();
+    let snitch = change.snitch();
+    let token = snitch.token().as_str();
     let expected = records::to_bigint("version", change.expected_version())?;
 
     // A concurrent save of the same snitch (in another transaction) waits for this row's
@@ -315,12 +316,12 @@ async fn save_change(conn: &mut PgConnection, change: &Change) -> Result<(), Sto
         });
     }
 
-    if !change.check_ins.is_empty() {
-        insert_check_ins(conn, token, &change.check_ins, change.keep_check_ins).await?;
+    if !change.check_ins().is_empty() {
+        insert_check_ins(conn, token, change.check_ins(), change.keep_check_ins()).await?;
     }
 
-    if !change.events.is_empty() {
-        insert_events(conn, &change.events).await?;
+    if !change.events().is_empty() {
+        insert_events(conn, change.events()).await?;
         // Events that fall out of the history take their finished deliveries along.
         sqlx::query(
             "WITH evicted AS ( \
@@ -338,20 +339,20 @@ async fn save_change(conn: &mut PgConnection, change: &Change) -> Result<(), Sto
         .map_err(backend)?;
     }
 
-    for outage in &change.deferred_by {
+    for outage in change.deferred_by() {
         sqlx::query(
             "INSERT INTO snitch.outage_deferrals (outage_id, case_id, snitches) \
              VALUES ($1, $2, 1) ON CONFLICT (outage_id, case_id) \
              DO UPDATE SET snitches = outage_deferrals.snitches + 1",
         )
         .bind(records::to_bigint("outage id", *outage)?)
-        .bind(snitch.case_id.as_str())
+        .bind(snitch.case_id().as_str())
         .execute(&mut *conn)
         .await
         .map_err(backend)?;
     }
 
-    insert_deliveries(conn, &change.deliveries).await
+    insert_deliveries(conn, change.deliveries()).await
 }
 
 /// Serializes heartbeats across servers, so that of servers racing after one outage
@@ -498,9 +499,9 @@ impl Storage for PgStorage {
         let inserted = SnitchFields::of(snitch)?
             .bind(
                 sqlx::query(&INSERT_SNITCH)
-                    .bind(snitch.token.as_str())
-                    .bind(snitch.case_id.as_str())
-                    .bind(snitch.created_at),
+                    .bind(snitch.token().as_str())
+                    .bind(snitch.case_id().as_str())
+                    .bind(snitch.created_at()),
             )
             .bind(i64::from(max_snitches))
             .execute(&self.pool)
@@ -510,19 +511,28 @@ impl Storage for PgStorage {
             Ok(_) => {
                 let known: bool =
                     sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM snitch.cases WHERE id = $1)")
-                        .bind(snitch.case_id.as_str())
+                        .bind(snitch.case_id().as_str())
                         .fetch_one(&self.pool)
                         .await
                         .map_err(backend)?;
                 Err(if known {
                     StorageError::LimitReached { max: max_snitches }
                 } else {
-                    StorageError::UnknownCase(snitch.case_id.clone())
+                    StorageError::UnknownCase(snitch.case_id().clone())
                 })
             }
             Err(e) if violates(&e, "snitches_pkey") => Err(StorageError::DuplicateToken),
             Err(e) => Err(backend(e)),
         }
+    }
+
+    /// A few statements for the lot, in one transaction (`bulk_insert.rs`).
+    async fn insert_snitches(
+        &self,
+        snitches: &[Snitch],
+        max_snitches: u32,
+    ) -> Result<(), StorageError> {
+        bulk_insert::insert_snitches(&self.pool, snitches, max_snitches).await
     }
 
     async fn snitch(&self, token: &Token) -> Result<Option<Snitch>, StorageError> {
@@ -638,7 +648,7 @@ impl Storage for PgStorage {
         .map(SnitchRow::into_snitch)
         .collect::<Result<Vec<Snitch>, StorageError>>()?;
         // RETURNING has no order.
-        claimed.sort_by(|a, b| (a.wake_at(), &a.token).cmp(&(b.wake_at(), &b.token)));
+        claimed.sort_by(|a, b| (a.wake_at(), a.token()).cmp(&(b.wake_at(), b.token())));
         Ok(claimed)
     }
 

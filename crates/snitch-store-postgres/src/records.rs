@@ -166,35 +166,35 @@ type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArgu
 
 impl SnitchFields {
     pub(crate) fn of(s: &Snitch) -> Result<Self, StorageError> {
-        let state = &s.state;
-        let (until_kind, until_at) = match state.pause.as_ref().map(|p| p.until) {
+        let state = s.state();
+        let (until_kind, until_at) = match state.pause().map(|p| p.until) {
             None => (None, None),
             Some(PauseUntil::Healthy) => (Some(UNTIL_HEALTHY), None),
             Some(PauseUntil::Unpaused) => (Some(UNTIL_UNPAUSED), None),
             Some(PauseUntil::At(t)) => (Some(UNTIL_AT), Some(t)),
         };
         Ok(SnitchFields {
-            name: s.name.as_str().to_owned(),
-            tags: strings(s.tags.iter(), Tag::as_str),
-            notes: s.notes.as_str().to_owned(),
-            interval: s.interval.as_str(),
-            alert_type: s.alert_type.as_str(),
-            alert_email: strings(s.alert_email.iter(), EmailAddress::as_str),
-            status: state.status.as_str(),
-            checked_in_at: state.checked_in_at,
-            last_check_in_at: state.last_check_in_at,
-            anchor_at: state.anchor_at,
-            deadline_at: state.deadline_at,
+            name: s.name().as_str().to_owned(),
+            tags: strings(s.tags().iter(), Tag::as_str),
+            notes: s.notes().as_str().to_owned(),
+            interval: s.interval().as_str(),
+            alert_type: s.alert_type().as_str(),
+            alert_email: strings(s.alert_email().iter(), EmailAddress::as_str),
+            status: state.status().as_str(),
+            checked_in_at: state.checked_in_at(),
+            last_check_in_at: state.last_check_in_at(),
+            anchor_at: state.anchor_at(),
+            deadline_at: state.deadline_at(),
             pause_until_kind: until_kind,
             pause_until_at: until_at,
-            pause_resume_status: state.pause.as_ref().map(|p| p.resume_status.as_str()),
-            pause_checked_in: state.pause.as_ref().map(|p| p.checked_in_while_paused),
-            smart_offsets_ms: state.smart_offsets_ms.clone(),
-            last_errored_alert_at: state.last_errored_alert_at,
-            error_announced: state.error_announced,
-            last_recovery_alert_at: state.last_recovery_alert_at,
-            event_seq: to_bigint("event_seq", state.event_seq)?,
-            version: to_bigint("version", s.version)?,
+            pause_resume_status: state.pause().map(|p| p.resume_status.as_str()),
+            pause_checked_in: state.pause().map(|p| p.checked_in_while_paused),
+            smart_offsets_ms: state.smart_offsets_ms().to_vec(),
+            last_errored_alert_at: state.last_errored_alert_at(),
+            error_announced: state.error_announced(),
+            last_recovery_alert_at: state.last_recovery_alert_at(),
+            event_seq: to_bigint("event_seq", state.event_seq())?,
+            version: to_bigint("version", s.version())?,
             wake_at: s.wake_at(),
         })
     }

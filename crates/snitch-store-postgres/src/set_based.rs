@@ -39,7 +39,7 @@ fn trim_at(keep: i32) -> i32 {
 }
 
 /// The SQL types of [`SNITCH_FIELDS`], in their order.
-const SNITCH_FIELD_TYPES: [&str; 22] = [
+pub(crate) const SNITCH_FIELD_TYPES: [&str; 22] = [
     "text",
     "text[]",
     "text",
@@ -245,23 +245,23 @@ impl<'a> Round<'a> {
     /// Adds a change, or gives back why it cannot be stored at all (a counter beyond a
     /// bigint): that change alone fails.
     fn push(&mut self, index: usize, change: &'a Change) -> Result<(), StorageError> {
-        let snitch = &change.snitch;
-        let token = snitch.token.as_str();
+        let snitch = change.snitch();
+        let token = snitch.token().as_str();
         let expected = records::to_bigint("version", change.expected_version())?;
         let fields = SnitchFields::of(snitch)?;
-        let mut deferrals = Vec::with_capacity(change.deferred_by.len());
-        for outage in &change.deferred_by {
+        let mut deferrals = Vec::with_capacity(change.deferred_by().len());
+        for outage in change.deferred_by() {
             deferrals.push(DeferralInput {
                 token,
                 outage_id: records::to_bigint("outage id", *outage)?,
-                case_id: snitch.case_id.as_str(),
+                case_id: snitch.case_id().as_str(),
             });
         }
         // Only the newest `keep` check-ins and EVENTS_KEPT events of a long change can be
         // kept: older ones are not written at all.
-        let keep = change.keep_check_ins.max(1);
-        let check_ins = &change.check_ins[change.check_ins.len().saturating_sub(keep)..];
-        let events = &change.events[change.events.len().saturating_sub(EVENTS_KEPT)..];
+        let keep = change.keep_check_ins().max(1);
+        let check_ins = &change.check_ins()[change.check_ins().len().saturating_sub(keep)..];
+        let events = &change.events()[change.events().len().saturating_sub(EVENTS_KEPT)..];
         self.changes.push(index);
         self.snitches.push(SnitchInput {
             token,
@@ -285,7 +285,7 @@ impl<'a> Round<'a> {
                 record: EventRecord::of(e),
             });
         }
-        for d in &change.deliveries {
+        for d in change.deliveries() {
             self.deliveries.push(DeliveryInput {
                 token,
                 ord: self.deliveries.len(),
@@ -332,7 +332,7 @@ impl<'a> Plan<'a> {
         let mut rounds: Vec<Round<'a>> = Vec::new();
         let mut seen: HashMap<&str, usize> = HashMap::with_capacity(changes.len());
         for (index, change) in changes.iter().enumerate() {
-            let occurrence = seen.entry(change.snitch.token.as_str()).or_insert(0);
+            let occurrence = seen.entry(change.snitch().token().as_str()).or_insert(0);
             if rounds.len() <= *occurrence {
                 rounds.push(Round::default());
             }

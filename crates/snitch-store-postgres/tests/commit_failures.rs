@@ -101,7 +101,7 @@ async fn a_deadlock_inside_a_batch_is_tried_again() {
     })
     .await;
     // The rival waits for the row the batch updated.
-    let token = fresh.token.as_str().to_owned();
+    let token = fresh.token().as_str().to_owned();
     let rival_done = tokio::spawn(async move {
         sqlx::query("SELECT 1 FROM snitch.snitches WHERE token = $1 FOR UPDATE")
             .bind(token)
@@ -123,11 +123,15 @@ async fn a_deadlock_inside_a_batch_is_tried_again() {
     assert!(saved.is_ok(), "saved after the deadlock: {saved:?}");
     rival_done.await.expect("the rival finished");
     assert_eq!(
-        store.snitch(&fresh.token).await.expect("read"),
-        Some(change.snitch.clone())
+        store.snitch(fresh.token()).await.expect("read"),
+        Some(change.snitch().clone())
     );
     assert_eq!(
-        store.check_ins(&fresh.token, 10).await.expect("read").len(),
+        store
+            .check_ins(fresh.token(), 10)
+            .await
+            .expect("read")
+            .len(),
         1
     );
 }
@@ -161,11 +165,15 @@ async fn a_serialization_failure_at_commit_tries_the_batch_again() {
         .expect("read");
     assert_eq!(commits, 2, "one failed commit, one that held");
     assert_eq!(
-        store.snitch(&fresh.token).await.expect("read"),
-        Some(change.snitch.clone())
+        store.snitch(fresh.token()).await.expect("read"),
+        Some(change.snitch().clone())
     );
     assert_eq!(
-        store.check_ins(&fresh.token, 10).await.expect("read").len(),
+        store
+            .check_ins(fresh.token(), 10)
+            .await
+            .expect("read")
+            .len(),
         1
     );
 }
@@ -199,7 +207,10 @@ async fn a_commit_without_an_answer_is_reported_as_outcome_unknown() {
         .await
         .expect("drop");
     // Here the trigger ran before the commit record, so nothing was stored.
-    assert_eq!(store.snitch(&fresh.token).await.expect("read"), Some(fresh));
+    assert_eq!(
+        store.snitch(fresh.token()).await.expect("read"),
+        Some(fresh)
+    );
     store
         .save(&change)
         .await

@@ -50,14 +50,15 @@ mod beyond_the_contract {
     ) -> Vec<Delivery> {
         let fresh = snitch(acme, n, at(0));
         store.insert_snitch(&fresh, 100).await.expect("insert");
-        let mut change = checked_in(&fresh, at(minute));
-        change.deliveries = change
-            .events
+        let change = checked_in(&fresh, at(minute));
+        let deliveries = change
+            .events()
             .iter()
             .flat_map(|e| deliveries_for(e, acme, hooks))
             .collect();
+        let change = change.with_deliveries(deliveries);
         store.save(&change).await.expect("save");
-        change.deliveries
+        change.deliveries().to_vec()
     }
 
     fn delivered(minute: i64) -> Attempt {
@@ -96,12 +97,12 @@ mod beyond_the_contract {
             step = step.then(|s| snitch_core::machine::advance(s, at(1) + Duration::hours(hour)));
         }
         let down = snitch_core::Change::new(&read, step.snitch, Vec::new(), step.events);
-        assert!(down.events.len() > EVENTS_KEPT, "fixture: a long change");
+        assert!(down.events().len() > EVENTS_KEPT, "fixture: a long change");
         store.save(&down).await.expect("save");
 
         let kept = store.events(&token(1), 1_000).await.expect("read");
         let newest: Vec<_> = down
-            .events
+            .events()
             .iter()
             .rev()
             .take(EVENTS_KEPT)

@@ -64,11 +64,11 @@ fn outcomes(results: &[Result<(), StorageError>]) -> Vec<&'static str> {
 }
 
 async fn stored(store: &PgStorage, s: &Snitch) -> Option<Snitch> {
-    store.snitch(&s.token).await.expect("read")
+    store.snitch(s.token()).await.expect("read")
 }
 
 async fn check_in_count(store: &PgStorage, s: &Snitch) -> usize {
-    store.check_ins(&s.token, 1_000).await.expect("read").len()
+    store.check_ins(s.token(), 1_000).await.expect("read").len()
 }
 
 /// 200 check-ins on 200 snitches at once all commit, in far fewer transactions than
@@ -95,14 +95,14 @@ async fn concurrent_saves_share_few_transactions() {
     );
     for change in &changes {
         assert_eq!(
-            stored(&store, &change.snitch).await.as_ref(),
-            Some(&change.snitch)
+            stored(&store, change.snitch()).await.as_ref(),
+            Some(change.snitch())
         );
         let check_ins = store
-            .check_ins(&change.snitch.token, 10)
+            .check_ins(change.snitch().token(), 10)
             .await
             .expect("read");
-        assert_eq!(check_ins, change.check_ins.clone());
+        assert_eq!(check_ins, change.check_ins().to_vec());
     }
 }
 
@@ -124,7 +124,7 @@ async fn conflicts_in_a_batch_leave_the_others_committed() {
         checked_in(&read[1], at(5)),
         checked_in(&read[2], at(5)),
         checked_in(&read[0], at(6)),
-        checked_in(&first.snitch, at(7)),
+        checked_in(first.snitch(), at(7)),
         checked_in(&read[3], at(5)),
     ];
     let store = batching(&pool, batch.len());
@@ -137,23 +137,26 @@ async fn conflicts_in_a_batch_leave_the_others_committed() {
     assert_eq!(store.batches_committed(), 1, "one transaction");
     assert_eq!(
         stored(&store, &read[0]).await,
-        Some(batch[4].snitch.clone())
+        Some(batch[4].snitch().clone())
     );
-    let check_ins = store.check_ins(&read[0].token, 10).await.expect("read");
+    let check_ins = store.check_ins(read[0].token(), 10).await.expect("read");
     let expected: Vec<_> = [&batch[4], &batch[0]]
         .iter()
-        .flat_map(|c| c.check_ins.clone())
+        .flat_map(|c| c.check_ins().to_vec())
         .collect();
     assert_eq!(check_ins, expected, "the first and the one made from it");
-    assert_eq!(stored(&store, &read[1]).await, Some(moved_on.snitch));
+    assert_eq!(
+        stored(&store, &read[1]).await,
+        Some(moved_on.snitch().clone())
+    );
     assert_eq!(check_in_count(&store, &read[1]).await, 1);
     assert_eq!(
         stored(&store, &read[2]).await,
-        Some(batch[2].snitch.clone())
+        Some(batch[2].snitch().clone())
     );
     assert_eq!(
         stored(&store, &read[3]).await,
-        Some(batch[5].snitch.clone())
+        Some(batch[5].snitch().clone())
     );
 }
 
@@ -163,7 +166,7 @@ async fn a_deleted_snitch_in_a_batch_is_not_found_and_the_others_commit() {
     let pool = fresh_database().await;
     let setup = PgStorage::new(pool.clone());
     let (_, read) = acme_with_snitches(&setup, 3).await;
-    assert!(setup.delete_snitch(&read[1].token).await.expect("delete"));
+    assert!(setup.delete_snitch(read[1].token()).await.expect("delete"));
 
     let batch: Vec<Change> = read.iter().map(|s| checked_in(s, at(5))).collect();
     let store = batching(&pool, batch.len());
@@ -173,14 +176,14 @@ async fn a_deleted_snitch_in_a_batch_is_not_found_and_the_others_commit() {
     assert_eq!(store.batches_committed(), 1, "one transaction");
     assert_eq!(
         stored(&store, &read[0]).await,
-        Some(batch[0].snitch.clone())
+        Some(batch[0].snitch().clone())
     );
     assert_eq!(stored(&store, &read[1]).await, None);
     assert_eq!(check_in_count(&store, &read[1]).await, 0);
-    assert_eq!(store.events(&read[1].token, 10).await.expect("read"), []);
+    assert_eq!(store.events(read[1].token(), 10).await.expect("read"), []);
     assert_eq!(
         stored(&store, &read[2]).await,
-        Some(batch[2].snitch.clone())
+        Some(batch[2].snitch().clone())
     );
 }
 
@@ -192,11 +195,10 @@ async fn a_failing_change_rolls_back_alone() {
     let setup = PgStorage::new(pool.clone());
     let (_, read) = acme_with_snitches(&setup, 3).await;
     let earlier = checked_in(&read[0], at(1));
-    assert!(!earlier.events.is_empty(), "fixture: the check-in emits");
+    assert!(!earlier.events().is_empty(), "fixture: the check-in emits");
     setup.save(&earlier).await.expect("save");
 
-    let mut taken_ids = checked_in(&read[1], at(5));
-    taken_ids.events = earlier.events.clone();
+    let taken_ids = checked_in(&read[1], at(5)).with_events(earlier.events().to_vec());
     let batch = vec![taken_ids, checked_in(&read[2], at(5))];
     let store = batching(&pool, batch.len());
     let results = save_all(&store, &batch).await;
@@ -207,7 +209,7 @@ async fn a_failing_change_rolls_back_alone() {
     assert_eq!(check_in_count(&store, &read[1]).await, 0);
     assert_eq!(
         stored(&store, &read[2]).await,
-        Some(batch[1].snitch.clone())
+        Some(batch[1].snitch().clone())
     );
 }
 
@@ -290,10 +292,10 @@ async fn concurrent_batches_on_the_same_snitches_let_exactly_one_win_each() {
     assert_eq!(winners.len(), read.len(), "one winner per snitch");
     for winner in winners {
         assert_eq!(
-            stored(&store, &winner.snitch).await.as_ref(),
-            Some(&winner.snitch)
+            stored(&store, winner.snitch()).await.as_ref(),
+            Some(winner.snitch())
         );
-        assert_eq!(check_in_count(&store, &winner.snitch).await, 1);
+        assert_eq!(check_in_count(&store, winner.snitch()).await, 1);
     }
 }
 
@@ -343,7 +345,7 @@ fn a_save_after_its_batching_task_died_answers() {
         pool.snitch(&token(2)).await.expect("read")
     });
     match result {
-        Ok(()) => assert_eq!(now, Some(change.snitch)),
+        Ok(()) => assert_eq!(now, Some(change.snitch().clone())),
         Err(StorageError::Backend(_)) => {}
         Err(e) => panic!("expected Ok or Backend, got {e:?}"),
     }

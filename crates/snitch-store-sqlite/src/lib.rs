@@ -318,8 +318,8 @@ pub(crate) async fn save_change(
     conn: &mut SqliteConnection,
     change: &Change,
 ) -> Result<(), StorageError> {
-    let snitch = &change.snitch;
-    let token = snitch.token.as_str();
+    let snitch = change.snitch();
+    let token = snitch.token().as_str();
     let expected = records::to_integer("version", change.expected_version())?;
 
     let updated = SnitchFields::of(snitch)?
@@ -341,12 +341,12 @@ pub(crate) async fn save_change(
         });
     }
 
-    if !change.check_ins.is_empty() {
-        insert_check_ins(conn, token, &change.check_ins, change.keep_check_ins).await?;
+    if !change.check_ins().is_empty() {
+        insert_check_ins(conn, token, change.check_ins(), change.keep_check_ins()).await?;
     }
 
-    if !change.events.is_empty() {
-        insert_events(conn, &change.events).await?;
+    if !change.events().is_empty() {
+        insert_events(conn, change.events()).await?;
         // Events that fall out of the history take their finished deliveries along.
         const EVICTED: &str = "SELECT id FROM events WHERE token = ?1 AND seq <= \
              (SELECT seq FROM events WHERE token = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)";
@@ -366,19 +366,19 @@ pub(crate) async fn save_change(
             .map_err(backend)?;
     }
 
-    for outage in &change.deferred_by {
+    for outage in change.deferred_by() {
         sqlx::query(
             "INSERT INTO outage_deferrals (outage_id, case_id, snitches) VALUES (?1, ?2, 1) \
              ON CONFLICT (outage_id, case_id) DO UPDATE SET snitches = snitches + 1",
         )
         .bind(records::to_integer("outage id", *outage)?)
-        .bind(snitch.case_id.as_str())
+        .bind(snitch.case_id().as_str())
         .execute(&mut *conn)
         .await
         .map_err(backend)?;
     }
 
-    insert_deliveries(conn, &change.deliveries).await
+    insert_deliveries(conn, change.deliveries()).await
 }
 
 /// Liveness records of servers not seen for this long are dropped; the latest is always
@@ -525,38 +525,53 @@ impl Storage for SqliteStorage {
     }
 
     async fn insert_snitch(&self, snitch: &Snitch, max_snitches: u32) -> Result<(), StorageError> {
-        let fields = SnitchFields::of(snitch)?;
-        // One write transaction: the count and the insert cannot be interleaved.
+        self.insert_snitches(std::slice::from_ref(snitch), max_snitches)
+            .await
+    }
+
+    /// One write transaction for the lot: the counts and the inserts cannot be
+    /// interleaved, and an error rolls them all back.
+    async fn insert_snitches(
+        &self,
+        snitches: &[Snitch],
+        max_snitches: u32,
+    ) -> Result<(), StorageError> {
+        if snitches.is_empty() {
+            return Ok(());
+        }
         let mut w = self.writer.begin().await?;
-        let (case, taken, held): (bool, bool, i64) = sqlx::query_as(
-            "SELECT EXISTS (SELECT 1 FROM cases WHERE id = ?2), \
-             EXISTS (SELECT 1 FROM snitches WHERE token = ?1), \
-             (SELECT count(*) FROM snitches WHERE case_id = ?2)",
-        )
-        .bind(snitch.token.as_str())
-        .bind(snitch.case_id.as_str())
-        .fetch_one(&mut *w.tx)
-        .await
-        .map_err(backend)?;
-        if !case {
-            return Err(StorageError::UnknownCase(snitch.case_id.clone()));
-        }
-        if taken {
-            return Err(StorageError::DuplicateToken);
-        }
-        if held >= i64::from(max_snitches) {
-            return Err(StorageError::LimitReached { max: max_snitches });
-        }
-        fields
-            .bind(
-                sqlx::query(&INSERT_SNITCH)
-                    .bind(snitch.token.as_str())
-                    .bind(snitch.case_id.as_str())
-                    .bind(ms(snitch.created_at)),
+        for snitch in snitches {
+            let fields = SnitchFields::of(snitch)?;
+            let (case, taken, held): (bool, bool, i64) = sqlx::query_as(
+                "SELECT EXISTS (SELECT 1 FROM cases WHERE id = ?2), \
+                 EXISTS (SELECT 1 FROM snitches WHERE token = ?1), \
+                 (SELECT count(*) FROM snitches WHERE case_id = ?2)",
             )
-            .execute(&mut *w.tx)
+            .bind(snitch.token().as_str())
+            .bind(snitch.case_id().as_str())
+            .fetch_one(&mut *w.tx)
             .await
             .map_err(backend)?;
+            if !case {
+                return Err(StorageError::UnknownCase(snitch.case_id().clone()));
+            }
+            if taken {
+                return Err(StorageError::DuplicateToken);
+            }
+            if held >= i64::from(max_snitches) {
+                return Err(StorageError::LimitReached { max: max_snitches });
+            }
+            fields
+                .bind(
+                    sqlx::query(&INSERT_SNITCH)
+                        .bind(snitch.token().as_str())
+                        .bind(snitch.case_id().as_str())
+                        .bind(ms(snitch.created_at())),
+                )
+                .execute(&mut *w.tx)
+                .await
+                .map_err(backend)?;
+        }
         w.commit().await
     }
 
@@ -582,7 +597,7 @@ impl Storage for SqliteStorage {
         // Tags are a JSON list: the filter runs on the parsed values, within one case.
         Ok(snitches_of(rows)?
             .into_iter()
-            .filter(|s| s.tags.contains_all(tags))
+            .filter(|s| s.tags().contains_all(tags))
             .collect())
     }
 
@@ -658,7 +673,7 @@ impl Storage for SqliteStorage {
         .await
         .map_err(backend)?;
         let claimed = snitches_of(rows)?;
-        let tokens: Vec<&str> = claimed.iter().map(|s| s.token.as_str()).collect();
+        let tokens: Vec<&str> = claimed.iter().map(|s| s.token().as_str()).collect();
         sqlx::query(
             "UPDATE snitches SET sweep_lease_until = ?1 \
              WHERE token IN (SELECT value FROM json_each(?2))",

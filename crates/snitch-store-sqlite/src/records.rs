@@ -184,35 +184,35 @@ type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::Sqlite
 
 impl SnitchFields {
     pub(crate) fn of(s: &Snitch) -> Result<Self, StorageError> {
-        let state = &s.state;
-        let (until_kind, until_at) = match state.pause.as_ref().map(|p| p.until) {
+        let state = s.state();
+        let (until_kind, until_at) = match state.pause().map(|p| p.until) {
             None => (None, None),
             Some(PauseUntil::Healthy) => (Some(UNTIL_HEALTHY), None),
             Some(PauseUntil::Unpaused) => (Some(UNTIL_UNPAUSED), None),
             Some(PauseUntil::At(t)) => (Some(UNTIL_AT), Some(ms(t))),
         };
         Ok(SnitchFields {
-            name: s.name.as_str().to_owned(),
-            tags: Json(strings(s.tags.iter(), Tag::as_str)),
-            notes: s.notes.as_str().to_owned(),
-            interval: s.interval.as_str(),
-            alert_type: s.alert_type.as_str(),
-            alert_email: Json(strings(s.alert_email.iter(), EmailAddress::as_str)),
-            status: state.status.as_str(),
-            checked_in_at: opt_ms(state.checked_in_at),
-            last_check_in_at: opt_ms(state.last_check_in_at),
-            anchor_at: opt_ms(state.anchor_at),
-            deadline_at: opt_ms(state.deadline_at),
+            name: s.name().as_str().to_owned(),
+            tags: Json(strings(s.tags().iter(), Tag::as_str)),
+            notes: s.notes().as_str().to_owned(),
+            interval: s.interval().as_str(),
+            alert_type: s.alert_type().as_str(),
+            alert_email: Json(strings(s.alert_email().iter(), EmailAddress::as_str)),
+            status: state.status().as_str(),
+            checked_in_at: opt_ms(state.checked_in_at()),
+            last_check_in_at: opt_ms(state.last_check_in_at()),
+            anchor_at: opt_ms(state.anchor_at()),
+            deadline_at: opt_ms(state.deadline_at()),
             pause_until_kind: until_kind,
             pause_until_at: until_at,
-            pause_resume_status: state.pause.as_ref().map(|p| p.resume_status.as_str()),
-            pause_checked_in: state.pause.as_ref().map(|p| p.checked_in_while_paused),
-            smart_offsets_ms: Json(state.smart_offsets_ms.clone()),
-            last_errored_alert_at: opt_ms(state.last_errored_alert_at),
-            error_announced: state.error_announced,
-            last_recovery_alert_at: opt_ms(state.last_recovery_alert_at),
-            event_seq: to_integer("event_seq", state.event_seq)?,
-            version: to_integer("version", s.version)?,
+            pause_resume_status: state.pause().map(|p| p.resume_status.as_str()),
+            pause_checked_in: state.pause().map(|p| p.checked_in_while_paused),
+            smart_offsets_ms: Json(state.smart_offsets_ms().to_vec()),
+            last_errored_alert_at: opt_ms(state.last_errored_alert_at()),
+            error_announced: state.error_announced(),
+            last_recovery_alert_at: opt_ms(state.last_recovery_alert_at()),
+            event_seq: to_integer("event_seq", state.event_seq())?,
+            version: to_integer("version", s.version())?,
             wake_at: opt_ms(s.wake_at()),
         })
     }

@@ -86,13 +86,13 @@ async fn concurrent_saves_share_few_transactions() {
         "300 saves took {transactions} transactions"
     );
     for change in &changes {
-        let stored = store.snitch(&change.snitch.token).await.expect("read");
-        assert_eq!(stored.as_ref(), Some(&change.snitch));
+        let stored = store.snitch(change.snitch().token()).await.expect("read");
+        assert_eq!(stored.as_ref(), Some(change.snitch()));
         let check_ins = store
-            .check_ins(&change.snitch.token, 10)
+            .check_ins(change.snitch().token(), 10)
             .await
             .expect("read");
-        assert_eq!(check_ins, change.check_ins);
+        assert_eq!(check_ins, change.check_ins());
     }
 }
 
@@ -111,7 +111,7 @@ async fn conflicts_in_a_batch_leave_the_others_committed() {
         first.clone(),
         checked_in(&read[1], at(5)),
         checked_in(&read[0], at(6)),
-        checked_in(&first.snitch, at(7)),
+        checked_in(first.snitch(), at(7)),
         checked_in(&read[2], at(5)),
     ];
     // The batch closes when full: all five in one transaction.
@@ -133,24 +133,24 @@ async fn conflicts_in_a_batch_leave_the_others_committed() {
     assert_eq!(outcomes, ["ok", "conflict", "conflict", "ok", "ok"]);
     assert_eq!(store.batches_committed(), 1, "one transaction");
     assert_eq!(
-        store.snitch(&read[0].token).await.expect("read"),
-        Some(batch[3].snitch.clone())
+        store.snitch(read[0].token()).await.expect("read"),
+        Some(batch[3].snitch().clone())
     );
     assert_eq!(
         store
-            .check_ins(&read[0].token, 10)
+            .check_ins(read[0].token(), 10)
             .await
             .expect("read")
             .len(),
         2
     );
     assert_eq!(
-        store.snitch(&read[1].token).await.expect("read"),
-        Some(moved_on.snitch)
+        store.snitch(read[1].token()).await.expect("read"),
+        Some(moved_on.snitch().clone())
     );
     assert_eq!(
-        store.snitch(&read[2].token).await.expect("read"),
-        Some(batch[4].snitch.clone())
+        store.snitch(read[2].token()).await.expect("read"),
+        Some(batch[4].snitch().clone())
     );
 }
 
@@ -192,11 +192,11 @@ async fn saved_changes_survive_reopening_the_file() {
     let again = SqliteStorage::new(open(&path).await);
     assert_eq!(
         again.snitch(&token(1)).await.expect("read"),
-        Some(change.snitch)
+        Some(change.snitch().clone())
     );
     assert_eq!(
         again.check_ins(&token(1), 10).await.expect("read"),
-        change.check_ins
+        change.check_ins()
     );
 }
 
@@ -326,11 +326,11 @@ async fn a_commit_sqlite_refuses_is_rolled_back_and_reported() {
         "refused at commit, rolled back: {refused:?}"
     );
     assert_eq!(
-        store.snitch(&fresh.token).await.expect("read").as_ref(),
+        store.snitch(fresh.token()).await.expect("read").as_ref(),
         Some(fresh)
     );
     assert!(store
-        .check_ins(&fresh.token, 10)
+        .check_ins(fresh.token(), 10)
         .await
         .expect("read")
         .is_empty());
@@ -341,7 +341,11 @@ async fn a_commit_sqlite_refuses_is_rolled_back_and_reported() {
         .expect("drop");
     store.save(&change).await.expect("saved once allowed");
     assert_eq!(
-        store.check_ins(&fresh.token, 10).await.expect("read").len(),
+        store
+            .check_ins(fresh.token(), 10)
+            .await
+            .expect("read")
+            .len(),
         1
     );
 }

@@ -523,12 +523,12 @@ mod tests {
         };
         let s = w.service.create(&w.case, &fields).await.expect("create");
         w.service
-            .check_in(s.token.as_str(), Outcome::Success, None)
+            .check_in(s.token().as_str(), Outcome::Success, None)
             .await
             .expect("check in");
         let events = w
             .service
-            .events(&w.case, s.token.as_str(), 10)
+            .events(&w.case, s.token().as_str(), 10)
             .await
             .expect("events");
         events[0].id.clone()

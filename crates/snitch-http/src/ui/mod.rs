@@ -709,7 +709,7 @@ async fn create(
     }
     let (fields, typed) = snitch_fields(&form);
     match ui.service().create(&signed.case, &fields).await {
-        Ok(s) => ui.see_other(&format!("/snitches/{}?done=created", s.token.as_str())),
+        Ok(s) => ui.see_other(&format!("/snitches/{}?done=created", s.token().as_str())),
         Err(ServiceError::Invalid(v)) => {
             let frame = ui.frame(Some(&signed));
             ui.page(
@@ -758,15 +758,15 @@ async fn snitch_page(
     let now = service.now();
     // The pause in force began with the latest `snitch.paused` event (among those shown;
     // otherwise it is older than them, and so is every period it covers).
-    let paused_since = snitch.state.pause.as_ref().map(|_| {
+    let paused_since = snitch.state().pause().as_ref().map(|_| {
         events
             .iter()
             .find(|(e, _)| e.kind == snitch_core::EventKind::Paused)
             .map_or(chrono::DateTime::<chrono::Utc>::MIN_UTC, |(e, _)| e.at)
     });
     let cells = timeline::timeline(
-        snitch.interval,
-        snitch.created_at,
+        snitch.interval(),
+        snitch.created_at(),
         &check_ins,
         check_ins.len() < kept,
         paused_since,
@@ -804,7 +804,7 @@ async fn edit_form(
             let form = SnitchForm::of(&s);
             ui.page(
                 StatusCode::OK,
-                pages::snitch_form(&frame, Some(s.token.as_str()), &form, None),
+                pages::snitch_form(&frame, Some(s.token().as_str()), &form, None),
             )
         }
         Err(e) => ui.service_error(&signed, e),
@@ -823,7 +823,7 @@ async fn update(
     }
     let (fields, typed) = snitch_fields(&form);
     match ui.service().update(&signed.case, &token, &fields).await {
-        Ok(s) => ui.see_other(&format!("/snitches/{}?done=updated", s.token.as_str())),
+        Ok(s) => ui.see_other(&format!("/snitches/{}?done=updated", s.token().as_str())),
         Err(ServiceError::Invalid(v)) => {
             // Fields are checked before the snitch is looked up: a token of no snitch
             // of this case is still a 404, and the form's action names a real one.
@@ -832,7 +832,7 @@ async fn update(
                     let frame = ui.frame(Some(&signed));
                     ui.page(
                         StatusCode::UNPROCESSABLE_ENTITY,
-                        pages::snitch_form(&frame, Some(s.token.as_str()), &typed, Some(&v)),
+                        pages::snitch_form(&frame, Some(s.token().as_str()), &typed, Some(&v)),
                     )
                 }
                 Err(e) => ui.service_error(&signed, e),

@@ -271,18 +271,18 @@ pub(crate) fn list(frame: &Frame, view: &ListView) -> Markup {
                         @for s in view.snitches {
                             tr {
                                 td data-label="Status" { (status_badge(s.status())) }
-                                td data-label="Name" { a href={ (base) "/snitches/" (s.token.as_str()) } { (s.name.as_str()) } }
+                                td data-label="Name" { a href={ (base) "/snitches/" (s.token().as_str()) } { (s.name().as_str()) } }
                                 td data-label="Tags" {
-                                    @for t in s.tags.iter() {
+                                    @for t in s.tags().iter() {
                                         a.tag href=(tag_link(base, t.as_str())) { (t.as_str()) } " "
                                     }
                                 }
-                                td data-label="Interval" { (interval_label(s.interval)) }
+                                td data-label="Interval" { (interval_label(s.interval())) }
                                 td data-label="Last check-in" {
-                                    @match s.state.last_check_in_at { Some(t) => (time(t)), None => "never" }
+                                    @match s.state().last_check_in_at() { Some(t) => (time(t)), None => "never" }
                                 }
                                 td data-label="Deadline" {
-                                    @match s.state.deadline_at {
+                                    @match s.state().deadline_at() {
                                         Some(t) => (countdown(t, view.now)),
                                         None => @if s.status() == Status::Paused { "paused" } @else { "after the first check-in" },
                                     }
@@ -311,18 +311,18 @@ pub(crate) struct SnitchForm {
 impl SnitchForm {
     pub(crate) fn of(s: &Snitch) -> Self {
         SnitchForm {
-            name: s.name.as_str().to_owned(),
-            interval: s.interval.as_str().to_owned(),
-            alert_type: s.alert_type.as_str().to_owned(),
+            name: s.name().as_str().to_owned(),
+            interval: s.interval().as_str().to_owned(),
+            alert_type: s.alert_type().as_str().to_owned(),
             alert_email: s
-                .alert_email
+                .alert_email()
                 .iter()
                 .map(|e| e.as_str())
                 .collect::<Vec<_>>()
                 .join(", "),
-            notes: s.notes.as_str().to_owned(),
+            notes: s.notes().as_str().to_owned(),
             tags: s
-                .tags
+                .tags()
                 .iter()
                 .map(|t| t.as_str())
                 .collect::<Vec<_>>()
@@ -430,38 +430,38 @@ pub(crate) fn snitch(frame: &Frame, view: &SnitchView) -> Markup {
     let base = frame.base;
     let csrf = frame.signed_in.as_ref().map_or("", |s| s.csrf);
     let s = view.snitch;
-    let token = s.token.as_str();
+    let token = s.token().as_str();
     let here = format!("{base}/snitches/{token}");
     let body = html! {
         p.crumbs { a href={ (base) "/" } { "Snitches" } " / " }
         div.title-row {
-            h1 { (s.name.as_str()) }
+            h1 { (s.name().as_str()) }
             (status_badge(s.status()))
         }
         (notice(view.done))
         dl.facts {
             dt { "Status" } dd { (status_badge(s.status()))
-                @if let Some(p) = &s.state.pause { " " (pause_text(p.until)) } }
-            dt { "Interval" } dd { (interval_label(s.interval)) ", " (s.alert_type.as_str()) " alerts" }
-            dt { "Last check-in" } dd { @match s.state.last_check_in_at { Some(t) => (time(t)), None => "never" } }
-            dt { "Last healthy check-in" } dd { @match s.state.checked_in_at { Some(t) => (time(t)), None => "never" } }
-            dt { "Deadline" } dd { @match s.state.deadline_at {
+                @if let Some(p) = &s.state().pause() { " " (pause_text(p.until)) } }
+            dt { "Interval" } dd { (interval_label(s.interval())) ", " (s.alert_type().as_str()) " alerts" }
+            dt { "Last check-in" } dd { @match s.state().last_check_in_at() { Some(t) => (time(t)), None => "never" } }
+            dt { "Last healthy check-in" } dd { @match s.state().checked_in_at() { Some(t) => (time(t)), None => "never" } }
+            dt { "Deadline" } dd { @match s.state().deadline_at() {
                 Some(t) => { (countdown(t, view.now)) " (" (time(t)) ")" },
                 None => "none while pending or paused",
             } }
             dt { "Tags" } dd {
-                @if s.tags.is_empty() { "none" }
-                @for t in s.tags.iter() { a.tag href=(tag_link(base, t.as_str())) { (t.as_str()) } " " }
+                @if s.tags().is_empty() { "none" }
+                @for t in s.tags().iter() { a.tag href=(tag_link(base, t.as_str())) { (t.as_str()) } " " }
             }
             dt { "Alert e-mails" } dd {
-                @if s.alert_email.is_empty() { "the case's team" }
-                @else { (s.alert_email.iter().map(|e| e.as_str()).collect::<Vec<_>>().join(", ")) }
+                @if s.alert_email().is_empty() { "the case's team" }
+                @else { (s.alert_email().iter().map(|e| e.as_str()).collect::<Vec<_>>().join(", ")) }
             }
-            dt { "Created" } dd { (time(s.created_at)) }
+            dt { "Created" } dd { (time(s.created_at())) }
         }
-        @if !s.notes.as_str().is_empty() {
+        @if !s.notes().as_str().is_empty() {
             h2 { "Notes" }
-            p.notes { (s.notes.as_str()) }
+            p.notes { (s.notes().as_str()) }
         }
         h2 { "Check-in URL" }
         div.row.copy {
@@ -559,7 +559,7 @@ pub(crate) fn snitch(frame: &Frame, view: &SnitchView) -> Markup {
             }
         }
     };
-    layout(frame, Nav::Snitches, s.name.as_str(), body)
+    layout(frame, Nav::Snitches, s.name().as_str(), body)
 }
 
 fn delivery(d: &Delivery) -> Markup {
@@ -588,9 +588,9 @@ fn delivery(d: &Delivery) -> Markup {
 pub(crate) fn confirm_delete(frame: &Frame, s: &Snitch) -> Markup {
     let base = frame.base;
     let csrf = frame.signed_in.as_ref().map_or("", |s| s.csrf);
-    let here = format!("{base}/snitches/{}", s.token.as_str());
+    let here = format!("{base}/snitches/{}", s.token().as_str());
     let body = html! {
-        h1 { "Delete " (s.name.as_str()) "?" }
+        h1 { "Delete " (s.name().as_str()) "?" }
         p { "The snitch, its check-ins and its events are removed for good; its check-in URL then answers 404." }
         form.row method="post" action={ (here) "/delete" } {
             input type="hidden" name="csrf" value=(csrf);

@@ -209,7 +209,7 @@ impl Fixture {
             .create(&self.case, &fields)
             .await
             .expect("create");
-        s.token.as_str().to_owned()
+        s.token().as_str().to_owned()
     }
 }
 
@@ -392,7 +392,7 @@ async fn text_written_by_users_and_jobs_renders_inert() {
             ..SnitchFields::default()
         };
         let s = f.service.create(&f.case, &fields).await.expect("create");
-        let token = s.token.as_str().to_owned();
+        let token = s.token().as_str().to_owned();
         let message = snitch_core::CheckInMessage::truncating(hostile);
         f.service
             .check_in(
@@ -517,9 +517,9 @@ async fn create_pause_unpause_and_edit_go_through_the_service() {
     let list = f.service.list(&f.case, &[]).await.expect("list");
     assert_eq!(list.len(), 1);
     let s = &list[0];
-    let token = s.token.as_str();
-    assert_eq!(s.name.as_str(), "nightly backup");
-    assert_eq!(s.tags.len(), 2);
+    let token = s.token().as_str();
+    assert_eq!(s.name().as_str(), "nightly backup");
+    assert_eq!(s.tags().len(), 2);
     assert_eq!(
         answer.location(),
         format!("/ui/snitches/{token}?done=created")
@@ -597,7 +597,7 @@ async fn create_pause_unpause_and_edit_go_through_the_service() {
     .await;
     assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
     let s = f.service.get(&f.case, token).await.expect("get");
-    let until = s.state.pause.expect("paused").until;
+    let until = s.state().pause().expect("paused").until;
     assert_eq!(
         until,
         snitch_core::PauseUntil::At(
@@ -638,9 +638,9 @@ async fn create_pause_unpause_and_edit_go_through_the_service() {
     .await;
     assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
     let s = f.service.get(&f.case, token).await.expect("get");
-    assert_eq!(s.name.as_str(), "renamed");
-    assert!(s.tags.is_empty() && s.notes.as_str().is_empty());
-    assert_eq!(s.alert_email.as_slice().len(), 1);
+    assert_eq!(s.name().as_str(), "renamed");
+    assert!(s.tags().is_empty() && s.notes().as_str().is_empty());
+    assert_eq!(s.alert_email().as_slice().len(), 1);
 }
 
 #[tokio::test]
@@ -783,7 +783,7 @@ async fn the_list_filters_by_tags_and_another_cases_snitch_is_not_found() {
     let other = Case::new(CaseId::parse("other").expect("valid"));
     f.service.storage().upsert_case(&other).await.expect("case");
     let theirs = f.service.create(&other, &fields).await.expect("create");
-    let uri = format!("/ui/snitches/{}", theirs.token.as_str());
+    let uri = format!("/ui/snitches/{}", theirs.token().as_str());
     assert_eq!(
         send(&f.app, get(&uri, Some(&b.cookie))).await.status,
         StatusCode::NOT_FOUND
@@ -798,7 +798,7 @@ async fn the_list_filters_by_tags_and_another_cases_snitch_is_not_found() {
     )
     .await;
     assert_eq!(answer.status, StatusCode::NOT_FOUND);
-    assert!(f.service.get(&other, theirs.token.as_str()).await.is_ok());
+    assert!(f.service.get(&other, theirs.token().as_str()).await.is_ok());
 }
 
 #[tokio::test]
