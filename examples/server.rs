@@ -8,6 +8,7 @@
 //! on the store the same configuration names; `serve` is the default. See
 //! `snitch::admin`.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -171,7 +172,16 @@ async fn main() -> ExitCode {
 fn init_logging(format: LogFormat, default_filter: &str, to_stderr: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| default_filter.into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // Colours only for a person at a terminal: escape codes in a log file or a pipe are
+    // noise, and cost every line its formatting.
+    let ansi = if to_stderr {
+        std::io::stderr().is_terminal()
+    } else {
+        std::io::stdout().is_terminal()
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi);
     match (format, to_stderr) {
         (LogFormat::Json, true) => builder
             .json()

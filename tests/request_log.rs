@@ -46,7 +46,7 @@ async fn requests_and_delivery_attempts_are_logged_as_json_without_tokens() {
     let subscriber = tracing_subscriber::fmt()
         .json()
         .flatten_event(true)
-        .with_max_level(tracing::Level::INFO)
+        .with_max_level(tracing::Level::DEBUG)
         .with_writer(move || writer.clone())
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
@@ -54,6 +54,10 @@ async fn requests_and_delivery_attempts_are_logged_as_json_without_tokens() {
     let server = Server::start().await;
     let token = server.create_snitch("backup", "daily").await;
     server.check_in(&token, "m=done").await;
+    let unknown = reqwest::get(server.check_in_url("nosuchtoken000000000"))
+        .await
+        .expect("check in to an unknown token");
+    assert_eq!(unknown.status(), 404);
     // The `acme` team gets an e-mail (written to the log): wait until it is delivered.
     let path = format!("/v1/snitches/{token}/events");
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -84,6 +88,15 @@ async fn requests_and_delivery_attempts_are_logged_as_json_without_tokens() {
     assert!(created["latency_ms"].as_f64().is_some_and(|ms| ms >= 0.0));
     let check_in = find("check_in", "GET", "/{token}").expect("the check-in is logged");
     assert_eq!(check_in["status"], 202);
+    // Accepted check-ins (thousands a second, each in the history anyway) at debug; a
+    // refused one, and every API call, at info.
+    assert_eq!(check_in["level"], "DEBUG", "{check_in}");
+    assert_eq!(created["level"], "INFO", "{created}");
+    let refused = requests
+        .iter()
+        .find(|r| r["listener"] == "check_in" && r["status"] == 404)
+        .unwrap_or_else(|| panic!("the refused check-in is not logged: {requests:?}"));
+    assert_eq!(refused["level"], "INFO", "{refused}");
     assert!(find("api", "GET", "/v1/snitches/{token}/events").is_some());
     for line in &lines {
         if line["message"] == "request" {

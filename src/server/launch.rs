@@ -60,9 +60,19 @@ pub async fn launch(
 /// The router with `TraceLayer`'s request spans, when the subscriber installed now wants
 /// them (`RUST_LOG=tower_http=debug`): otherwise the layer would cost every request its
 /// time and record nothing (failures are logged by the HTTP crate itself).
+///
+/// Spans name the route template, never the URI: a check-in URL is a secret.
 fn traced(router: axum::Router) -> axum::Router {
     if tracing::enabled!(target: "tower_http::trace", tracing::Level::DEBUG) {
-        router.layer(TraceLayer::new_for_http())
+        router.layer(TraceLayer::new_for_http().make_span_with(
+            |req: &axum::http::Request<axum::body::Body>| {
+                let route = req
+                    .extensions()
+                    .get::<axum::extract::MatchedPath>()
+                    .map_or("unmatched", axum::extract::MatchedPath::as_str);
+                tracing::debug_span!("request", method = %req.method(), route)
+            },
+        ))
     } else {
         router
     }

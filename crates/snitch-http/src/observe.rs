@@ -1,6 +1,6 @@
 //! The request log and request metrics of both routers: every request logs its method,
 //! route template (never the token: `/v1/snitches/{token}`, `/{token}`), status and
-//! latency; API requests are counted by method, route and status
+//! latency (at info; an accepted check-in at debug); API requests are counted by method, route and status
 //! (`snitch_api_requests_total`). Every label value comes from a fixed set, so a hostile
 //! client cannot grow the number of series (unknown methods are `OTHER`, paths that match
 //! no route `unmatched`).
@@ -21,6 +21,8 @@ pub struct Observer {
     listener: &'static str,
     /// API requests are counted here; check-ins are counted by outcome by their handler.
     metrics: Option<Arc<Metrics>>,
+    /// Whether a successful request is logged at debug, not info (accepted check-ins).
+    routine_when_accepted: bool,
 }
 
 impl Observer {
@@ -29,14 +31,17 @@ impl Observer {
         Observer {
             listener: "api",
             metrics: Some(metrics),
+            routine_when_accepted: false,
         }
     }
 
-    /// The check-in router's: requests are logged (their handler counts them).
+    /// The check-in router's: requests are logged, accepted ones at debug (their handler
+    /// counts them).
     pub fn check_ins() -> Self {
         Observer {
             listener: "check_in",
             metrics: None,
+            routine_when_accepted: true,
         }
     }
 }
@@ -66,14 +71,30 @@ pub async fn observe(State(observer): State<Observer>, req: Request, next: Next)
     if let Some(metrics) = &observer.metrics {
         metrics.api_request(method, route, status);
     }
-    tracing::info!(
-        target: "snitch::request",
-        listener = observer.listener,
-        method,
-        route,
-        status = status.as_u16(),
-        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
-        "request"
-    );
+    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    // An accepted check-in is recorded in the snitch's history already, and comes by the
+    // thousand a second: logged at debug. Everything else (API calls, refused check-ins)
+    // at info.
+    if observer.routine_when_accepted && status.is_success() {
+        tracing::debug!(
+            target: "snitch::request",
+            listener = observer.listener,
+            method,
+            route,
+            status = status.as_u16(),
+            latency_ms,
+            "request"
+        );
+    } else {
+        tracing::info!(
+            target: "snitch::request",
+            listener = observer.listener,
+            method,
+            route,
+            status = status.as_u16(),
+            latency_ms,
+            "request"
+        );
+    }
     response
 }
