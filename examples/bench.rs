@@ -10,8 +10,10 @@
 //! cargo run --release --example bench -- --only check-in-sqlite,sweep-sqlite
 //! ```
 //!
-//! Everything runs in this one process on 127.0.0.1: the servers under test, the load
-//! generator, the webhook receiver. The Postgres rows use a fresh database
+//! Everything runs on 127.0.0.1. The check-in rows start the release server
+//! (`examples/server.rs`) and the baseline (`examples/baseline.rs`) as separate processes,
+//! found next to this executable (`scripts/bench.sh` builds them), and load them with
+//! `wrk`; the other rows run the store or the server in this process. The Postgres rows use a fresh database
 //! `snitch_test_bench_<random>` on `--database-url` (default `$DATABASE_URL`, else the local
 //! server of `scripts/ensure-postgres.sh`) and drop it afterwards. The SQLite rows use a
 //! fresh file in a temporary directory (`$TMPDIR`), removed afterwards.
@@ -26,7 +28,7 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::post;
 use axum::Router;
 use clap::{Parser, ValueEnum};
 use hyper::Uri;
@@ -98,10 +100,11 @@ enum RowId {
     Memory,
     AlertDelay,
     ApiList,
+    Instructions,
 }
 
 impl RowId {
-    const ALL: [RowId; 10] = [
+    const ALL: [RowId; 11] = [
         RowId::CheckInMemory,
         RowId::CheckInPostgres,
         RowId::CheckInPostgresOneToken,
@@ -112,11 +115,12 @@ impl RowId {
         RowId::Memory,
         RowId::AlertDelay,
         RowId::ApiList,
+        RowId::Instructions,
     ];
 
     /// The order rows run in: the memory row first, while the heap holds nothing freed
     /// that the snitches could reuse (which would hide their cost).
-    const RUN_ORDER: [RowId; 10] = [
+    const RUN_ORDER: [RowId; 11] = [
         RowId::Memory,
         RowId::CheckInMemory,
         RowId::CheckInPostgres,
@@ -127,6 +131,7 @@ impl RowId {
         RowId::SweepSqlite,
         RowId::AlertDelay,
         RowId::ApiList,
+        RowId::Instructions,
     ];
 
     fn number(self) -> &'static str {
@@ -141,6 +146,7 @@ impl RowId {
             RowId::Memory => "4",
             RowId::AlertDelay => "5",
             RowId::ApiList => "6",
+            RowId::Instructions => "7",
         }
     }
 
@@ -192,21 +198,26 @@ impl RowId {
                 "API `GET /v1/snitches` latency ({} snitches in the case)",
                 thousands(sizes.api_snitches)
             ),
+            RowId::Instructions => format!(
+                "Instructions per check-in through `SnitchService`, one snitch (valgrind \
+                 callgrind, {COUNTED_CHECK_INS} check-ins after {WARM_UP_CHECK_INS} unmeasured)"
+            ),
         }
     }
 
     fn target(self) -> &'static str {
         match self {
             RowId::CheckInMemory => "≥ 0.8 of baseline",
-            RowId::CheckInPostgres => "≥ 0.5 of baseline",
+            RowId::CheckInPostgres => "≥ 0.25 of baseline",
             RowId::CheckInPostgresOneToken => "≥ 0.8 of many tokens",
             RowId::CheckInSqlite => "≥ 0.25 of baseline (ours: the issue sets none)",
-            RowId::SweepMemory => "< 1 s",
+            RowId::SweepMemory => "< 0.5 s",
             RowId::SweepPostgres => "< 2 s",
             RowId::SweepSqlite => "< 2 s (ours: the issue sets none)",
             RowId::Memory => "< 1 KiB",
             RowId::AlertDelay => "p99 < 1 s",
             RowId::ApiList => "p99 < 500 ms (ours: the issue sets none)",
+            RowId::Instructions => "— (informative: the issue sets none)",
         }
     }
 }
@@ -382,6 +393,7 @@ async fn run_row(id: RowId, sizes: &Sizes, database_url: &str) -> Result<Measure
         RowId::Memory => memory_per_snitch(sizes.memory_snitches).await,
         RowId::AlertDelay => alert_delay(sizes.alert_snitches).await,
         RowId::ApiList => api_list(sizes).await,
+        RowId::Instructions => instructions(database_url).await,
     }
 }
 
@@ -399,7 +411,7 @@ async fn check_in_postgres(sizes: &Sizes, database_url: &str) -> Result<Measured
     let db = FreshDatabase::create(database_url).await?;
     let result = check_in_throughput(sizes, BenchStore::Postgres(db.url.clone())).await;
     db.drop_it().await;
-    Ok(result?.measured(0.5))
+    Ok(result?.measured(0.25))
 }
 
 /// Row 2c: the same on the SQLite store (the default durable one), in a fresh file.
@@ -429,43 +441,32 @@ enum BenchStore {
     Sqlite(PathBuf),
 }
 
-/// Starts the server on `store`, makes the snitches, checks each in once (so the measured
-/// check-ins are the steady state, healthy to healthy), then loads it and the baseline in
-/// alternating rounds.
+/// Starts the release server on `store` as a separate process, makes the snitches and
+/// checks each in once through HTTP (so the measured check-ins are the steady state,
+/// healthy to healthy), then loads it and the baseline in alternating rounds.
 async fn check_in_throughput(sizes: &Sizes, store: BenchStore) -> Result<Comparison, BoxError> {
     let (server, paths) = check_in_server(sizes, store).await?;
-    let result = compare_with_baseline(server.running.check_in_addr, paths, sizes).await;
-    server.stop().await?;
-    result
+    compare_with_baseline(server.check_in_addr, paths, sizes).await
+    // `server` is killed here, when dropped.
 }
 
-/// A server whose `sizes.check_in_snitches` snitches have each checked in once, and the
-/// check-in paths of those snitches.
+/// The release server on `store`, whose `sizes.check_in_snitches` snitches (made through
+/// the API) have each checked in once, and the check-in paths of those snitches.
 async fn check_in_server(
     sizes: &Sizes,
     store: BenchStore,
-) -> Result<(BenchServer, Arc<[Uri]>), BoxError> {
+) -> Result<(SnitchProcess, Arc<[Uri]>), BoxError> {
     // Several cases: the Postgres store makes inserts into one case take turns.
-    let cases: Vec<String> = (0..10).map(|i| format!("bench-{i}")).collect();
-    let per_case = sizes.check_in_snitches.div_ceil(cases.len());
-    let defaults = Config::default();
-    let (store, database_url, data_path) = match store {
-        BenchStore::Memory => (Some(StoreKind::Memory), None, defaults.data_path.clone()),
-        BenchStore::Postgres(url) => (None, Some(url), defaults.data_path.clone()),
-        BenchStore::Sqlite(path) => (Some(StoreKind::Sqlite), None, path),
-    };
-    let mut config = defaults;
-    config.store = store;
-    config.database_url = database_url;
-    config.data_path = data_path;
-    config.cases = cases
-        .iter()
-        .map(|name| case_config(name, per_case, &[], &[]))
+    let cases: Vec<BenchCase> = (0..10)
+        .map(|i| BenchCase {
+            name: format!("bench-{i}"),
+            key: format!("bench-key-{i:030}"),
+        })
         .collect();
-    let server = BenchServer::start(config, Arc::new(SystemClock)).await?;
-    let service = server.running.service.clone();
-    let tokens = create_snitches(&service, &cases, per_case, "daily").await?;
-    check_in_all(&service, &tokens).await?;
+    let per_case = sizes.check_in_snitches.div_ceil(cases.len());
+    let server = SnitchProcess::start(&store, &cases, per_case).await?;
+    let tokens = create_snitches_over_http(server.api_addr, &cases, per_case, "daily").await?;
+    check_in_all_over_http(server.check_in_addr, &tokens).await?;
     let paths: Arc<[Uri]> = tokens
         .iter()
         .map(|t| Uri::from_str(&format!("/{t}")))
@@ -483,10 +484,8 @@ async fn check_in_postgres_one_token(
     let result = async {
         let (server, many) = check_in_server(sizes, BenchStore::Postgres(db.url.clone())).await?;
         let one: Arc<[Uri]> = many.iter().take(1).cloned().collect();
-        let addr = server.running.check_in_addr;
-        let loads = alternate_loads(("many", addr, many), ("one", addr, one), sizes).await;
-        server.stop().await?;
-        loads
+        let addr = server.check_in_addr;
+        alternate_loads(("many", addr, many), ("one", addr, one), sizes).await
     }
     .await;
     db.drop_it().await;
@@ -543,22 +542,23 @@ impl Comparison {
     }
 }
 
-/// Loads the baseline and `target` alternately (B, S, B, S, …) so that noise of the
-/// machine touches both alike; reports the medians of each.
+/// Loads the baseline (`examples/baseline.rs`, its own release process) and `target`
+/// alternately (B, S, B, S, …) so that noise of the machine touches both alike; reports
+/// the medians of each.
 async fn compare_with_baseline(
     target: SocketAddr,
     paths: Arc<[Uri]>,
     sizes: &Sizes,
 ) -> Result<Comparison, BoxError> {
-    let (baseline_addr, stop_baseline) = start_baseline().await?;
-    let result = alternate_loads(
-        ("baseline", baseline_addr, paths.clone()),
+    let mut command = std::process::Command::new(sibling_binary("baseline")?);
+    command.arg("127.0.0.1:0");
+    let baseline_server = ChildServer::start("baseline", command, &["listening on"]).await?;
+    let (baseline, snitch) = alternate_loads(
+        ("baseline", baseline_server.addrs[0], paths.clone()),
         ("snitch", target, paths),
         sizes,
     )
-    .await;
-    let _ = stop_baseline.send(());
-    let (baseline, snitch) = result?;
+    .await?;
     Ok(Comparison { baseline, snitch })
 }
 
@@ -589,22 +589,6 @@ async fn alternate_loads(
         }
     }
     Ok((median_load(&results[0]), median_load(&results[1])))
-}
-
-/// The baseline: axum on 127.0.0.1:0 answering 202 to the same paths, doing nothing.
-async fn start_baseline() -> Result<(SocketAddr, oneshot::Sender<()>), BoxError> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let app = Router::new().route("/{token}", get(|| async { StatusCode::ACCEPTED }));
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = stopped.await;
-            })
-            .await;
-    });
-    Ok((addr, stop))
 }
 
 /// Loads `paths` of `addr` with `wrk` (a separate process: `sizes.connections`
@@ -730,7 +714,7 @@ async fn sweep_memory(population: Population) -> Result<Measured, BoxError> {
             took.as_secs_f64(),
             thousands(population.due)
         ),
-        met: took < Duration::from_secs(1),
+        met: took < Duration::from_millis(500),
     })
 }
 
@@ -1204,6 +1188,139 @@ async fn time_list(api: SocketAddr, sizes: &Sizes) -> Result<(Latency, usize), B
 }
 
 // ---------------------------------------------------------------------------------------
+// Row 7: instructions per check-in, counted by valgrind.
+
+/// Check-ins measured in each run of `examples/check_in_instructions.rs`.
+const COUNTED_CHECK_INS: usize = 100;
+/// Check-ins before them, not measured (statements prepared, caches filled).
+const WARM_UP_CHECK_INS: usize = 20;
+/// The function of `check_in_instructions` holding the measured check-ins (a glob on its
+/// demangled name, `check_in_instructions::measured_check_ins`).
+const MEASURED_FUNCTION: &str = "*measured_check_ins*";
+/// Runs of each store: the median is reported, the range shows how repeatable it is.
+const CALLGRIND_RUNS: usize = 3;
+/// The function it calls right after them.
+const MEASUREMENT_FINISHED: &str = "measurement_finished";
+
+/// Row 7: each store [`CALLGRIND_RUNS`] times under `valgrind --tool=callgrind`;
+/// instructions per check-in (the median run) and how far apart the runs were. Met when
+/// measured: the row informs, it has no target.
+async fn instructions(database_url: &str) -> Result<Measured, BoxError> {
+    let program = sibling_binary("check_in_instructions")?;
+    let database_url = database_url.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let mut figures = Vec::new();
+        for (store, label) in [
+            ("memory", "memory"),
+            ("sqlite", "SQLite"),
+            ("postgres", "Postgres"),
+        ] {
+            let mut counts = (0..CALLGRIND_RUNS)
+                .map(|_| callgrind_check_ins(&program, store, &database_url))
+                .collect::<Result<Vec<u64>, BoxError>>()?;
+            counts.sort_unstable();
+            let median = counts[counts.len() / 2];
+            let range = (counts[counts.len() - 1] - counts[0]) as f64 / median.max(1) as f64;
+            eprintln!(
+                "   {label}: {} instructions for {COUNTED_CHECK_INS} check-ins",
+                counts
+                    .iter()
+                    .map(|n| thousands(*n as usize))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            let agreement = if range == 0.0 {
+                "runs identical".to_owned()
+            } else {
+                format!("runs within {:.2}%", range * 100.0)
+            };
+            figures.push(format!(
+                "{label} {} ({agreement})",
+                thousands((median as f64 / COUNTED_CHECK_INS as f64).round() as usize)
+            ));
+        }
+        Ok(Measured {
+            figure: format!(
+                "{} instructions per check-in, the median of {CALLGRIND_RUNS} runs each (every \
+                 thread of the process: SQLite's own work included; Postgres: the client side \
+                 only)",
+                figures.join(", ")
+            ),
+            met: true,
+        })
+    })
+    .await?
+}
+
+/// One run of `check_in_instructions <store>` under callgrind; the instructions executed
+/// while [`MEASURED_FUNCTION`] ran. A `--dump-before` of it and one of
+/// [`MEASUREMENT_FINISHED`] cut the profile there, so the second dump holds exactly that
+/// window, in every thread (SQLite runs on sqlx's worker threads, which
+/// `--toggle-collect` would leave out: it counts only the thread that enters the
+/// function).
+fn callgrind_check_ins(program: &Path, store: &str, database_url: &str) -> Result<u64, BoxError> {
+    let dir = tempfile::Builder::new()
+        .prefix("snitch-bench-callgrind-")
+        .tempdir()?;
+    let output = std::process::Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--dump-before={MEASURED_FUNCTION}"))
+        .arg(format!("--dump-before=*{MEASUREMENT_FINISHED}*"))
+        .arg(format!(
+            "--callgrind-out-file={}",
+            dir.path().join("callgrind.out").display()
+        ))
+        .arg(program)
+        .arg(store)
+        .arg(format!("--check-ins={COUNTED_CHECK_INS}"))
+        .arg(format!("--warm-up={WARM_UP_CHECK_INS}"))
+        .arg(format!("--database-url={database_url}"))
+        .output()
+        .map_err(|e| format!("cannot run valgrind (scripts/bench.sh installs it): {e}"))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(10).collect();
+        return Err(format!(
+            "valgrind on {store} failed ({}): {}",
+            output.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
+        )
+        .into());
+    }
+    let mut measured = None;
+    for entry in std::fs::read_dir(dir.path())? {
+        let text = std::fs::read_to_string(entry?.path())?;
+        if let Some(count) = window_total(&text)? {
+            if measured.replace(count).is_some() {
+                return Err(format!("{MEASURED_FUNCTION} ran more than once").into());
+            }
+        }
+    }
+    measured.ok_or_else(|| format!("no callgrind dump before {MEASUREMENT_FINISHED}").into())
+}
+
+/// The instructions of the callgrind dump that ends the measured window (its
+/// `desc: Trigger:` line names [`MEASUREMENT_FINISHED`]), from its `totals:` (or
+/// `summary:`) line; `None` for the other dumps.
+fn window_total(dump: &str) -> Result<Option<u64>, BoxError> {
+    let ends_window = dump
+        .lines()
+        .any(|l| l.starts_with("desc: Trigger:") && l.contains(MEASUREMENT_FINISHED));
+    if !ends_window {
+        return Ok(None);
+    }
+    let total = dump
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("totals:")
+                .or_else(|| l.strip_prefix("summary:"))
+        })
+        .and_then(|rest| rest.split_whitespace().next())
+        .ok_or("a callgrind dump without totals")?;
+    Ok(Some(total.parse()?))
+}
+
+// ---------------------------------------------------------------------------------------
 // Shared helpers: the server, snitches through the service, Postgres, statistics, report.
 
 /// The real server (`snitch::server::launch_with_clock`) on two listeners on 127.0.0.1:0.
@@ -1230,6 +1347,334 @@ impl BenchServer {
         self.running.wait().await?;
         Ok(())
     }
+}
+
+/// How long a server process may take to listen and answer `/healthz` (Postgres
+/// migrations included).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A release example binary built next to this one (`scripts/bench.sh` builds them all),
+/// so that a `CARGO_TARGET_DIR` elsewhere works too.
+fn sibling_binary(name: &str) -> Result<PathBuf, BoxError> {
+    let exe = std::env::current_exe()?;
+    let path = exe
+        .parent()
+        .ok_or("the benchmark's executable has no directory")?
+        .join(name);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{} is missing: build it with `cargo build --release --example {name}` \
+             (scripts/bench.sh does)",
+            path.display()
+        )
+        .into())
+    }
+}
+
+/// A server running as a child process. Dropping it kills the child by its PID and waits
+/// for it, so no error path leaves a server running.
+#[derive(Debug)]
+struct ChildServer {
+    name: &'static str,
+    child: std::process::Child,
+    /// The addresses it printed, one for each prefix given to [`ChildServer::start`].
+    addrs: Vec<SocketAddr>,
+}
+
+impl ChildServer {
+    /// Starts `command`, reads the address of the line it prints starting with each of
+    /// `prefixes` (`… listening on <address>…`), then waits until `/healthz` answers on
+    /// each address.
+    async fn start(
+        name: &'static str,
+        mut command: std::process::Command,
+        prefixes: &[&str],
+    ) -> Result<ChildServer, BoxError> {
+        command
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit());
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("cannot start {name}: {e}"))?;
+        let stdout = child.stdout.take();
+        // The guard first: from here on, any error kills the child.
+        let mut server = ChildServer {
+            name,
+            child,
+            addrs: Vec::new(),
+        };
+        let stdout = stdout.ok_or("the child's stdout is not piped")?;
+        let (lines, listening) = std::sync::mpsc::channel::<String>();
+        // Reads the child's output to its end, so it never blocks on a full pipe; lines
+        // other than its addresses (warnings, errors) are passed on to stderr.
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+                let Ok(line) = line else { break };
+                if line.contains("listening on ") {
+                    let _ = lines.send(line);
+                } else {
+                    eprintln!("   [{name}] {line}");
+                }
+            }
+        });
+        let mut addrs: Vec<Option<SocketAddr>> = vec![None; prefixes.len()];
+        let give_up = Instant::now() + START_TIMEOUT;
+        while addrs.iter().any(Option::is_none) {
+            match listening.try_recv() {
+                Ok(line) => {
+                    if let Some(i) = prefixes.iter().position(|p| line.starts_with(p)) {
+                        addrs[i] = Some(listening_addr(&line)?);
+                    }
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) if Instant::now() < give_up => {
+                    if let Some(status) = server.child.try_wait()? {
+                        return Err(format!("{name} exited before listening: {status}").into());
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => {
+                    return Err(format!(
+                        "{name} did not print its addresses within {} s",
+                        START_TIMEOUT.as_secs()
+                    )
+                    .into())
+                }
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    let status = server.child.wait()?;
+                    return Err(
+                        format!("{name} closed its output before listening: {status}").into(),
+                    );
+                }
+            }
+        }
+        server.addrs = addrs.into_iter().flatten().collect();
+        for addr in server.addrs.clone() {
+            server.wait_healthy(addr, give_up).await?;
+        }
+        Ok(server)
+    }
+
+    /// Polls `GET /healthz` on `addr` until it answers 2xx.
+    async fn wait_healthy(&mut self, addr: SocketAddr, give_up: Instant) -> Result<(), BoxError> {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()?;
+        let url = format!("http://{addr}/healthz");
+        loop {
+            let last = match client.get(&url).send().await {
+                Ok(answer) if answer.status().is_success() => return Ok(()),
+                Ok(answer) => format!("answered {}", answer.status()),
+                Err(e) => e.to_string(),
+            };
+            if let Some(status) = self.child.try_wait()? {
+                return Err(format!("{} exited while starting: {status}", self.name).into());
+            }
+            if Instant::now() >= give_up {
+                return Err(format!("{} is not healthy at {url}: {last}", self.name).into());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        // `Child::kill` signals this child's own PID; `wait` reaps it.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The address after `listening on ` in a line such as
+/// `Snitch API: http://… (listening on 127.0.0.1:40123)`.
+fn listening_addr(line: &str) -> Result<SocketAddr, BoxError> {
+    let rest = line
+        .split_once("listening on ")
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| format!("no address in {line:?}"))?;
+    let addr = rest
+        .split(|c: char| c == ')' || c.is_whitespace())
+        .next()
+        .unwrap_or(rest);
+    addr.parse()
+        .map_err(|e| format!("cannot read the address in {line:?}: {e}").into())
+}
+
+/// A case of a check-in row's server, with its own API key.
+#[derive(Debug, Clone)]
+struct BenchCase {
+    name: String,
+    key: String,
+}
+
+/// The release server (`examples/server.rs`) as a separate process on two ports picked by
+/// the system.
+#[derive(Debug)]
+struct SnitchProcess {
+    api_addr: SocketAddr,
+    check_in_addr: SocketAddr,
+    /// Killed when dropped.
+    _process: ChildServer,
+}
+
+impl SnitchProcess {
+    /// Starts the server on `store` with `cases` holding up to `max_snitches` each, from a
+    /// configuration file made for it; the API's rate limit is raised so that it does not
+    /// slow the set-up.
+    async fn start(
+        store: &BenchStore,
+        cases: &[BenchCase],
+        max_snitches: usize,
+    ) -> Result<SnitchProcess, BoxError> {
+        let config = tempfile::Builder::new()
+            .prefix("snitch-bench-")
+            .suffix(".toml")
+            .tempfile()?;
+        std::fs::write(config.path(), server_config(store, cases, max_snitches))?;
+        let mut command = std::process::Command::new(sibling_binary("server")?);
+        command.arg("--config").arg(config.path()).arg("serve");
+        // Only the file configures it: `DATABASE_URL` (set by scripts/bench.sh) or a
+        // `SNITCH_*` variable of this environment would override it.
+        for (name, _) in std::env::vars_os() {
+            if name == "DATABASE_URL" || name.to_string_lossy().starts_with("SNITCH_") {
+                command.env_remove(name);
+            }
+        }
+        // Warnings and errors only (nothing is logged per request), passed on to stderr
+        // as plain text.
+        command.env("RUST_LOG", "warn").env("NO_COLOR", "1");
+        let process =
+            ChildServer::start("server", command, &["Snitch API:", "Snitch check-ins:"]).await?;
+        Ok(SnitchProcess {
+            api_addr: process.addrs[0],
+            check_in_addr: process.addrs[1],
+            _process: process,
+        })
+    }
+}
+
+/// The server's TOML configuration for a check-in row.
+fn server_config(store: &BenchStore, cases: &[BenchCase], max_snitches: usize) -> String {
+    let quoted = |text: &str| toml::Value::String(text.to_owned()).to_string();
+    let mut config = format!(
+        "listen = \"127.0.0.1:0\"\n\
+         check_in_listen = \"127.0.0.1:0\"\n\
+         rate_limit_per_second = {NO_RATE_LIMIT}\n\
+         rate_limit_burst = {NO_RATE_LIMIT}\n"
+    );
+    match store {
+        BenchStore::Memory => config += "store = \"memory\"\n",
+        BenchStore::Postgres(url) => {
+            config += &format!("store = \"postgres\"\ndatabase_url = {}\n", quoted(url));
+        }
+        BenchStore::Sqlite(path) => {
+            config += &format!(
+                "store = \"sqlite\"\ndata_path = {}\n",
+                quoted(&path.to_string_lossy())
+            );
+        }
+    }
+    for case in cases {
+        config += &format!(
+            "\n[[case]]\nname = {}\nmax_snitches = {max_snitches}\napi_keys = [{}]\n",
+            quoted(&case.name),
+            quoted(&case.key)
+        );
+    }
+    config
+}
+
+/// Creates `per_case` snitches in each case with `POST /v1/snitches` (one client task per
+/// case, as the Postgres store makes inserts into one case take turns); their tokens.
+async fn create_snitches_over_http(
+    api: SocketAddr,
+    cases: &[BenchCase],
+    per_case: usize,
+    interval: &str,
+) -> Result<Vec<String>, BoxError> {
+    let progress = Progress::start("created", per_case * cases.len());
+    let client = reqwest::Client::new();
+    let url = format!("http://{api}/v1/snitches");
+    let mut tasks = JoinSet::new();
+    for case in cases {
+        let (client, url, case, done) = (
+            client.clone(),
+            url.clone(),
+            case.clone(),
+            progress.counter(),
+        );
+        let interval = interval.to_owned();
+        tasks.spawn(async move {
+            let mut tokens = Vec::with_capacity(per_case);
+            for n in 0..per_case {
+                let body = serde_json::json!({
+                    "name": format!("job {n} of {}", case.name),
+                    "interval": interval,
+                    "tags": ["bench", "prod"],
+                    "notes": "made by examples/bench.rs",
+                });
+                let answer = client
+                    .post(&url)
+                    .basic_auth(&case.key, None::<&str>)
+                    .json(&body)
+                    .send()
+                    .await?;
+                let status = answer.status();
+                if !status.is_success() {
+                    let text = answer.text().await.unwrap_or_default();
+                    return Err(format!("POST /v1/snitches answered {status}: {text}").into());
+                }
+                let created: serde_json::Value = answer.json().await?;
+                let token = created["token"]
+                    .as_str()
+                    .ok_or("the created snitch has no token")?;
+                tokens.push(token.to_owned());
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, BoxError>(tokens)
+        });
+    }
+    let mut tokens = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        tokens.extend(joined??);
+    }
+    progress.finish();
+    Ok(tokens)
+}
+
+/// Checks every snitch in once through the check-in endpoint (16 at a time); each must
+/// be answered 202.
+async fn check_in_all_over_http(check_in: SocketAddr, tokens: &[String]) -> Result<(), BoxError> {
+    const WORKERS: usize = 16;
+    let progress = Progress::start("checked in", tokens.len());
+    let client = reqwest::Client::new();
+    let tokens: Arc<[String]> = tokens.into();
+    let mut tasks = JoinSet::new();
+    for worker in 0..WORKERS {
+        let (client, tokens, done) = (client.clone(), tokens.clone(), progress.counter());
+        tasks.spawn(async move {
+            for token in tokens.iter().skip(worker).step_by(WORKERS) {
+                let status = client
+                    .get(format!("http://{check_in}/{token}"))
+                    .send()
+                    .await?
+                    .status();
+                if status != reqwest::StatusCode::ACCEPTED {
+                    return Err(format!("a check-in was answered {status}, not 202").into());
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<(), BoxError>(())
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined??;
+    }
+    progress.finish();
+    Ok(())
 }
 
 /// A case of the configuration that holds up to `max_snitches`.
@@ -1538,13 +1983,16 @@ fn header(sizes: &Sizes, elapsed: Duration, load_at_start: &str) -> String {
          ratio to a bare axum server answering 202 doing no work, loaded the same way in the \
          same run: {} keep-alive HTTP/1 connections on 2 wrk threads, {} s warm-up then {} \
          s measured, baseline and Snitch alternately ({} rounds each), medians reported. \
-         The servers under test and the baseline run in the benchmark's process (idle \
-         otherwise), not as separate binaries.\n\
+         The server under test (`examples/server.rs`) and the baseline \
+         (`examples/baseline.rs`, axum on tokio's multi-thread runtime, like the server) are \
+         separate release processes started by the benchmark; the snitches are made with \
+         `POST /v1/snitches` and each checked in once over HTTP before the load.\n\
          - Commits are durable: on a busy machine a PostgreSQL commit waits for an \
          `fdatasync` that takes milliseconds (`pg_test_fsync`: 0.2 ms quiet, 4.8 ms during \
          a run with other builds), which bounds row 2 at about 64 connections / (fsync + \
          two round trips), whatever the store does.\n\
-         - Rows 1, 2, 2c, 5 and 6 run the whole server (`snitch::server::launch_with_clock`); \
+         - Rows 5 and 6 run the whole server in the benchmark's process \
+         (`snitch::server::launch_with_clock`); \
          rows 3a–3c and 4 write snitches straight into the store with `Storage::insert_snitch` \
          (states made by `machine::check_in`) and time `SnitchService::tick`. Each case has \
          one team member, so every event also queues an e-mail delivery.\n\
@@ -1553,10 +2001,21 @@ fn header(sizes: &Sizes, elapsed: Duration, load_at_start: &str) -> String {
          - SQLite rows use a fresh file in a temporary directory with the server's settings \
          (WAL, `synchronous = FULL`: each commit on disk); row 3c fills it with \
          `synchronous = OFF` first (set-up, not measured). Their targets are ours.\n\
-         - Row 6 raises `rate_limit_per_second` and `rate_limit_burst` to {} so the limiter \
-         does not interfere; its target is ours, as the issue gives none.\n\
+         - Rows 1, 2, 2b, 2c and 6 raise `rate_limit_per_second` and `rate_limit_burst` to {} \
+         so the API's limiter does not interfere with their set-up or requests; row 6's \
+         target is ours, as the issue gives none.\n\
          - Latencies of the check-in rows are wrk's percentiles; the others are \
-         nearest-rank percentiles of every request in the measured time.\n",
+         nearest-rank percentiles of every request in the measured time.\n\
+         - Row 7 counts instructions, which the machine's load does not change: \
+         `examples/check_in_instructions.rs` checks one snitch in through `SnitchService` \
+         on a current-thread runtime, and `valgrind --tool=callgrind`, dumping its profile \
+         when `measured_check_ins` starts and when it has returned, counts that window in \
+         every thread of the process (SQLite's worker threads included; for Postgres only \
+         the client side: the server's work is not counted). Each store is run three times, \
+         on a fresh database each time, and the median reported: the memory store's counts \
+         are identical; on SQLite and Postgres runs differ by up to a few percent, as how \
+         often the runtime polls and parks while it waits for the disk or the socket \
+         depends on timing.\n",
         sizes.command,
         human_duration(elapsed),
         cpu_model(),

@@ -30,5 +30,8 @@ if [ -z "${DATABASE_URL:-}" ]; then
     export DATABASE_URL
 fi
 
-cargo build --release --example bench >&2
+# The check-in rows start the server and the baseline as separate processes, and row 7
+# runs check_in_instructions under valgrind: the benchmark finds them next to itself.
+cargo build --release --example bench --example server --example baseline \
+    --example check_in_instructions >&2
 exec "${CARGO_TARGET_DIR:-target}/release/examples/bench" "$@"
