@@ -50,7 +50,7 @@ psql_admin() {
 drops=$(psql_admin "SELECT format('DROP DATABASE IF EXISTS %I;', datname) FROM pg_database d
     WHERE datname LIKE 'snitch\_test\_%'
     AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datid = d.oid)
-    AND (pg_stat_file('base/' || d.oid || '/PG_VERSION')).modification
+    AND (pg_stat_file('base/' || d.oid || '/PG_VERSION', true)).modification
         < now() - interval '1 hour'") ||
     fail "cannot query $DATABASE_URL (is trust auth set up for user $USER_NAME?)"
 if [[ -n "$drops" ]]; then

@@ -49,7 +49,7 @@
 //!     ..Default::default()
 //! };
 //! let snitch = service.create(&case, &fields).await.unwrap();
-//! let snitch = service.check_in(snitch.token.as_str(), Outcome::Success, None).await.unwrap();
+//! let snitch = service.check_in(snitch.token().as_str(), Outcome::Success, None).await.unwrap();
 //! assert_eq!(snitch.status().as_str(), "healthy");
 //! # });
 //! # fn tokio_test_block(f: impl std::future::Future<Output = ()>) {

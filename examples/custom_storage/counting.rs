@@ -104,6 +104,15 @@ impl Storage for CountingStorage {
         self.inner.insert_snitch(snitch, max_snitches).await
     }
 
+    async fn insert_snitches(
+        &self,
+        snitches: &[Snitch],
+        max_snitches: u32,
+    ) -> Result<(), StorageError> {
+        self.called("insert_snitches");
+        self.inner.insert_snitches(snitches, max_snitches).await
+    }
+
     async fn snitch(&self, token: &Token) -> Result<Option<Snitch>, StorageError> {
         self.called("snitch");
         self.inner.snitch(token).await

@@ -99,8 +99,8 @@ impl StorageError {
 /// first; several when concurrent check-ins of one snitch are saved together), the events
 /// it emitted and their deliveries (the outbox). A store keeps all of it or none.
 ///
-/// Built by this crate (the service, [`Change::new`]); read-only outside it, through
-/// accessors.
+/// Built by the service, or by [`Change::new`] from the snitch it changes (whose identity it
+/// keeps); read-only, through accessors.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Change {
@@ -123,7 +123,8 @@ pub struct Change {
 }
 
 impl Change {
-    /// A change computed from `before`: `after` gets the next version.
+    /// A change computed from `before`: `after` gets the next version, and keeps the
+    /// identity of `before` (token, case, creation), which no change can alter.
     pub fn new(
         before: &Snitch,
         mut after: Snitch,
@@ -131,6 +132,9 @@ impl Change {
         events: Vec<Event>,
     ) -> Self {
         after.version = before.version + 1;
+        after.token = before.token.clone();
+        after.case_id = before.case_id.clone();
+        after.created_at = before.created_at;
         Change {
             snitch: after,
             check_ins,
@@ -314,9 +318,12 @@ pub trait Storage: Send + Sync {
     /// [`StorageError::DuplicateToken`] if a token is taken or given twice,
     /// [`StorageError::UnknownCase`]) none is stored.
     ///
+    /// When a batch breaks more than one rule, which error is reported is unspecified.
+    ///
     /// Provided: checks every snitch against what is stored, then inserts them one after
-    /// another (all or nothing only when nothing else inserts meanwhile). The built-in stores
-    /// do it in one atomic step.
+    /// another, and deletes those it inserted if one fails (all or nothing only when nothing
+    /// else writes meanwhile, and the deletes succeed). The built-in stores do it in one
+    /// atomic step.
     async fn insert_snitches(
         &self,
         snitches: &[Snitch],
@@ -345,8 +352,14 @@ pub trait Storage: Send + Sync {
                 return Err(StorageError::LimitReached { max: max_snitches });
             }
         }
-        for snitch in snitches {
-            self.insert_snitch(snitch, max_snitches).await?;
+        for (done, snitch) in snitches.iter().enumerate() {
+            if let Err(e) = self.insert_snitch(snitch, max_snitches).await {
+                for inserted in &snitches[..done] {
+                    // Best effort: the first error is the one to report.
+                    let _ = self.delete_snitch(inserted.token()).await;
+                }
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -553,5 +566,39 @@ mod tests {
         }
         assert!(StorageError::CommitOutcomeUnknown("reset".into()).is_outcome_unknown());
         assert!(!StorageError::Backend("reset".into()).is_outcome_unknown());
+    }
+
+    /// A change cannot move a snitch to another case or rewrite when it was made: a store
+    /// that keeps the change's snitch whole (memory) would file it under the wrong case.
+    #[test]
+    fn a_change_keeps_the_identity_of_the_snitch_it_changes() {
+        use crate::calendar::Interval;
+        use crate::types::{SnitchName, Token};
+        let at = |s: &str| {
+            chrono::DateTime::parse_from_rfc3339(s)
+                .expect("time")
+                .to_utc()
+        };
+        let name = SnitchName::parse("backup").expect("valid");
+        let token = Token::parse("aaaaaaaaaaaaaaaaaaaa").expect("valid");
+        let before = Snitch::new(
+            token.clone(),
+            CaseId::parse("acme").expect("valid"),
+            name.clone(),
+            Interval::Daily,
+            at("2026-11-23T03:00:00Z"),
+        );
+        let impostor = Snitch::new(
+            Token::parse("bbbbbbbbbbbbbbbbbbbb").expect("valid"),
+            CaseId::parse("globex").expect("valid"),
+            name,
+            Interval::Daily,
+            at("2026-11-24T03:00:00Z"),
+        );
+        let change = Change::new(&before, impostor, Vec::new(), Vec::new());
+        assert_eq!(change.snitch().token(), &token);
+        assert_eq!(change.snitch().case_id(), before.case_id());
+        assert_eq!(change.snitch().created_at(), before.created_at());
+        assert_eq!(change.expected_version(), before.version());
     }
 }

@@ -45,6 +45,8 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use std::collections::HashMap;
+
 use snitch_core::{
     ApiKeyRecord, Attempt, AttemptResult, Case, CaseId, CaseOutage, Change, CheckIn, ClaimLimits,
     Delivery, DeliveryState, Event, Outage, Snitch, Status, Storage, StorageError, StoreStats, Tag,
@@ -540,32 +542,45 @@ impl Storage for SqliteStorage {
             return Ok(());
         }
         let mut w = self.writer.begin().await?;
+        // Each case is looked up and counted once (counting per snitch would make a large
+        // import quadratic); then only the token is checked per snitch.
+        let mut held: HashMap<&CaseId, i64> = HashMap::new();
         for snitch in snitches {
             let fields = SnitchFields::of(snitch)?;
-            let (case, taken, held): (bool, bool, i64) = sqlx::query_as(
-                "SELECT EXISTS (SELECT 1 FROM cases WHERE id = ?2), \
-                 EXISTS (SELECT 1 FROM snitches WHERE token = ?1), \
-                 (SELECT count(*) FROM snitches WHERE case_id = ?2)",
-            )
-            .bind(snitch.token().as_str())
-            .bind(snitch.case_id().as_str())
-            .fetch_one(&mut *w.tx)
-            .await
-            .map_err(backend)?;
-            if !case {
-                return Err(StorageError::UnknownCase(snitch.case_id().clone()));
+            let case = snitch.case_id();
+            if !held.contains_key(case) {
+                let (known, count): (bool, i64) = sqlx::query_as(
+                    "SELECT EXISTS (SELECT 1 FROM cases WHERE id = ?1), \
+                     (SELECT count(*) FROM snitches WHERE case_id = ?1)",
+                )
+                .bind(case.as_str())
+                .fetch_one(&mut *w.tx)
+                .await
+                .map_err(backend)?;
+                if !known {
+                    return Err(StorageError::UnknownCase(case.clone()));
+                }
+                held.insert(case, count);
             }
+            let taken: bool =
+                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM snitches WHERE token = ?1)")
+                    .bind(snitch.token().as_str())
+                    .fetch_one(&mut *w.tx)
+                    .await
+                    .map_err(backend)?;
             if taken {
                 return Err(StorageError::DuplicateToken);
             }
-            if held >= i64::from(max_snitches) {
+            let count = held.entry(case).or_default();
+            if *count >= i64::from(max_snitches) {
                 return Err(StorageError::LimitReached { max: max_snitches });
             }
+            *count += 1;
             fields
                 .bind(
                     sqlx::query(&INSERT_SNITCH)
                         .bind(snitch.token().as_str())
-                        .bind(snitch.case_id().as_str())
+                        .bind(case.as_str())
                         .bind(ms(snitch.created_at())),
                 )
                 .execute(&mut *w.tx)

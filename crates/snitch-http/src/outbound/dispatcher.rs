@@ -343,8 +343,8 @@ impl Dispatcher {
             metrics.delivery(delivery.channel.kind(), outcome, latency);
         }
         tracing::info!(
-            delivery = %delivery.id,
-            event = %delivery.event.id,
+            delivery = %super::loggable_id(&delivery.id),
+            event = %super::loggable_id(&delivery.event.id),
             channel = delivery.channel.kind(),
             outcome = outcome.as_str(),
             ok,
@@ -365,7 +365,11 @@ impl Dispatcher {
             .await
         {
             // The lease runs out and the delivery is tried again: at least once.
-            tracing::error!(delivery = %delivery.id, error = %e, "cannot record an attempt");
+            tracing::error!(
+                delivery = %super::loggable_id(&delivery.id),
+                error = %e,
+                "cannot record an attempt"
+            );
         }
     }
 

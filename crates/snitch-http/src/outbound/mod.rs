@@ -4,3 +4,32 @@
 pub mod dispatcher;
 pub mod email;
 pub mod webhook;
+
+/// A snitch's token fit for a log: its first four characters. A token is a secret (anyone
+/// who holds it can check in), and logs are read by more people than own the snitch.
+pub fn loggable_token(token: &str) -> String {
+    let shown: String = token.chars().take(4).collect();
+    format!("{shown}…")
+}
+
+/// An event or delivery id fit for a log: ids begin with their snitch's token
+/// (`<token>-<n>`, `<token>-<n>-<m>`), which [`loggable_token`] shortens: `abcd…-7-1`.
+pub fn loggable_id(id: &str) -> String {
+    match id.split_once('-') {
+        Some((token, rest)) => format!("{}-{rest}", loggable_token(token)),
+        None => loggable_token(id),
+    }
+}
+
+#[cfg(test)]
+mod loggable_tests {
+    use super::*;
+
+    #[test]
+    fn ids_in_logs_keep_four_characters_of_the_token() {
+        assert_eq!(loggable_id("abcdefghijklmnopqrst-7"), "abcd…-7");
+        assert_eq!(loggable_id("abcdefghijklmnopqrst-7-1"), "abcd…-7-1");
+        assert_eq!(loggable_id("abcdefghijklmnopqrst"), "abcd…");
+        assert_eq!(loggable_token("ab"), "ab…");
+    }
+}

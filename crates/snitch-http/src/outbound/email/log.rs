@@ -5,6 +5,7 @@ use snitch_core::{Delivery, EmailAddress, Notifier, NotifyError};
 
 use super::recipients;
 use super::render::render_email;
+use crate::outbound::{loggable_id, loggable_token};
 
 /// Used when no SMTP server is configured: writes every alert to the log
 /// (`tracing::info!`) and counts it as delivered.
@@ -32,12 +33,16 @@ impl Notifier for LogEmailNotifier {
         let to = recipients(delivery)?;
         let content = render_email(&delivery.event, self.check_in_base.as_deref());
         let to: Vec<&str> = to.iter().map(EmailAddress::as_str).collect();
+        // The e-mail names the snitch's token (its check-in URL); the log shows only its
+        // first characters.
+        let token = delivery.event.token.as_str();
+        let shown = loggable_token(token);
         tracing::info!(
-            delivery = %delivery.id,
+            delivery = %loggable_id(&delivery.id),
             to = %to.join(", "),
-            subject = %content.subject,
+            subject = %content.subject.replace(token, &shown),
             "e-mail alert (no smtp_url configured, not sent):\n{}",
-            content.text
+            content.text.replace(token, &shown)
         );
         Ok("written to the log".to_owned())
     }

@@ -14,6 +14,7 @@ use snitch_core::{Channel, Clock, Delivery, Notifier, NotifyError, SystemClock};
 use super::address::{is_refused_address, GuardedResolver, Refused};
 use super::payload::{webhook_body, EVENT_ID_HEADER};
 use super::signature::{signature_header, SIGNATURE_HEADER};
+use crate::outbound::loggable_id;
 
 /// The hard timeout of a delivery attempt (api-v1.md 6.3).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -196,7 +197,7 @@ impl Notifier for WebhookNotifier {
             Err(err) => {
                 let failure = self.describe(&err);
                 tracing::debug!(
-                    delivery = %delivery.id,
+                    delivery = %loggable_id(&delivery.id),
                     detail = %failure.detail,
                     permanent = failure.permanent,
                     "webhook attempt failed"
@@ -206,11 +207,15 @@ impl Notifier for WebhookNotifier {
         };
         let status = response.status();
         if status.is_success() {
-            tracing::debug!(delivery = %delivery.id, status = status.as_u16(), "webhook delivered");
+            tracing::debug!(
+                delivery = %loggable_id(&delivery.id),
+                status = status.as_u16(),
+                "webhook delivered"
+            );
             Ok(format!("HTTP {}", status.as_u16()))
         } else {
             let detail = describe_status(status);
-            tracing::debug!(delivery = %delivery.id, %detail, "webhook attempt failed");
+            tracing::debug!(delivery = %loggable_id(&delivery.id), %detail, "webhook attempt failed");
             Err(NotifyError::new(detail))
         }
     }
