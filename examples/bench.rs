@@ -1991,10 +1991,8 @@ fn header(sizes: &Sizes, elapsed: Duration, load_at_start: &str) -> String {
          (`examples/baseline.rs`, axum on tokio's multi-thread runtime, like the server) are \
          separate release processes started by the benchmark; the snitches are made with \
          `POST /v1/snitches` and each checked in once over HTTP before the load.\n\
-         - Commits are durable: on a busy machine a PostgreSQL commit waits for an \
-         `fdatasync` that takes milliseconds (`pg_test_fsync`: 0.2 ms quiet, 4.8 ms during \
-         a run with other builds), which bounds row 2 at about 64 connections / (fsync + \
-         two round trips), whatever the store does.\n\
+         - Commits are durable (`fdatasync`: 0.12 ms on this disk when quiet, \
+         `pg_test_fsync`; several ms while other builds run).\n\
          - Rows 5 and 6 run the whole server in the benchmark's process \
          (`snitch::server::launch_with_clock`); \
          rows 3a–3c and 4 write snitches straight into the store with `Storage::insert_snitches` \
