@@ -329,19 +329,13 @@ pub trait Storage: Send + Sync {
         snitches: &[Snitch],
         max_snitches: u32,
     ) -> Result<(), StorageError> {
-        let mut per_case: Vec<(&CaseId, u64)> = Vec::new();
+        let mut per_case: std::collections::HashMap<&CaseId, u64> = Default::default();
         let mut seen = std::collections::HashSet::new();
         for snitch in snitches {
             if !seen.insert(snitch.token()) || self.snitch(snitch.token()).await?.is_some() {
                 return Err(StorageError::DuplicateToken);
             }
-            match per_case
-                .iter_mut()
-                .find(|(case, _)| *case == snitch.case_id())
-            {
-                Some((_, n)) => *n += 1,
-                None => per_case.push((snitch.case_id(), 1)),
-            }
+            *per_case.entry(snitch.case_id()).or_default() += 1;
         }
         for (case, adding) in per_case {
             if self.case(case).await?.is_none() {

@@ -128,3 +128,13 @@ async fn a_store_with_only_the_required_methods_runs_check_ins_and_the_sweep() {
     assert_eq!(store.outages(at(0)).await.expect("none"), []);
     assert_eq!(store.case_outages(&acme.id, 5).await.expect("none"), []);
 }
+
+/// The provided bulk insert (checks, then one insert after another, undone on failure)
+/// keeps the contract's all-or-nothing rules when nothing else writes meanwhile.
+#[tokio::test]
+async fn the_provided_bulk_insert_passes_the_contract() {
+    snitch_core::contract::insert_snitches_is_all_or_nothing(Arc::new(RequiredOnly(
+        MemoryStorage::new(),
+    )))
+    .await;
+}
