@@ -53,6 +53,7 @@ macro_rules! storage_contract_tests {
             cases_are_kept_apart,
             // Inserting snitches.
             insert_snitch_round_trips_every_field,
+            a_saved_change_keeps_text_exactly,
             insert_snitch_into_unknown_case_fails,
             insert_snitch_with_taken_token_fails,
             insert_snitch_respects_the_limit_per_case,
@@ -417,6 +418,35 @@ pub async fn insert_snitch_round_trips_every_field(store: Arc<dyn Storage>) {
     for s in &all {
         assert_eq!(stored(&store, &s.token).await.as_ref(), Some(s));
     }
+}
+
+/// Text a user or a job wrote is stored as written by every save, however it looks to
+/// the store's own encodings: quotes, backslashes, braces, the word NULL, line breaks,
+/// non-ASCII (a store that sends arrays as literals must quote them).
+pub async fn a_saved_change_keeps_text_exactly(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let mut s = snitch(&acme, 1, t0());
+    insert(&store, &s).await;
+    s.name = SnitchName::parse(r#"say "hi" \ {x} NULL"#).expect("valid name");
+    s.tags = Tags::parse(&[r#"a"b"#, r"back\slash", "{braces}", "NULL", "null", "two words", "ü ✓"])
+        .expect("valid tags");
+    s.notes = Notes::parse("line 1\nline \"2\" \\ {}").expect("valid notes");
+    s.alert_email =
+        AlertEmails::parse(&["o'brien@example.test", "x+{y}@example.test"]).expect("valid");
+    let renamed = Change::new(&stored(&store, &s.token).await.expect("stored"), s, vec![], vec![]);
+    store.save(&renamed).await.expect("saved");
+    assert_eq!(stored(&store, &token(1)).await.as_ref(), Some(renamed.snitch()));
+    // A check-in after it (a change that emits nothing) keeps the text too.
+    let message = CheckInMessage::truncating(r#"done "ok" \ {1,2} NULL"#);
+    let check_in = CheckIn {
+        message,
+        ..failure(at(5), "1", "x")
+    };
+    let checked = checked_in_with(renamed.snitch(), check_in.clone());
+    store.save(&checked).await.expect("saved");
+    assert_eq!(stored(&store, &token(1)).await.as_ref(), Some(checked.snitch()));
+    let history = store.check_ins(&token(1), 10).await.expect("read");
+    assert_eq!(history.last(), checked.check_ins().last());
 }
 
 /// A snitch of a case that is not stored is refused and not stored.

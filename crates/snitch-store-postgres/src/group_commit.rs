@@ -70,18 +70,29 @@ pub struct PgStorageOptions {
     /// already run its statements. Saves take at most this many of the pool's
     /// connections.
     pub max_concurrent_batches: usize,
+    /// How many snitches (and cases) the check-in cache holds: a check-in of a snitch
+    /// held there is one statement, its save, instead of a read and a save. 0 turns the
+    /// cache off. A held snitch is about a kilobyte.
+    pub cache_capacity: usize,
+    /// How long a cached case (plan, members) serves check-ins after it was read: a
+    /// change made through another server reaches this one's check-ins within it (one
+    /// made through this store at once).
+    pub case_ttl: Duration,
 }
 
 impl Default for PgStorageOptions {
     /// Batches of up to 256 changes, of what is queued when a batch can start (no
     /// waiting for more: under load a batch forms while the ones before it commit, and
     /// waiting 2 ms only added latency: 7,500–7,800 → 8,700–9,500 check-ins/s in
-    /// BENCHMARKS.md row 2), up to 4 at once.
+    /// BENCHMARKS.md row 2), up to 4 at once; a check-in cache of 100,000 snitches whose
+    /// cases serve for a second.
     fn default() -> Self {
         PgStorageOptions {
             max_wait: Duration::ZERO,
             max_batch: 256,
             max_concurrent_batches: 4,
+            cache_capacity: 100_000,
+            case_ttl: Duration::from_secs(1),
         }
     }
 }
@@ -98,6 +109,20 @@ impl PgStorageOptions {
     #[must_use]
     pub fn with_max_batch(mut self, max_batch: usize) -> Self {
         self.max_batch = max_batch.max(1);
+        self
+    }
+
+    /// These options with [`PgStorageOptions::cache_capacity`] set (0: no cache).
+    #[must_use]
+    pub fn with_cache_capacity(mut self, snitches: usize) -> Self {
+        self.cache_capacity = snitches;
+        self
+    }
+
+    /// These options with [`PgStorageOptions::case_ttl`] set.
+    #[must_use]
+    pub fn with_case_ttl(mut self, case_ttl: Duration) -> Self {
+        self.case_ttl = case_ttl;
         self
     }
 

@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 mod bulk_insert;
+mod check_in_cache;
 mod group_commit;
 mod read_batch;
 mod records;
@@ -88,6 +89,7 @@ pub struct PgStorage {
     pool: PgPool,
     saves: Arc<GroupCommit>,
     reads: Arc<read_batch::Reads>,
+    cache: Arc<check_in_cache::CheckInCache>,
 }
 
 impl PgStorage {
@@ -103,7 +105,20 @@ impl PgStorage {
         PgStorage {
             saves: Arc::new(GroupCommit::new(pool.clone(), options)),
             reads: Arc::new(read_batch::Reads::new(pool.clone())),
+            cache: Arc::new(check_in_cache::CheckInCache::new(
+                options.cache_capacity,
+                options.case_ttl,
+            )),
             pool,
+        }
+    }
+
+    /// Keeps the check-in cache right after a save: the saved snitch, or nothing when
+    /// the stored version is not known.
+    fn cache_outcome(&self, change: &Change, result: &Result<(), StorageError>) {
+        match result {
+            Ok(()) => self.cache.saved(change.snitch()),
+            Err(_) => self.cache.forget(change.snitch().token().as_str()),
         }
     }
 
@@ -375,7 +390,7 @@ fn outage_of(id: i64, started_at: Timestamp, ended_at: Timestamp) -> Result<Outa
 #[async_trait]
 impl Storage for PgStorage {
     async fn upsert_case(&self, case: &Case) -> Result<(), StorageError> {
-        sqlx::query(
+        let result = sqlx::query(
             "INSERT INTO snitch.cases (id, members, max_snitches, error_notices, on_hold) \
              VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (id) DO UPDATE SET members = EXCLUDED.members, \
@@ -389,7 +404,10 @@ impl Storage for PgStorage {
         .bind(case.on_hold)
         .execute(&self.pool)
         .await
-        .map_err(backend)?;
+        .map_err(backend);
+        // Whether or not it committed, the held copy may be out of date.
+        self.cache.forget_case(case.id.as_str());
+        result?;
         Ok(())
     }
 
@@ -547,7 +565,18 @@ impl Storage for PgStorage {
         &self,
         token: &Token,
     ) -> Result<Option<(Snitch, Option<Case>)>, StorageError> {
-        self.reads.snitch_with_case(token.as_str()).await
+        // The check-in's read: from the cache when it holds both (see `check_in_cache`
+        // for why a stale entry is harmless).
+        let now = std::time::Instant::now();
+        if let Some(held) = self.cache.get(token.as_str(), now) {
+            return Ok(Some(held));
+        }
+        let read = self.reads.snitch_with_case(token.as_str()).await?;
+        match &read {
+            Some((snitch, case)) => self.cache.read(snitch, case.as_ref(), now),
+            None => self.cache.forget(token.as_str()),
+        }
+        Ok(read)
     }
 
     async fn snitches(&self, case: &CaseId, tags: &[Tag]) -> Result<Vec<Snitch>, StorageError> {
@@ -566,13 +595,20 @@ impl Storage for PgStorage {
     }
 
     async fn save(&self, change: &Change) -> Result<(), StorageError> {
-        self.saves.save(change).await
+        let result = self.saves.save(change).await;
+        self.cache_outcome(change, &result);
+        result
     }
 
     /// Queued to the group commit all at once (in order), so they apply in batches of
     /// up to [`PgStorageOptions::max_batch`], each one statement.
     async fn save_all(&self, changes: &[Change]) -> Vec<Result<(), StorageError>> {
-        futures::future::join_all(changes.iter().map(|change| self.saves.save(change))).await
+        futures::future::join_all(changes.iter().map(|change| async move {
+            let result = self.saves.save(change).await;
+            self.cache_outcome(change, &result);
+            result
+        }))
+        .await
     }
 
     async fn delete_snitch(&self, token: &Token) -> Result<bool, StorageError> {
@@ -606,7 +642,9 @@ impl Storage for PgStorage {
         .execute(&mut *tx)
         .await
         .map_err(backend)?;
-        tx.commit().await.map_err(backend)?;
+        let committed = tx.commit().await.map_err(backend);
+        self.cache.forget(token.as_str());
+        committed?;
         Ok(true)
     }
 

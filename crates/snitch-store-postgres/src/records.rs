@@ -226,6 +226,164 @@ impl SnitchFields {
     }
 }
 
+/// [`SnitchFields`] of many snitches, one array per field, ready to bind as the typed
+/// arrays of an `unnest`: Postgres reads them in binary, with no text to parse per row
+/// (the arrays of a row, tags, e-mails and offsets, travel as array literals, since
+/// `unnest` cannot take an array of arrays of different lengths).
+#[derive(Debug, Default)]
+pub(crate) struct SnitchColumns {
+    name: Vec<String>,
+    tags: Vec<String>,
+    notes: Vec<String>,
+    interval: Vec<&'static str>,
+    alert_type: Vec<&'static str>,
+    alert_email: Vec<String>,
+    status: Vec<&'static str>,
+    checked_in_at: Vec<Option<DateTime<Utc>>>,
+    last_check_in_at: Vec<Option<DateTime<Utc>>>,
+    anchor_at: Vec<Option<DateTime<Utc>>>,
+    deadline_at: Vec<Option<DateTime<Utc>>>,
+    pause_until_kind: Vec<Option<&'static str>>,
+    pause_until_at: Vec<Option<DateTime<Utc>>>,
+    pause_resume_status: Vec<Option<&'static str>>,
+    pause_checked_in: Vec<Option<bool>>,
+    smart_offsets_ms: Vec<String>,
+    last_errored_alert_at: Vec<Option<DateTime<Utc>>>,
+    error_announced: Vec<bool>,
+    last_recovery_alert_at: Vec<Option<DateTime<Utc>>>,
+    event_seq: Vec<i64>,
+    version: Vec<i64>,
+    wake_at: Vec<Option<DateTime<Utc>>>,
+}
+
+/// The SQL types the arrays of [`SnitchColumns::bind`] are cast to in the `unnest`, in
+/// the order of [`SNITCH_FIELDS`]; each row's array literal is then cast to the column's
+/// type (`text[]`, `bigint[]`).
+pub(crate) const SNITCH_COLUMN_ARRAY_TYPES: [&str; 22] = [
+    "text[]",
+    "text[]",
+    "text[]",
+    "text[]",
+    "text[]",
+    "text[]",
+    "text[]",
+    "timestamptz[]",
+    "timestamptz[]",
+    "timestamptz[]",
+    "timestamptz[]",
+    "text[]",
+    "timestamptz[]",
+    "text[]",
+    "boolean[]",
+    "text[]",
+    "timestamptz[]",
+    "boolean[]",
+    "timestamptz[]",
+    "bigint[]",
+    "bigint[]",
+    "timestamptz[]",
+];
+
+impl SnitchColumns {
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        let mut columns = SnitchColumns::default();
+        columns.name.reserve(n);
+        columns.version.reserve(n);
+        columns
+    }
+
+    pub(crate) fn push(&mut self, f: &SnitchFields) {
+        self.name.push(f.name.clone());
+        self.tags.push(array_literal(&f.tags));
+        self.notes.push(f.notes.clone());
+        self.interval.push(f.interval);
+        self.alert_type.push(f.alert_type);
+        self.alert_email.push(array_literal(&f.alert_email));
+        self.status.push(f.status);
+        self.checked_in_at.push(f.checked_in_at);
+        self.last_check_in_at.push(f.last_check_in_at);
+        self.anchor_at.push(f.anchor_at);
+        self.deadline_at.push(f.deadline_at);
+        self.pause_until_kind.push(f.pause_until_kind);
+        self.pause_until_at.push(f.pause_until_at);
+        self.pause_resume_status.push(f.pause_resume_status);
+        self.pause_checked_in.push(f.pause_checked_in);
+        self.smart_offsets_ms
+            .push(number_array_literal(&f.smart_offsets_ms));
+        self.last_errored_alert_at.push(f.last_errored_alert_at);
+        self.error_announced.push(f.error_announced);
+        self.last_recovery_alert_at.push(f.last_recovery_alert_at);
+        self.event_seq.push(f.event_seq);
+        self.version.push(f.version);
+        self.wake_at.push(f.wake_at);
+    }
+
+    /// Binds one array per field, in the order of [`SNITCH_FIELDS`].
+    pub(crate) fn bind<'q, O>(self, q: PgQueryAs<'q, O>) -> PgQueryAs<'q, O> {
+        q.bind(self.name)
+            .bind(self.tags)
+            .bind(self.notes)
+            .bind(self.interval)
+            .bind(self.alert_type)
+            .bind(self.alert_email)
+            .bind(self.status)
+            .bind(self.checked_in_at)
+            .bind(self.last_check_in_at)
+            .bind(self.anchor_at)
+            .bind(self.deadline_at)
+            .bind(self.pause_until_kind)
+            .bind(self.pause_until_at)
+            .bind(self.pause_resume_status)
+            .bind(self.pause_checked_in)
+            .bind(self.smart_offsets_ms)
+            .bind(self.last_errored_alert_at)
+            .bind(self.error_announced)
+            .bind(self.last_recovery_alert_at)
+            .bind(self.event_seq)
+            .bind(self.version)
+            .bind(self.wake_at)
+    }
+}
+
+pub(crate) type PgQueryAs<'q, O> =
+    sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>;
+
+/// A Postgres array literal of text elements (`{"a","b \"c\""}`): every element
+/// quoted, with its backslashes and double quotes escaped, so commas, braces, spaces and
+/// the word NULL stay text.
+pub(crate) fn array_literal(items: &[String]) -> String {
+    let mut literal = String::with_capacity(2 + items.iter().map(|i| i.len() + 3).sum::<usize>());
+    literal.push('{');
+    for (n, item) in items.iter().enumerate() {
+        if n > 0 {
+            literal.push(',');
+        }
+        literal.push('"');
+        for c in item.chars() {
+            if c == '"' || c == '\\' {
+                literal.push('\\');
+            }
+            literal.push(c);
+        }
+        literal.push('"');
+    }
+    literal.push('}');
+    literal
+}
+
+/// A Postgres array literal of numbers (`{1,-2}`).
+pub(crate) fn number_array_literal(items: &[i64]) -> String {
+    let mut literal = String::from("{");
+    for (n, item) in items.iter().enumerate() {
+        if n > 0 {
+            literal.push(',');
+        }
+        literal.push_str(&item.to_string());
+    }
+    literal.push('}');
+    literal
+}
+
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct SnitchRow {
     token: String,

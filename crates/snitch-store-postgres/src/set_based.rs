@@ -27,7 +27,8 @@ use sqlx::postgres::PgConnection;
 use sqlx::types::Json;
 
 use crate::records::{
-    self, CheckInRecord, DeliveryFields, EventRecord, SnitchFields, EVENT_COLUMNS, SNITCH_FIELDS,
+    self, CheckInRecord, DeliveryFields, EventRecord, SnitchColumns, SnitchFields, EVENT_COLUMNS,
+    SNITCH_COLUMN_ARRAY_TYPES, SNITCH_FIELDS,
 };
 use crate::{backend, limit, EVENTS_KEPT};
 
@@ -173,6 +174,65 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// A round of changes that emit nothing (no events, deliveries or outage deferrals: a
+/// check-in that keeps the status, the usual case): the snitches and their check-ins
+/// only, each field as a typed array (`unnest`), which Postgres reads without parsing
+/// text per row. `$1` tokens, `$2` expected versions, `$3` check-ins added, `$4` history
+/// lengths, `$5`–`$26` [`SNITCH_FIELDS`], `$27`–`$30` the check-ins (token, time, exit
+/// status, message; in order). Rows are locked in token order as in [`SAVE_ROUND`].
+/// Answers the token and stored check-in count of each snitch it updated.
+static STATE_ROUND: LazyLock<String> = LazyLock::new(|| {
+    let arrays: Vec<String> = SNITCH_COLUMN_ARRAY_TYPES
+        .iter()
+        .enumerate()
+        .map(|(n, ty)| format!("${}::{ty}", n + 5))
+        .collect();
+    let sets: Vec<String> = SNITCH_FIELDS
+        .iter()
+        .zip(SNITCH_FIELD_TYPES)
+        .map(|(field, ty)| {
+            if ty.ends_with("[]") {
+                // Each row's array travels as an array literal.
+                format!("{field} = i.{field}::{ty}")
+            } else {
+                format!("{field} = i.{field}")
+            }
+        })
+        .collect();
+    let check_ins = SNITCH_FIELDS.len() + 5;
+    format!(
+        "WITH input AS ( \
+           SELECT * FROM unnest($1::text[], $2::bigint[], $3::integer[], $4::integer[], \
+             {arrays}) AS i(token, expected, check_ins_added, keep, {fields})), \
+         locked AS ( \
+           SELECT s.token FROM snitch.snitches s JOIN input i ON i.token = s.token \
+           WHERE s.token = ANY($1) AND s.version = i.expected \
+           ORDER BY s.token FOR UPDATE OF s), \
+         updated AS ( \
+           UPDATE snitch.snitches s SET {sets}, sweep_lease_until = NULL, \
+             check_ins_stored = s.check_ins_stored + i.check_ins_added, \
+             check_ins_keep = i.keep \
+           FROM input i \
+           WHERE s.token = i.token AND s.version = i.expected \
+             AND s.token IN (SELECT token FROM locked) \
+           RETURNING s.token, s.check_ins_stored), \
+         new_check_ins AS ( \
+           INSERT INTO snitch.check_ins (token, at, exit_status, message) \
+           SELECT c.token, c.at, c.exit_status, c.message \
+           FROM unnest(${c1}::text[], ${c2}::timestamptz[], ${c3}::text[], ${c4}::text[]) \
+             WITH ORDINALITY AS c(token, at, exit_status, message, ord) \
+           WHERE c.token IN (SELECT token FROM updated) ORDER BY c.ord) \
+         SELECT token, check_ins_stored FROM updated",
+        arrays = arrays.join(", "),
+        fields = SNITCH_FIELDS.join(", "),
+        sets = sets.join(", "),
+        c1 = check_ins,
+        c2 = check_ins + 1,
+        c3 = check_ins + 2,
+        c4 = check_ins + 3,
+    )
+});
+
 /// Trims the check-ins of the snitches `$1` to the newest each keeps (`check_ins_keep`)
 /// and sets their counts.
 const TRIM_CHECK_INS: &str = "WITH cut AS ( \
@@ -242,6 +302,80 @@ struct Round<'a> {
 }
 
 impl<'a> Round<'a> {
+    /// Whether the round only moves snitches and appends check-ins ([`STATE_ROUND`]).
+    fn is_state_only(&self) -> bool {
+        self.events.is_empty() && self.deliveries.is_empty() && self.deferrals.is_empty()
+    }
+
+    /// Runs the round as [`STATE_ROUND`]: for each snitch of the round, its stored
+    /// check-in count when it was updated, `None` when it was refused or is missing.
+    async fn apply_state_only(
+        &self,
+        conn: &mut PgConnection,
+    ) -> Result<HashMap<&'a str, (Option<i32>, bool)>, sqlx::Error> {
+        let n = self.snitches.len();
+        let (mut tokens, mut expected, mut added, mut keep) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let mut columns = SnitchColumns::with_capacity(n);
+        for s in &self.snitches {
+            tokens.push(s.token);
+            expected.push(s.expected);
+            added.push(s.check_ins_added);
+            keep.push(s.keep);
+            columns.push(&s.fields);
+        }
+        let m = self.check_ins.len();
+        let (mut c_tokens, mut c_at, mut c_exit, mut c_message) = (
+            Vec::with_capacity(m),
+            Vec::with_capacity(m),
+            Vec::with_capacity(m),
+            Vec::with_capacity(m),
+        );
+        for c in &self.check_ins {
+            c_tokens.push(c.token);
+            c_at.push(c.record.at);
+            c_exit.push(c.record.exit_status.as_deref());
+            c_message.push(c.record.message.as_deref());
+        }
+        let query = sqlx::query_as::<_, (String, i32)>(&STATE_ROUND)
+            .bind(&tokens)
+            .bind(expected)
+            .bind(added)
+            .bind(keep);
+        let updated: HashMap<String, i32> = columns
+            .bind(query)
+            .bind(c_tokens)
+            .bind(c_at)
+            .bind(c_exit)
+            .bind(c_message)
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .collect();
+        // A snitch not updated was refused (another version is stored) or is missing:
+        // one more query tells which, only when there is one.
+        let present: Vec<String> = if updated.len() < tokens.len() {
+            sqlx::query_scalar("SELECT token FROM snitch.snitches WHERE token = ANY($1)")
+                .bind(&tokens)
+                .fetch_all(&mut *conn)
+                .await?
+        } else {
+            Vec::new()
+        };
+        Ok(tokens
+            .iter()
+            .map(|&token| {
+                let stored = updated.get(token).copied();
+                let is_present = stored.is_some() || present.iter().any(|p| p == token);
+                (token, (stored, is_present))
+            })
+            .collect())
+    }
+
     /// Adds a change, or gives back why it cannot be stored at all (a counter beyond a
     /// bigint): that change alone fails.
     fn push(&mut self, index: usize, change: &'a Change) -> Result<(), StorageError> {
@@ -359,7 +493,13 @@ impl<'a> Plan<'a> {
         conn: &mut PgConnection,
     ) -> Result<(Vec<Result<(), StorageError>>, Housekeeping), sqlx::Error> {
         let mut housekeeping = Housekeeping::default();
-        for round in &self.rounds {
+        let rounds = std::mem::take(&mut self.rounds);
+        for round in &rounds {
+            if round.is_state_only() {
+                let answers = round.apply_state_only(&mut *conn).await?;
+                settle(&mut self.results, round, &answers, &mut housekeeping);
+                continue;
+            }
             let answers: Vec<(String, Option<i32>, bool)> = sqlx::query_as(&SAVE_ROUND)
                 .bind(Json(&round.snitches))
                 .bind(Json(&round.check_ins))
@@ -380,21 +520,33 @@ impl<'a> Plan<'a> {
                 .iter()
                 .map(|(token, stored, present)| (token.as_str(), (*stored, *present)))
                 .collect();
-            for (&index, input) in round.changes.iter().zip(&round.snitches) {
-                let result = match answers.get(input.token) {
-                    Some((Some(stored), _)) => {
-                        if *stored >= trim_at(input.keep) {
-                            housekeeping.full.push(input.token.to_owned());
-                        }
-                        Ok(())
-                    }
-                    Some((None, true)) => Err(StorageError::Conflict),
-                    _ => Err(StorageError::NotFound),
-                };
-                self.results[index] = result;
-            }
+            settle(&mut self.results, round, &answers, &mut housekeeping);
         }
         Ok((self.results, housekeeping))
+    }
+}
+
+/// Records the result of each change of `round` from what its statement answered for
+/// each token: the stored check-in count when it was updated, and whether the snitch
+/// exists.
+fn settle(
+    results: &mut [Result<(), StorageError>],
+    round: &Round<'_>,
+    answers: &HashMap<&str, (Option<i32>, bool)>,
+    housekeeping: &mut Housekeeping,
+) {
+    for (&index, input) in round.changes.iter().zip(&round.snitches) {
+        let result = match answers.get(input.token) {
+            Some((Some(stored), _)) => {
+                if *stored >= trim_at(input.keep) {
+                    housekeeping.full.push(input.token.to_owned());
+                }
+                Ok(())
+            }
+            Some((None, true)) => Err(StorageError::Conflict),
+            _ => Err(StorageError::NotFound),
+        };
+        results[index] = result;
     }
 }
 

@@ -1,0 +1,207 @@
+//! The check-in path's cache: the snitches this store last read or saved, and their
+//! cases, so a check-in of a snitch it knows costs one statement (the save), not a read
+//! and a save.
+//!
+//! Only [`crate::PgStorage::snitch_with_case`], the read of a check-in, answers from it;
+//! every other read goes to the database. It is safe because a check-in's change carries
+//! the version it was computed from, and a save applies only over that version: when
+//! another server (or anything outside this store) changed the snitch since, the save is
+//! refused as a [`snitch_core::StorageError::Conflict`], the entry is dropped, and the
+//! service computes the check-in again from a fresh read. So a stale entry costs one
+//! refused save, never a wrong state. A snitch deleted elsewhere makes the save find
+//! nothing (`NotFound`), as it would after a fresh read.
+//!
+//! A case has no version a save checks, so a cached case is used for at most
+//! [`PgStorageOptions::case_ttl`](crate::PgStorageOptions::case_ttl) after the read that
+//! fetched it, and dropped at once when this store changes it: a plan or members changed
+//! through another server apply to this server's check-ins within that time.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use snitch_core::{Case, Snitch};
+
+/// A case as read, and when the read began.
+#[derive(Debug)]
+struct CachedCase {
+    /// `None`: the snitch's case is not stored.
+    case: Option<Case>,
+    read_at: Instant,
+}
+
+#[derive(Debug, Default)]
+struct Entries {
+    snitches: HashMap<String, Snitch>,
+    cases: HashMap<String, CachedCase>,
+}
+
+#[derive(Debug)]
+pub(crate) struct CheckInCache {
+    /// The most snitches (and cases) held; 0 turns the cache off.
+    capacity: usize,
+    case_ttl: Duration,
+    entries: Mutex<Entries>,
+}
+
+impl CheckInCache {
+    pub(crate) fn new(capacity: usize, case_ttl: Duration) -> Self {
+        CheckInCache {
+            capacity,
+            case_ttl,
+            entries: Mutex::new(Entries::default()),
+        }
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, Entries> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The snitch and its case, when both are held and the case is fresh enough.
+    pub(crate) fn get(&self, token: &str, now: Instant) -> Option<(Snitch, Option<Case>)> {
+        if self.capacity == 0 {
+            return None;
+        }
+        let entries = self.entries();
+        let snitch = entries.snitches.get(token)?;
+        let case = entries.cases.get(snitch.case_id().as_str())?;
+        if now.saturating_duration_since(case.read_at) > self.case_ttl {
+            return None;
+        }
+        Some((snitch.clone(), case.case.clone()))
+    }
+
+    /// Keeps what a read that began at `read_at` found.
+    pub(crate) fn read(&self, snitch: &Snitch, case: Option<&Case>, read_at: Instant) {
+        if self.capacity == 0 {
+            return;
+        }
+        let mut entries = self.entries();
+        keep_snitch(&mut entries, snitch, self.capacity);
+        let case_id = snitch.case_id().as_str();
+        let newer = entries
+            .cases
+            .get(case_id)
+            .is_none_or(|held| held.read_at <= read_at);
+        if newer && (entries.cases.len() < self.capacity || entries.cases.contains_key(case_id)) {
+            entries.cases.insert(
+                case_id.to_owned(),
+                CachedCase {
+                    case: case.cloned(),
+                    read_at,
+                },
+            );
+        }
+    }
+
+    /// Keeps the snitch a save committed.
+    pub(crate) fn saved(&self, snitch: &Snitch) {
+        if self.capacity == 0 {
+            return;
+        }
+        keep_snitch(&mut self.entries(), snitch, self.capacity);
+    }
+
+    /// Drops a snitch whose stored version is not known (a refused or failed save, a
+    /// delete).
+    pub(crate) fn forget(&self, token: &str) {
+        if self.capacity == 0 {
+            return;
+        }
+        self.entries().snitches.remove(token);
+    }
+
+    /// Drops a case this store changed.
+    pub(crate) fn forget_case(&self, case_id: &str) {
+        if self.capacity == 0 {
+            return;
+        }
+        self.entries().cases.remove(case_id);
+    }
+}
+
+/// Holds `snitch` unless a newer version is held (a read that began before a save may
+/// end after it) or the cache is full.
+fn keep_snitch(entries: &mut Entries, snitch: &Snitch, capacity: usize) {
+    let token = snitch.token().as_str();
+    let room = entries.snitches.len() < capacity;
+    match entries.snitches.get_mut(token) {
+        Some(held) => {
+            if held.version() <= snitch.version() {
+                *held = snitch.clone();
+            }
+        }
+        None if room => {
+            entries.snitches.insert(token.to_owned(), snitch.clone());
+        }
+        None => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use snitch_core::contract;
+
+    fn snitch(n: u64) -> Snitch {
+        contract::snitch(&contract::case("cache"), n, contract::t0())
+    }
+
+    #[test]
+    fn a_hit_needs_the_snitch_and_a_fresh_case() {
+        let cache = CheckInCache::new(10, Duration::from_secs(1));
+        let t0 = Instant::now();
+        let s = snitch(1);
+        assert!(cache.get(s.token().as_str(), t0).is_none());
+        cache.saved(&s);
+        // The case was never read.
+        assert!(cache.get(s.token().as_str(), t0).is_none());
+        cache.read(&s, None, t0);
+        let (hit, case) = cache.get(s.token().as_str(), t0).expect("held");
+        assert_eq!(hit, s);
+        assert!(case.is_none());
+        // The case is too old a second later.
+        assert!(cache
+            .get(s.token().as_str(), t0 + Duration::from_millis(1001))
+            .is_none());
+        cache.read(&s, None, t0 + Duration::from_secs(2));
+        cache.forget_case(s.case_id().as_str());
+        assert!(cache
+            .get(s.token().as_str(), t0 + Duration::from_secs(2))
+            .is_none());
+    }
+
+    #[test]
+    fn an_older_version_never_replaces_a_newer_one() {
+        let cache = CheckInCache::new(10, Duration::from_secs(60));
+        let t0 = Instant::now();
+        let older = snitch(1);
+        let newer = contract::checked_in(&older, contract::at(1))
+            .snitch()
+            .clone();
+        assert!(newer.version() > older.version());
+        cache.read(&newer, None, t0);
+        cache.read(&older, None, t0);
+        cache.saved(&older);
+        let (held, _) = cache.get(older.token().as_str(), t0).expect("held");
+        assert_eq!(held.version(), newer.version());
+        cache.forget(older.token().as_str());
+        assert!(cache.get(older.token().as_str(), t0).is_none());
+    }
+
+    #[test]
+    fn a_full_cache_holds_no_more_and_zero_holds_nothing() {
+        let t0 = Instant::now();
+        let cache = CheckInCache::new(2, Duration::from_secs(60));
+        for n in 1..=3 {
+            cache.read(&snitch(n), None, t0);
+        }
+        let held = (1..=3)
+            .filter(|n| cache.get(snitch(*n).token().as_str(), t0).is_some())
+            .count();
+        assert_eq!(held, 2);
+        let off = CheckInCache::new(0, Duration::from_secs(60));
+        off.read(&snitch(1), None, t0);
+        assert!(off.get(snitch(1).token().as_str(), t0).is_none());
+    }
+}
