@@ -428,14 +428,30 @@ pub async fn a_saved_change_keeps_text_exactly(store: Arc<dyn Storage>) {
     let mut s = snitch(&acme, 1, t0());
     insert(&store, &s).await;
     s.name = SnitchName::parse(r#"say "hi" \ {x} NULL"#).expect("valid name");
-    s.tags = Tags::parse(&[r#"a"b"#, r"back\slash", "{braces}", "NULL", "null", "two words", "ü ✓"])
-        .expect("valid tags");
+    s.tags = Tags::parse(&[
+        r#"a"b"#,
+        r"back\slash",
+        "{braces}",
+        "NULL",
+        "null",
+        "two words",
+        "ü ✓",
+    ])
+    .expect("valid tags");
     s.notes = Notes::parse("line 1\nline \"2\" \\ {}").expect("valid notes");
     s.alert_email =
         AlertEmails::parse(&["o'brien@example.test", "x+{y}@example.test"]).expect("valid");
-    let renamed = Change::new(&stored(&store, &s.token).await.expect("stored"), s, vec![], vec![]);
+    let renamed = Change::new(
+        &stored(&store, &s.token).await.expect("stored"),
+        s,
+        vec![],
+        vec![],
+    );
     store.save(&renamed).await.expect("saved");
-    assert_eq!(stored(&store, &token(1)).await.as_ref(), Some(renamed.snitch()));
+    assert_eq!(
+        stored(&store, &token(1)).await.as_ref(),
+        Some(renamed.snitch())
+    );
     // A check-in after it (a change that emits nothing) keeps the text too.
     let message = CheckInMessage::truncating(r#"done "ok" \ {1,2} NULL"#);
     let check_in = CheckIn {
@@ -444,7 +460,10 @@ pub async fn a_saved_change_keeps_text_exactly(store: Arc<dyn Storage>) {
     };
     let checked = checked_in_with(renamed.snitch(), check_in.clone());
     store.save(&checked).await.expect("saved");
-    assert_eq!(stored(&store, &token(1)).await.as_ref(), Some(checked.snitch()));
+    assert_eq!(
+        stored(&store, &token(1)).await.as_ref(),
+        Some(checked.snitch())
+    );
     let history = store.check_ins(&token(1), 10).await.expect("read");
     assert_eq!(history.last(), checked.check_ins().last());
 }

@@ -85,7 +85,9 @@ const DELIVERY_COLUMN_TYPES: &str = "id text, event_id text, event jsonb, case_i
 /// its token, its stored check-in count if it was updated, and whether it exists. The
 /// events the new ones push out of a history go in the same statement, with their
 /// finished deliveries (the statement sees the stored events, not the new ones: it keeps
-/// the newest `EVENTS_KEPT - new` of those).
+/// the newest `EVENTS_KEPT - new` of those). The update reads its values from the locked
+/// rows, which carry the input: joined to the input again, the planner (which cannot
+/// count the rows of a function) scanned the whole input once per row.
 static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
     let input_columns: Vec<String> = SNITCH_FIELDS
         .iter()
@@ -110,16 +112,15 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
              AS i(token text, expected bigint, check_ins_added integer, keep integer, \
                {input_columns})), \
          locked AS ( \
-           SELECT s.token FROM snitch.snitches s JOIN input i ON i.token = s.token \
+           SELECT i.* FROM snitch.snitches s JOIN input i ON i.token = s.token \
            WHERE s.token = ANY($7) AND s.version = i.expected \
            ORDER BY s.token FOR UPDATE OF s), \
          updated AS ( \
            UPDATE snitch.snitches s SET {sets}, sweep_lease_until = NULL, \
              check_ins_stored = s.check_ins_stored + i.check_ins_added, \
              check_ins_keep = i.keep \
-           FROM input i \
+           FROM locked i \
            WHERE s.token = i.token AND s.version = i.expected \
-             AND s.token IN (SELECT token FROM locked) \
            RETURNING s.token, s.check_ins_stored), \
          new_check_ins AS ( \
            INSERT INTO snitch.check_ins (token, at, exit_status, message) \
@@ -205,16 +206,15 @@ static STATE_ROUND: LazyLock<String> = LazyLock::new(|| {
            SELECT * FROM unnest($1::text[], $2::bigint[], $3::integer[], $4::integer[], \
              {arrays}) AS i(token, expected, check_ins_added, keep, {fields})), \
          locked AS ( \
-           SELECT s.token FROM snitch.snitches s JOIN input i ON i.token = s.token \
+           SELECT i.* FROM snitch.snitches s JOIN input i ON i.token = s.token \
            WHERE s.token = ANY($1) AND s.version = i.expected \
            ORDER BY s.token FOR UPDATE OF s), \
          updated AS ( \
            UPDATE snitch.snitches s SET {sets}, sweep_lease_until = NULL, \
              check_ins_stored = s.check_ins_stored + i.check_ins_added, \
              check_ins_keep = i.keep \
-           FROM input i \
+           FROM locked i \
            WHERE s.token = i.token AND s.version = i.expected \
-             AND s.token IN (SELECT token FROM locked) \
            RETURNING s.token, s.check_ins_stored), \
          new_check_ins AS ( \
            INSERT INTO snitch.check_ins (token, at, exit_status, message) \
