@@ -1,0 +1,192 @@
+//! The check-in cache with a second server: two stores on one database, as two Snitch
+//! servers would be. Each check-in's read may come from a store's cache; what another
+//! server wrote since must still count (its check-ins, its changes, its deletes).
+
+mod support;
+
+use std::sync::Arc;
+
+use chrono::Duration;
+use futures::future::join_all;
+use snitch_core::contract::{case, snitch, t0};
+use snitch_core::{
+    Clock, ManualClock, Outcome, ServiceError, SnitchService, Status, Storage, Token,
+};
+use snitch_store_postgres::PgStorage;
+use support::fresh_database;
+
+const NO_LIMIT: u32 = 1_000_000;
+
+/// Two services ("servers") on their own stores over one database, sharing a clock.
+async fn two_servers() -> (SnitchService, SnitchService, PgStorage, Arc<ManualClock>) {
+    let (a, b, store, clock, _) = two_servers_with_pool().await;
+    (a, b, store, clock)
+}
+
+async fn two_servers_with_pool() -> (
+    SnitchService,
+    SnitchService,
+    PgStorage,
+    Arc<ManualClock>,
+    sqlx::PgPool,
+) {
+    let pool = fresh_database().await;
+    let clock = Arc::new(ManualClock::new(t0()));
+    let first = PgStorage::new(pool.clone());
+    let second = PgStorage::new(pool.clone());
+    let acme = case("acme");
+    first.upsert_case(&acme).await.expect("upsert");
+    first
+        .insert_snitch(&snitch(&acme, 1, t0()), NO_LIMIT)
+        .await
+        .expect("insert");
+    let on = |store: &PgStorage| {
+        SnitchService::new(
+            Arc::new(store.clone()) as Arc<dyn Storage>,
+            Arc::clone(&clock) as Arc<dyn Clock>,
+        )
+    };
+    (on(&first), on(&second), first, clock, pool)
+}
+
+fn token() -> String {
+    snitch_core::contract::token(1).as_str().to_owned()
+}
+
+#[tokio::test]
+async fn check_ins_through_two_servers_are_all_recorded() {
+    let (a, b, store, clock) = two_servers().await;
+    // Alternating, so each server's cached copy is stale at each of its check-ins.
+    for n in 0..6 {
+        clock.advance(Duration::minutes(1));
+        let server = if n % 2 == 0 { &a } else { &b };
+        let snitch = server
+            .check_in(&token(), Outcome::Success, None)
+            .await
+            .expect("checked in");
+        assert_eq!(snitch.version(), 2 + n, "one version per check-in");
+    }
+    let history = store
+        .check_ins(&Token::parse(&token()).expect("token"), 100)
+        .await
+        .expect("read");
+    assert_eq!(history.len(), 6, "every check-in is in the history");
+}
+
+#[tokio::test]
+async fn concurrent_check_ins_on_two_servers_are_all_recorded() {
+    let (a, b, store, clock) = two_servers().await;
+    clock.advance(Duration::minutes(1));
+    let calls = (0..40).map(|n| {
+        let server = if n % 2 == 0 { a.clone() } else { b.clone() };
+        async move { server.check_in(&token(), Outcome::Success, None).await }
+    });
+    for result in join_all(calls).await {
+        result.expect("checked in");
+    }
+    let stored = store
+        .snitch(&Token::parse(&token()).expect("token"))
+        .await
+        .expect("read")
+        .expect("stored");
+    let history = store
+        .check_ins(&Token::parse(&token()).expect("token"), 100)
+        .await
+        .expect("read");
+    assert_eq!(history.len(), 40);
+    // Each change bumped the version once; same-server check-ins may share a change.
+    assert!(stored.version() >= 2 && stored.version() <= 41);
+}
+
+#[tokio::test]
+async fn a_change_made_through_the_other_server_is_not_undone() {
+    let (a, b, store, clock) = two_servers().await;
+    clock.advance(Duration::minutes(1));
+    a.check_in(&token(), Outcome::Success, None)
+        .await
+        .expect("checked in");
+    // The other server records an error; the first one's cached copy says healthy.
+    clock.advance(Duration::minutes(1));
+    let errored = b
+        .check_in(
+            &token(),
+            Outcome::Error {
+                exit_status: "1".into(),
+            },
+            None,
+        )
+        .await
+        .expect("checked in");
+    assert_eq!(errored.state().status(), Status::Errored);
+    clock.advance(Duration::minutes(1));
+    let recovered = a
+        .check_in(&token(), Outcome::Success, None)
+        .await
+        .expect("checked in");
+    assert_eq!(recovered.state().status(), Status::Healthy);
+    assert_eq!(recovered.version(), errored.version() + 1);
+    let events = store
+        .events(&Token::parse(&token()).expect("token"), 10)
+        .await
+        .expect("read");
+    assert!(
+        events.iter().any(|e| e.status == Status::Errored),
+        "the error the other server recorded has its event: {events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_snitch_deleted_through_the_other_server_takes_no_more_check_ins() {
+    let (a, b, store, clock) = two_servers().await;
+    clock.advance(Duration::minutes(1));
+    a.check_in(&token(), Outcome::Success, None)
+        .await
+        .expect("checked in");
+    assert!(b
+        .storage()
+        .delete_snitch(&Token::parse(&token()).expect("token"))
+        .await
+        .expect("deleted"));
+    clock.advance(Duration::minutes(1));
+    let result = a.check_in(&token(), Outcome::Success, None).await;
+    assert!(
+        matches!(result, Err(ServiceError::NotFound)),
+        "expected NotFound, got {result:?}"
+    );
+    let history = store
+        .check_ins(&Token::parse(&token()).expect("token"), 100)
+        .await
+        .expect("read");
+    assert_eq!(history, vec![], "no check-in outlives its snitch");
+}
+
+#[tokio::test]
+async fn a_delete_racing_check_ins_leaves_no_check_in_behind() {
+    let (a, b, store, clock, pool) = two_servers_with_pool().await;
+    clock.advance(Duration::minutes(1));
+    let token_value = Token::parse(&token()).expect("token");
+    let check_ins = (0..30).map(|_| {
+        let a = a.clone();
+        async move { a.check_in(&token(), Outcome::Success, None).await }
+    });
+    let delete = async {
+        tokio::task::yield_now().await;
+        b.storage().delete_snitch(&token_value).await
+    };
+    let (results, deleted) = tokio::join!(join_all(check_ins), delete);
+    assert!(deleted.expect("delete"));
+    for result in results {
+        assert!(
+            matches!(result, Ok(_) | Err(ServiceError::NotFound)),
+            "a check-in either counted before the delete or found nothing: {result:?}"
+        );
+    }
+    let history = store.check_ins(&token_value, 100).await.expect("read");
+    assert_eq!(history, vec![], "no check-in outlives its snitch");
+    let orphans: i64 = sqlx::query_scalar("SELECT count(*) FROM snitch.check_ins WHERE token = $1")
+        .bind(token_value.as_str())
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert_eq!(orphans, 0);
+}
