@@ -3,8 +3,10 @@
 //! A batch is cut into *rounds* in which every snitch appears at most once: the first
 //! change of each token in round 1, its second in round 2, and so on, so two changes to one
 //! snitch still apply one after another (the second sees the version the first wrote).
-//! Each round is one statement: the round's rows travel as JSON arrays
-//! (`jsonb_to_recordset`), the due rows are locked in token order (batches applying at once
+//! Each round is one statement: a round whose changes emit nothing (no events,
+//! deliveries or deferrals: most check-ins) binds one typed array per column
+//! ([`STATE_ROUND`], `unnest`, read in binary), any other round's rows travel as JSON
+//! arrays (`jsonb_to_recordset`, [`SAVE_ROUND`]). The due rows are locked in token order (batches applying at once
 //! never deadlock), the snitches whose stored version is the expected one are updated, and
 //! only their check-ins, events, deliveries and outage deferrals are inserted. A change that
 //! updated nothing is then a conflict or a missing snitch (one more query, only when some
