@@ -256,12 +256,7 @@ impl Sizes {
             check_in_snitches: 10_000,
             connections: 64,
             warm_up: Duration::from_secs(1),
-            measure: Duration::from_secs(
-                std::env::var("BENCH_MEASURE_SECS")
-                    .ok()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(5),
-            ),
+            measure: Duration::from_secs(5),
             rounds: 3,
             sweep_memory: Population {
                 total: 1_000_000,
