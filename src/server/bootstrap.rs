@@ -47,12 +47,30 @@ pub(crate) fn not_compiled(store: &str, feature: &str) -> ServerError {
     ))
 }
 
+/// How long a pooled Postgres connection may sit idle before it is pinged on its next
+/// use.
+#[cfg(feature = "postgres")]
+const POOL_PING_AFTER_IDLE: Duration = Duration::from_secs(1);
+
 /// A pool on PostgreSQL at `url`, migrated.
 #[cfg(feature = "postgres")]
 pub async fn open_postgres(config: &Config, url: &str) -> Result<sqlx::PgPool, ServerError> {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(config.database_max_connections)
         .acquire_timeout(Duration::from_secs(10))
+        // A connection is pinged before use only after it sat idle for a while (the
+        // database may have restarted meanwhile): under load the ping was a round trip
+        // per batch of check-ins, about 4 % of the server's time. A connection that
+        // broke while in use fails its statement, and the pool drops it.
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for > POOL_PING_AFTER_IDLE {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
         .connect(url)
         .await
         // The URL may hold a password: name the failure, not the URL.
