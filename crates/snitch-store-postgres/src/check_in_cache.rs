@@ -126,11 +126,8 @@ fn keep_snitch(entries: &mut Entries, snitch: &Snitch, capacity: usize) {
     let token = snitch.token().as_str();
     let room = entries.snitches.len() < capacity;
     match entries.snitches.get_mut(token) {
-        Some(held) => {
-            if held.version() <= snitch.version() {
-                *held = snitch.clone();
-            }
-        }
+        Some(held) if held.version() <= snitch.version() => *held = snitch.clone(),
+        Some(_) => {}
         None if room => {
             entries.snitches.insert(token.to_owned(), snitch.clone());
         }
