@@ -61,7 +61,9 @@ pub async fn open_postgres(config: &Config, url: &str) -> Result<sqlx::PgPool, S
         // A connection is pinged before use only after it sat idle for a while (the
         // database may have restarted meanwhile): under load the ping was a round trip
         // per batch of check-ins, about 4 % of the server's time. A connection that
-        // broke while in use fails its statement, and the pool drops it.
+        // broke while in use, or within a second of its last use (the database
+        // restarted under load), fails its statement, and the pool drops it: those
+        // check-ins are answered 503 and their jobs try again.
         .test_before_acquire(false)
         .before_acquire(|conn, meta| {
             Box::pin(async move {

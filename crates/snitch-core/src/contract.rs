@@ -452,20 +452,28 @@ pub async fn a_saved_change_keeps_text_exactly(store: Arc<dyn Storage>) {
         stored(&store, &token(1)).await.as_ref(),
         Some(renamed.snitch())
     );
-    // A check-in after it (a change that emits nothing) keeps the text too.
-    let message = CheckInMessage::truncating(r#"done "ok" \ {1,2} NULL"#);
+    // Check-ins keep their text too: one that turns the snitch healthy (it emits an
+    // event), then one that changes nothing else (it emits none: a store may save such
+    // changes another way).
+    let healthy = checked_in(renamed.snitch(), at(5));
+    assert!(!healthy.events().is_empty(), "fixture: pending to healthy");
+    store.save(&healthy).await.expect("saved");
     let check_in = CheckIn {
-        message,
-        ..failure(at(5), "1", "x")
+        message: CheckInMessage::truncating(r#"done "ok" \ {1,2} NULL"#),
+        ..failure(at(6), r#"1 "x" \ {}"#, "unused")
     };
-    let checked = checked_in_with(renamed.snitch(), check_in.clone());
+    let mut quiet = Plan::default();
+    quiet.error_notices = false;
+    let step = machine::check_in(healthy.snitch(), &check_in, &quiet);
+    let checked = Change::new(healthy.snitch(), step.snitch, vec![check_in], step.events);
+    assert!(checked.events().is_empty(), "fixture: emits nothing");
     store.save(&checked).await.expect("saved");
     assert_eq!(
         stored(&store, &token(1)).await.as_ref(),
         Some(checked.snitch())
     );
     let history = store.check_ins(&token(1), 10).await.expect("read");
-    assert_eq!(history.last(), checked.check_ins().last());
+    assert_eq!(history.first(), checked.check_ins().last(), "newest first");
 }
 
 /// A snitch of a case that is not stored is refused and not stored.

@@ -13,10 +13,20 @@
 //!
 //! A case has no version a save checks, so a cached case is used for at most
 //! [`PgStorageOptions::case_ttl`](crate::PgStorageOptions::case_ttl) after the read that
-//! fetched it, and dropped at once when this store changes it: a plan or members changed
-//! through another server apply to this server's check-ins within that time.
+//! fetched it, and dropped at once when this store changes it (a read that began before
+//! the change puts no case back): a plan or members changed through another server apply
+//! to this server's check-ins within that time.
+//!
+//! Versions only protect while they never repeat for a token. They could after a
+//! failover that lost commits, so the whole cache is dropped whenever the database fails
+//! a read or a save. (A snitch deleted and created again with the same token could also
+//! reach a held version; tokens are random, so only hosts with their own
+//! `TokenSource` of predictable tokens should turn the cache off.)
+//!
+//! When full, a new snitch takes the place of an arbitrary held one.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -34,6 +44,8 @@ struct CachedCase {
 struct Entries {
     snitches: HashMap<String, Snitch>,
     cases: HashMap<String, CachedCase>,
+    /// When this store last changed a case: reads that began earlier put no case back.
+    cases_changed_at: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -42,6 +54,7 @@ pub(crate) struct CheckInCache {
     capacity: usize,
     case_ttl: Duration,
     entries: Mutex<Entries>,
+    hits: AtomicU64,
 }
 
 impl CheckInCache {
@@ -50,7 +63,13 @@ impl CheckInCache {
             capacity,
             case_ttl,
             entries: Mutex::new(Entries::default()),
+            hits: AtomicU64::new(0),
         }
+    }
+
+    /// How many reads the cache answered.
+    pub(crate) fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
     }
 
     fn entries(&self) -> std::sync::MutexGuard<'_, Entries> {
@@ -68,6 +87,7 @@ impl CheckInCache {
         if now.saturating_duration_since(case.read_at) > self.case_ttl {
             return None;
         }
+        self.hits.fetch_add(1, Ordering::Relaxed);
         Some((snitch.clone(), case.case.clone()))
     }
 
@@ -82,7 +102,10 @@ impl CheckInCache {
         let newer = entries
             .cases
             .get(case_id)
-            .is_none_or(|held| held.read_at <= read_at);
+            .is_none_or(|held| held.read_at <= read_at)
+            && entries
+                .cases_changed_at
+                .is_none_or(|changed| changed < read_at);
         if newer && (entries.cases.len() < self.capacity || entries.cases.contains_key(case_id)) {
             entries.cases.insert(
                 case_id.to_owned(),
@@ -111,27 +134,43 @@ impl CheckInCache {
         self.entries().snitches.remove(token);
     }
 
-    /// Drops a case this store changed.
-    pub(crate) fn forget_case(&self, case_id: &str) {
+    /// Drops a case this store changed at `now`.
+    pub(crate) fn forget_case(&self, case_id: &str, now: Instant) {
         if self.capacity == 0 {
             return;
         }
-        self.entries().cases.remove(case_id);
+        let mut entries = self.entries();
+        entries.cases.remove(case_id);
+        entries.cases_changed_at = Some(now);
+    }
+
+    /// Drops everything: the database failed, and may have lost commits (a failover).
+    pub(crate) fn clear(&self) {
+        if self.capacity == 0 {
+            return;
+        }
+        let mut entries = self.entries();
+        entries.snitches.clear();
+        entries.cases.clear();
     }
 }
 
 /// Holds `snitch` unless a newer version is held (a read that began before a save may
-/// end after it) or the cache is full.
+/// end after it); a full cache lets an arbitrary snitch go to make room.
 fn keep_snitch(entries: &mut Entries, snitch: &Snitch, capacity: usize) {
     let token = snitch.token().as_str();
-    let room = entries.snitches.len() < capacity;
     match entries.snitches.get_mut(token) {
         Some(held) if held.version() <= snitch.version() => *held = snitch.clone(),
         Some(_) => {}
-        None if room => {
+        None => {
+            if entries.snitches.len() >= capacity {
+                let victim = entries.snitches.keys().next().cloned();
+                if let Some(victim) = victim {
+                    entries.snitches.remove(&victim);
+                }
+            }
             entries.snitches.insert(token.to_owned(), snitch.clone());
         }
-        None => {}
     }
 }
 
@@ -162,10 +201,21 @@ mod tests {
             .get(s.token().as_str(), t0 + Duration::from_millis(1001))
             .is_none());
         cache.read(&s, None, t0 + Duration::from_secs(2));
-        cache.forget_case(s.case_id().as_str());
+        cache.forget_case(s.case_id().as_str(), t0 + Duration::from_secs(3));
         assert!(cache
-            .get(s.token().as_str(), t0 + Duration::from_secs(2))
+            .get(s.token().as_str(), t0 + Duration::from_secs(3))
             .is_none());
+        // A read that began before the case changed puts no case back.
+        cache.read(&s, None, t0 + Duration::from_secs(2));
+        assert!(cache
+            .get(s.token().as_str(), t0 + Duration::from_secs(3))
+            .is_none());
+        // One that began after it does; nothing is held after the database failed.
+        let later = t0 + Duration::from_secs(4);
+        cache.read(&s, None, later);
+        assert!(cache.get(s.token().as_str(), later).is_some());
+        cache.clear();
+        assert!(cache.get(s.token().as_str(), later).is_none());
     }
 
     #[test]
@@ -187,7 +237,7 @@ mod tests {
     }
 
     #[test]
-    fn a_full_cache_holds_no_more_and_zero_holds_nothing() {
+    fn a_full_cache_makes_room_and_zero_holds_nothing() {
         let t0 = Instant::now();
         let cache = CheckInCache::new(2, Duration::from_secs(60));
         for n in 1..=3 {
@@ -197,6 +247,10 @@ mod tests {
             .filter(|n| cache.get(snitch(*n).token().as_str(), t0).is_some())
             .count();
         assert_eq!(held, 2);
+        assert!(
+            cache.get(snitch(3).token().as_str(), t0).is_some(),
+            "the newest is held"
+        );
         let off = CheckInCache::new(0, Duration::from_secs(60));
         off.read(&snitch(1), None, t0);
         assert!(off.get(snitch(1).token().as_str(), t0).is_none());

@@ -45,7 +45,8 @@ use tokio::time::{timeout_at, Instant};
 
 use crate::set_based::{Housekeeping, Plan};
 
-/// How [`crate::PgStorage`] groups concurrent saves into transactions.
+/// How [`crate::PgStorage`] groups concurrent saves into transactions, and how much its
+/// check-in cache holds.
 ///
 /// ```
 /// use std::time::Duration;

@@ -17,9 +17,13 @@
 //! - Group commit: concurrent saves share one transaction and are answered once it
 //!   committed (see [`PgStorageOptions`]). A save is durable when it returns `Ok`, yet a
 //!   burst of check-ins costs a few commits, not one each. A batch is applied set-based:
-//!   one statement for all its snitches (JSON rows), not several per change. Changes to one
-//!   snitch in one transaction apply as if one after another.
-//! - Concurrent reads of snitches share one query (the case joined).
+//!   one statement for all its snitches (typed arrays, or JSON rows when changes emit
+//!   events), not several per change. Changes to one snitch in one transaction apply as
+//!   if one after another.
+//! - Concurrent reads of snitches share one query (the case joined). A check-in's read
+//!   comes from the store's check-in cache when it holds the snitch: a stale copy only
+//!   makes its save a conflict, which the service retries from a fresh read (see
+//!   [`PgStorageOptions::cache_capacity`]).
 //! - The plan limit: each case counts its snitches; an insert raises the count only while
 //!   under the limit and inserts in the same statement, so concurrent inserts into one
 //!   case take turns on its row.
@@ -80,7 +84,7 @@ pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
 
 /// A [`Storage`] in a PostgreSQL database, in the schema `snitch`.
 ///
-/// Clones share the pool and the group commit of saves. Saves need a Tokio runtime: the
+/// Clones share the pool, the group commit of saves and the check-in cache. Saves need a Tokio runtime: the
 /// first one spawns the task that groups them (so the store itself can be made
 /// anywhere), and it ends when the last clone is dropped. A save whose caller stops
 /// waiting is not withdrawn: it may still commit.
@@ -118,8 +122,18 @@ impl PgStorage {
     fn cache_outcome(&self, change: &Change, result: &Result<(), StorageError>) {
         match result {
             Ok(()) => self.cache.saved(change.snitch()),
-            Err(_) => self.cache.forget(change.snitch().token().as_str()),
+            Err(StorageError::Conflict | StorageError::NotFound) => {
+                self.cache.forget(change.snitch().token().as_str());
+            }
+            // The database failed: it may have lost commits (see `check_in_cache`).
+            Err(_) => self.cache.clear(),
         }
+    }
+
+    /// How many check-in reads the store's check-in cache answered (see
+    /// [`PgStorageOptions::cache_capacity`]).
+    pub fn check_in_cache_hits(&self) -> u64 {
+        self.cache.hits()
     }
 
     /// How many transactions of grouped saves committed so far (with at least one change
@@ -406,7 +420,8 @@ impl Storage for PgStorage {
         .await
         .map_err(backend);
         // Whether or not it committed, the held copy may be out of date.
-        self.cache.forget_case(case.id.as_str());
+        self.cache
+            .forget_case(case.id.as_str(), std::time::Instant::now());
         result?;
         Ok(())
     }
@@ -571,7 +586,14 @@ impl Storage for PgStorage {
         if let Some(held) = self.cache.get(token.as_str(), now) {
             return Ok(Some(held));
         }
-        let read = self.reads.snitch_with_case(token.as_str()).await?;
+        let read = self
+            .reads
+            .snitch_with_case(token.as_str())
+            .await
+            .inspect_err(|_| {
+                // The database failed: it may have lost commits (see `check_in_cache`).
+                self.cache.clear();
+            })?;
         match &read {
             Some((snitch, case)) => self.cache.read(snitch, case.as_ref(), now),
             None => self.cache.forget(token.as_str()),
@@ -621,6 +643,7 @@ impl Storage for PgStorage {
             .await
             .map_err(backend)?;
         if found.is_none() {
+            self.cache.forget(token.as_str());
             return Ok(false);
         }
         sqlx::query(

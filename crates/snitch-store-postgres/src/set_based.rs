@@ -183,7 +183,9 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
 /// text per row. `$1` tokens, `$2` expected versions, `$3` check-ins added, `$4` history
 /// lengths, `$5`–`$26` [`SNITCH_FIELDS`], `$27`–`$30` the check-ins (token, time, exit
 /// status, message; in order). Rows are locked in token order as in [`SAVE_ROUND`].
-/// Answers the token and stored check-in count of each snitch it updated.
+/// Answers, for each snitch of the round, its token, its stored check-in count if it was
+/// updated, and whether it exists: one statement, so a one-round batch is its own
+/// transaction (a second query after it would run after the commit).
 static STATE_ROUND: LazyLock<String> = LazyLock::new(|| {
     let arrays: Vec<String> = SNITCH_COLUMN_ARRAY_TYPES
         .iter()
@@ -224,7 +226,10 @@ static STATE_ROUND: LazyLock<String> = LazyLock::new(|| {
            FROM unnest(${c1}::text[], ${c2}::timestamptz[], ${c3}::text[], ${c4}::text[]) \
              WITH ORDINALITY AS c(token, at, exit_status, message, ord) \
            WHERE c.token IN (SELECT token FROM updated) ORDER BY c.ord) \
-         SELECT token, check_ins_stored FROM updated",
+         SELECT i.token, u.check_ins_stored, p.token IS NOT NULL AS present \
+         FROM input i LEFT JOIN updated u ON u.token = i.token \
+         LEFT JOIN (SELECT token FROM snitch.snitches WHERE token = ANY($1)) p \
+           ON p.token = i.token",
         arrays = arrays.join(", "),
         fields = SNITCH_FIELDS.join(", "),
         sets = sets.join(", "),
@@ -343,38 +348,27 @@ impl<'a> Round<'a> {
             c_exit.push(c.record.exit_status.as_deref());
             c_message.push(c.record.message.as_deref());
         }
-        let query = sqlx::query_as::<_, (String, i32)>(&STATE_ROUND)
+        let query = sqlx::query_as::<_, (String, Option<i32>, bool)>(&STATE_ROUND)
             .bind(&tokens)
             .bind(expected)
             .bind(added)
             .bind(keep);
-        let updated: HashMap<String, i32> = columns
+        let answers = columns
             .bind(query)
             .bind(c_tokens)
             .bind(c_at)
             .bind(c_exit)
             .bind(c_message)
             .fetch_all(&mut *conn)
-            .await?
+            .await?;
+        let by_token: HashMap<String, (Option<i32>, bool)> = answers
             .into_iter()
+            .map(|(token, stored, present)| (token, (stored, present)))
             .collect();
-        // A snitch not updated was refused (another version is stored) or is missing:
-        // one more query tells which, only when there is one.
-        let present: Vec<String> = if updated.len() < tokens.len() {
-            sqlx::query_scalar("SELECT token FROM snitch.snitches WHERE token = ANY($1)")
-                .bind(&tokens)
-                .fetch_all(&mut *conn)
-                .await?
-        } else {
-            Vec::new()
-        };
+        // Keyed by the round's own tokens, which outlive the answer.
         Ok(tokens
             .iter()
-            .map(|&token| {
-                let stored = updated.get(token).copied();
-                let is_present = stored.is_some() || present.iter().any(|p| p == token);
-                (token, (stored, is_present))
-            })
+            .map(|&token| (token, by_token.get(token).copied().unwrap_or((None, false))))
             .collect())
     }
 

@@ -71,6 +71,23 @@ async fn check_ins_through_two_servers_are_all_recorded() {
         .await
         .expect("read");
     assert_eq!(history.len(), 6, "every check-in is in the history");
+    // Each server read its stale copy from its cache (and then had its save refused).
+    assert!(store.check_in_cache_hits() >= 2, "the cache was used");
+}
+
+#[tokio::test]
+async fn a_second_check_in_through_one_server_needs_no_read() {
+    let (a, _, store, clock) = two_servers().await;
+    clock.advance(Duration::minutes(1));
+    a.check_in(&token(), Outcome::Success, None)
+        .await
+        .expect("checked in");
+    let hits = store.check_in_cache_hits();
+    clock.advance(Duration::minutes(1));
+    a.check_in(&token(), Outcome::Success, None)
+        .await
+        .expect("checked in");
+    assert_eq!(store.check_in_cache_hits(), hits + 1);
 }
 
 #[tokio::test]
