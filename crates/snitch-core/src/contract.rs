@@ -462,8 +462,10 @@ pub async fn a_saved_change_keeps_text_exactly(store: Arc<dyn Storage>) {
         message: CheckInMessage::truncating(r#"done "ok" \ {1,2} NULL"#),
         ..failure(at(6), r#"1 "x" \ {}"#, "unused")
     };
-    let mut quiet = Plan::default();
-    quiet.error_notices = false;
+    let quiet = Plan {
+        error_notices: false,
+        ..Plan::default()
+    };
     let step = machine::check_in(healthy.snitch(), &check_in, &quiet);
     let checked = Change::new(healthy.snitch(), step.snitch, vec![check_in], step.events);
     assert!(checked.events().is_empty(), "fixture: emits nothing");
