@@ -184,8 +184,9 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
 /// lengths, `$5`–`$26` [`SNITCH_FIELDS`], `$27`–`$30` the check-ins (token, time, exit
 /// status, message; in order). Rows are locked in token order as in [`SAVE_ROUND`].
 /// Answers, for each snitch of the round, its token, its stored check-in count if it was
-/// updated, and whether it exists: one statement, so a one-round batch is its own
-/// transaction (a second query after it would run after the commit).
+/// updated, and whether it exists (looked up only for those not updated): one
+/// statement, so a one-round batch is its own transaction (a second query after it
+/// would run after the commit).
 static STATE_ROUND: LazyLock<String> = LazyLock::new(|| {
     let arrays: Vec<String> = SNITCH_COLUMN_ARRAY_TYPES
         .iter()
@@ -226,10 +227,11 @@ static STATE_ROUND: LazyLock<String> = LazyLock::new(|| {
            FROM unnest(${c1}::text[], ${c2}::timestamptz[], ${c3}::text[], ${c4}::text[]) \
              WITH ORDINALITY AS c(token, at, exit_status, message, ord) \
            WHERE c.token IN (SELECT token FROM updated) ORDER BY c.ord) \
-         SELECT i.token, u.check_ins_stored, p.token IS NOT NULL AS present \
-         FROM input i LEFT JOIN updated u ON u.token = i.token \
-         LEFT JOIN (SELECT token FROM snitch.snitches WHERE token = ANY($1)) p \
-           ON p.token = i.token",
+         SELECT i.token, u.check_ins_stored, \
+           CASE WHEN u.token IS NOT NULL THEN true \
+             ELSE EXISTS (SELECT 1 FROM snitch.snitches x WHERE x.token = i.token) END \
+             AS present \
+         FROM input i LEFT JOIN updated u ON u.token = i.token",
         arrays = arrays.join(", "),
         fields = SNITCH_FIELDS.join(", "),
         sets = sets.join(", "),
