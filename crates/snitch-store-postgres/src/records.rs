@@ -256,34 +256,6 @@ pub(crate) struct SnitchColumns {
     wake_at: Vec<Option<DateTime<Utc>>>,
 }
 
-/// The SQL types the arrays of [`SnitchColumns::bind`] are cast to in the `unnest`, in
-/// the order of [`SNITCH_FIELDS`]; each row's array literal is then cast to the column's
-/// type (`text[]`, `bigint[]`).
-pub(crate) const SNITCH_COLUMN_ARRAY_TYPES: [&str; 22] = [
-    "text[]",
-    "text[]",
-    "text[]",
-    "text[]",
-    "text[]",
-    "text[]",
-    "text[]",
-    "timestamptz[]",
-    "timestamptz[]",
-    "timestamptz[]",
-    "timestamptz[]",
-    "text[]",
-    "timestamptz[]",
-    "text[]",
-    "boolean[]",
-    "text[]",
-    "timestamptz[]",
-    "boolean[]",
-    "timestamptz[]",
-    "bigint[]",
-    "bigint[]",
-    "timestamptz[]",
-];
-
 impl SnitchColumns {
     pub(crate) fn with_capacity(n: usize) -> Self {
         let mut columns = SnitchColumns::default();

@@ -30,7 +30,7 @@ use sqlx::types::Json;
 
 use crate::records::{
     self, CheckInRecord, DeliveryFields, EventRecord, SnitchColumns, SnitchFields, EVENT_COLUMNS,
-    SNITCH_COLUMN_ARRAY_TYPES, SNITCH_FIELDS,
+    SNITCH_FIELDS,
 };
 use crate::{backend, limit, EVENTS_KEPT};
 
@@ -80,6 +80,31 @@ const DELIVERY_COLUMN_TYPES: &str = "id text, event_id text, event jsonb, case_i
     destination text, channel text, hook_id text, url text, secret text, recipients text[], \
     state text, next_attempt_at timestamptz, attempts jsonb";
 
+/// The `locked` and `updated` parts of both round statements, after their `input`:
+/// the round's snitches whose stored version is the expected one (found through the
+/// index by `tokens`, a parameter holding the round's tokens), locked in token order so
+/// that batches applying at once never deadlock, then updated with `sets` (of
+/// `column = i.field`). The update reads its values from the locked rows, which carry
+/// the input: joined to the input again, the planner (which cannot count the rows of a
+/// function) scanned the whole input once per row. `updated` answers each updated
+/// token and its stored check-in count.
+fn lock_and_update(tokens: &str, sets: &[String]) -> String {
+    format!(
+        "locked AS ( \
+           SELECT i.* FROM snitch.snitches s JOIN input i ON i.token = s.token \
+           WHERE s.token = ANY({tokens}) AND s.version = i.expected \
+           ORDER BY s.token FOR UPDATE OF s), \
+         updated AS ( \
+           UPDATE snitch.snitches s SET {sets}, sweep_lease_until = NULL, \
+             check_ins_stored = s.check_ins_stored + i.check_ins_added, \
+             check_ins_keep = i.keep \
+           FROM locked i \
+           WHERE s.token = i.token AND s.version = i.expected \
+           RETURNING s.token, s.check_ins_stored)",
+        sets = sets.join(", "),
+    )
+}
+
 /// One round: `$1` snitches, `$2` check-ins, `$3` events, `$4` deliveries, `$5` outage
 /// deferrals, each a JSON array of rows, `$6` [`EVENTS_KEPT`], `$7` the tokens of `$1` as
 /// an array (so the snitches are found by their index: the planner cannot see into the
@@ -87,9 +112,7 @@ const DELIVERY_COLUMN_TYPES: &str = "id text, event_id text, event jsonb, case_i
 /// its token, its stored check-in count if it was updated, and whether it exists. The
 /// events the new ones push out of a history go in the same statement, with their
 /// finished deliveries (the statement sees the stored events, not the new ones: it keeps
-/// the newest `EVENTS_KEPT - new` of those). The update reads its values from the locked
-/// rows, which carry the input: joined to the input again, the planner (which cannot
-/// count the rows of a function) scanned the whole input once per row.
+/// the newest `EVENTS_KEPT - new` of those).
 static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
     let input_columns: Vec<String> = SNITCH_FIELDS
         .iter()
@@ -113,17 +136,7 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
            SELECT * FROM jsonb_to_recordset($1) \
              AS i(token text, expected bigint, check_ins_added integer, keep integer, \
                {input_columns})), \
-         locked AS ( \
-           SELECT i.* FROM snitch.snitches s JOIN input i ON i.token = s.token \
-           WHERE s.token = ANY($7) AND s.version = i.expected \
-           ORDER BY s.token FOR UPDATE OF s), \
-         updated AS ( \
-           UPDATE snitch.snitches s SET {sets}, sweep_lease_until = NULL, \
-             check_ins_stored = s.check_ins_stored + i.check_ins_added, \
-             check_ins_keep = i.keep \
-           FROM locked i \
-           WHERE s.token = i.token AND s.version = i.expected \
-           RETURNING s.token, s.check_ins_stored), \
+         {lock_and_update}, \
          new_check_ins AS ( \
            INSERT INTO snitch.check_ins (token, at, exit_status, message) \
            SELECT c.token, c.at, c.exit_status, c.message FROM jsonb_to_recordset($2) \
@@ -171,7 +184,7 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
          LEFT JOIN (SELECT token FROM snitch.snitches WHERE token = ANY($7)) p \
            ON p.token = i.token",
         input_columns = input_columns.join(", "),
-        sets = sets.join(", "),
+        lock_and_update = lock_and_update("$7", &sets),
         event_selects = event_selects.join(", "),
         delivery_selects = delivery_selects.join(", "),
     )
@@ -182,16 +195,21 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
 /// only, each field as a typed array (`unnest`), which Postgres reads without parsing
 /// text per row. `$1` tokens, `$2` expected versions, `$3` check-ins added, `$4` history
 /// lengths, `$5`–`$26` [`SNITCH_FIELDS`], `$27`–`$30` the check-ins (token, time, exit
-/// status, message; in order). Rows are locked in token order as in [`SAVE_ROUND`].
+/// status, message; in order). Rows are locked in token order ([`lock_and_update`]).
 /// Answers, for each snitch of the round, its token, its stored check-in count if it was
 /// updated, and whether it exists (looked up only for those not updated): one
 /// statement, so a one-round batch is its own transaction (a second query after it
 /// would run after the commit).
 static STATE_ROUND: LazyLock<String> = LazyLock::new(|| {
-    let arrays: Vec<String> = SNITCH_COLUMN_ARRAY_TYPES
+    // A field of an array type travels as one array literal per row (`unnest` cannot
+    // take an array of arrays of different lengths): a text array of them.
+    let arrays: Vec<String> = SNITCH_FIELD_TYPES
         .iter()
         .enumerate()
-        .map(|(n, ty)| format!("${}::{ty}", n + 5))
+        .map(|(n, ty)| {
+            let element = if ty.ends_with("[]") { "text" } else { ty };
+            format!("${}::{element}[]", n + 5)
+        })
         .collect();
     let sets: Vec<String> = SNITCH_FIELDS
         .iter()
@@ -210,17 +228,7 @@ static STATE_ROUND: LazyLock<String> = LazyLock::new(|| {
         "WITH input AS ( \
            SELECT * FROM unnest($1::text[], $2::bigint[], $3::integer[], $4::integer[], \
              {arrays}) AS i(token, expected, check_ins_added, keep, {fields})), \
-         locked AS ( \
-           SELECT i.* FROM snitch.snitches s JOIN input i ON i.token = s.token \
-           WHERE s.token = ANY($1) AND s.version = i.expected \
-           ORDER BY s.token FOR UPDATE OF s), \
-         updated AS ( \
-           UPDATE snitch.snitches s SET {sets}, sweep_lease_until = NULL, \
-             check_ins_stored = s.check_ins_stored + i.check_ins_added, \
-             check_ins_keep = i.keep \
-           FROM locked i \
-           WHERE s.token = i.token AND s.version = i.expected \
-           RETURNING s.token, s.check_ins_stored), \
+         {lock_and_update}, \
          new_check_ins AS ( \
            INSERT INTO snitch.check_ins (token, at, exit_status, message) \
            SELECT c.token, c.at, c.exit_status, c.message \
@@ -234,7 +242,7 @@ static STATE_ROUND: LazyLock<String> = LazyLock::new(|| {
          FROM input i LEFT JOIN updated u ON u.token = i.token",
         arrays = arrays.join(", "),
         fields = SNITCH_FIELDS.join(", "),
-        sets = sets.join(", "),
+        lock_and_update = lock_and_update("$1", &sets),
         c1 = check_ins,
         c2 = check_ins + 1,
         c3 = check_ins + 2,
