@@ -10,7 +10,7 @@ use chrono::Duration;
 use futures::future::join_all;
 use snitch_core::contract::{case, snitch, t0};
 use snitch_core::{
-    Clock, ManualClock, Outcome, ServiceError, SnitchService, Status, Storage, Token,
+    CheckIn, Clock, ManualClock, Outcome, ServiceError, SnitchService, Status, Storage, Token,
 };
 use snitch_store_postgres::PgStorage;
 use support::fresh_database;
@@ -49,8 +49,18 @@ async fn two_servers_with_pool() -> (
     (on(&first), on(&second), first, clock, pool)
 }
 
+/// The token of the one snitch, as the check-in URL carries it.
 fn token() -> String {
-    snitch_core::contract::token(1).as_str().to_owned()
+    snitch_token().as_str().to_owned()
+}
+
+fn snitch_token() -> Token {
+    snitch_core::contract::token(1)
+}
+
+/// The snitch's stored check-ins, newest first.
+async fn history(store: &PgStorage) -> Vec<CheckIn> {
+    store.check_ins(&snitch_token(), 100).await.expect("read")
 }
 
 #[tokio::test]
@@ -66,10 +76,7 @@ async fn check_ins_through_two_servers_are_all_recorded() {
             .expect("checked in");
         assert_eq!(snitch.version(), 2 + n, "one version per check-in");
     }
-    let history = store
-        .check_ins(&Token::parse(&token()).expect("token"), 100)
-        .await
-        .expect("read");
+    let history = history(&store).await;
     assert_eq!(history.len(), 6, "every check-in is in the history");
     // Each server read its stale copy from its cache (and then had its save refused).
     assert!(store.check_in_cache_hits() >= 2, "the cache was used");
@@ -102,14 +109,11 @@ async fn concurrent_check_ins_on_two_servers_are_all_recorded() {
         result.expect("checked in");
     }
     let stored = store
-        .snitch(&Token::parse(&token()).expect("token"))
+        .snitch(&snitch_token())
         .await
         .expect("read")
         .expect("stored");
-    let history = store
-        .check_ins(&Token::parse(&token()).expect("token"), 100)
-        .await
-        .expect("read");
+    let history = history(&store).await;
     assert_eq!(history.len(), 40);
     // Each change bumped the version once; same-server check-ins may share a change.
     assert!(stored.version() >= 2 && stored.version() <= 41);
@@ -142,10 +146,7 @@ async fn a_change_made_through_the_other_server_is_not_undone() {
         .expect("checked in");
     assert_eq!(recovered.state().status(), Status::Healthy);
     assert_eq!(recovered.version(), errored.version() + 1);
-    let events = store
-        .events(&Token::parse(&token()).expect("token"), 10)
-        .await
-        .expect("read");
+    let events = store.events(&snitch_token(), 10).await.expect("read");
     assert!(
         events.iter().any(|e| e.status == Status::Errored),
         "the error the other server recorded has its event: {events:?}"
@@ -161,7 +162,7 @@ async fn a_snitch_deleted_through_the_other_server_takes_no_more_check_ins() {
         .expect("checked in");
     assert!(b
         .storage()
-        .delete_snitch(&Token::parse(&token()).expect("token"))
+        .delete_snitch(&snitch_token())
         .await
         .expect("deleted"));
     clock.advance(Duration::minutes(1));
@@ -170,10 +171,7 @@ async fn a_snitch_deleted_through_the_other_server_takes_no_more_check_ins() {
         matches!(result, Err(ServiceError::NotFound)),
         "expected NotFound, got {result:?}"
     );
-    let history = store
-        .check_ins(&Token::parse(&token()).expect("token"), 100)
-        .await
-        .expect("read");
+    let history = history(&store).await;
     assert_eq!(history, vec![], "no check-in outlives its snitch");
 }
 
@@ -181,7 +179,7 @@ async fn a_snitch_deleted_through_the_other_server_takes_no_more_check_ins() {
 async fn a_delete_racing_check_ins_leaves_no_check_in_behind() {
     let (a, b, store, clock, pool) = two_servers_with_pool().await;
     clock.advance(Duration::minutes(1));
-    let token_value = Token::parse(&token()).expect("token");
+    let token_value = snitch_token();
     let check_ins = (0..30).map(|_| {
         let a = a.clone();
         async move { a.check_in(&token(), Outcome::Success, None).await }
@@ -198,7 +196,7 @@ async fn a_delete_racing_check_ins_leaves_no_check_in_behind() {
             "a check-in either counted before the delete or found nothing: {result:?}"
         );
     }
-    let history = store.check_ins(&token_value, 100).await.expect("read");
+    let history = history(&store).await;
     assert_eq!(history, vec![], "no check-in outlives its snitch");
     let orphans: i64 = sqlx::query_scalar("SELECT count(*) FROM snitch.check_ins WHERE token = $1")
         .bind(token_value.as_str())
