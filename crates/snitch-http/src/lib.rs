@@ -12,14 +12,15 @@ use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{any, delete, get, post};
 use axum::{Json, Router};
 use base64::Engine;
 use governor::clock::{Clock as _, DefaultClock};
@@ -269,39 +270,29 @@ pub fn check_in_router(service: SnitchService) -> Router {
     check_in_router_with_metrics(service, Arc::new(Metrics::new()))
 }
 
-/// What the check-in handler shares.
-#[derive(Clone)]
+/// What the check-in endpoint shares, behind one `Arc`: a request clones one pointer.
 struct CheckInState {
     service: SnitchService,
     metrics: Arc<Metrics>,
+    observer: observe::Observer,
 }
 
 /// The check-in endpoint, counting check-ins in `metrics` (`snitch_check_ins_total`).
+///
+/// One handler does a check-in's whole request (the refusals, reading the body, the
+/// check-in, the request log, catching a panic), with no middleware: check-ins come by
+/// the thousand a second, and a `from_fn` layer costs a clone of the service inside it
+/// and a boxed future per request.
 pub fn check_in_router_with_metrics(service: SnitchService, metrics: Arc<Metrics>) -> Router {
-    let observer = observe::Observer::check_ins();
+    let state = Arc::new(CheckInState {
+        service,
+        metrics,
+        observer: observe::Observer::check_ins(),
+    });
     Router::new()
-        .route("/{token}", get(check_in).post(check_in))
-        .fallback(|| async { not_found_text() })
-        // One layer of the whole stack, outermost first (see `api_router`).
-        .layer(
-            tower::ServiceBuilder::new()
-                .layer(axum::middleware::from_fn_with_state(
-                    observer,
-                    observe::observe,
-                ))
-                .layer(CatchPanicLayer::new())
-                .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
-                .layer(axum::middleware::from_fn(
-                    |req: Request, next: Next| async {
-                        match refusal(&req) {
-                            Some(Refusal::NotFound) => not_found_text(),
-                            Some(Refusal::TooLarge) => too_large_text(),
-                            None => next.run(req).await,
-                        }
-                    },
-                )),
-        )
-        .with_state(CheckInState { service, metrics })
+        .route("/{token}", any(check_in))
+        .fallback(unmatched_check_in)
+        .with_state(state)
 }
 
 /// Why a request is refused before routing to a handler, on both routers.
@@ -897,14 +888,55 @@ fn check_in_params(
     params
 }
 
-async fn check_in(
-    State(CheckInState { service, metrics }): State<CheckInState>,
-    Path(token): Path<String>,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let params = check_in_params(query.as_deref(), &headers, &body);
+/// `GET|POST|HEAD /<token>`: records a check-in (behaviour.md section 2).
+async fn check_in(State(state): State<Arc<CheckInState>>, req: Request) -> Response {
+    let started = Instant::now();
+    let method = observe::method_name(req.method());
+    let response = match catch_panic(answer_check_in(&state, req)).await {
+        Some(response) => response,
+        None => {
+            state.metrics.check_in(CheckInOutcome::Failed);
+            internal_error_text()
+        }
+    };
+    state
+        .observer
+        .record(method, "/{token}", response.status(), started);
+    response
+}
+
+/// Any path but `/<token>`.
+async fn unmatched_check_in(State(state): State<Arc<CheckInState>>, req: Request) -> Response {
+    let started = Instant::now();
+    let response = not_found_text();
+    let method = observe::method_name(req.method());
+    state
+        .observer
+        .record(method, observe::UNMATCHED, response.status(), started);
+    response
+}
+
+async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> Response {
+    if !matches!(*req.method(), Method::GET | Method::HEAD | Method::POST) {
+        return method_not_allowed_text();
+    }
+    match refusal(&req) {
+        Some(Refusal::NotFound) => return not_found_text(),
+        Some(Refusal::TooLarge) => return too_large_text(),
+        None => {}
+    }
+    let (parts, body) = req.into_parts();
+    // The route is `/{token}`: one segment, valid UTF-8 once decoded (`refusal`).
+    let segment = parts.uri.path().strip_prefix('/').unwrap_or_default();
+    let token = percent_encoding::percent_decode_str(segment)
+        .decode_utf8_lossy()
+        .into_owned();
+    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(e) if is_length_limit(&e) => return too_large_text(),
+        Err(_) => return unreadable_body_text(),
+    };
+    let params = check_in_params(parts.uri.query(), &parts.headers, &body);
     let outcome = Outcome::from_exit_status(params.get("s").map(String::as_str));
     let counted = if outcome.is_success() {
         CheckInOutcome::Success
@@ -916,7 +948,9 @@ async fn check_in(
     // task of its own), then, if not done, spawned: a client that hangs up cannot cancel a
     // check-in halfway: once it arrived it is recorded, and check-ins queued behind it are
     // never held up.
-    let mut saving = Box::pin(async move { service.check_in(&token, outcome, message).await });
+    let shared = Arc::clone(state);
+    let mut saving =
+        Box::pin(async move { shared.service.check_in(&token, outcome, message).await });
     let first = std::future::poll_fn(|cx| Poll::Ready(saving.as_mut().poll(cx))).await;
     let saved = match first {
         Poll::Ready(saved) => saved,
@@ -926,7 +960,7 @@ async fn check_in(
     };
     match saved {
         Ok(_) => {
-            metrics.check_in(counted);
+            state.metrics.check_in(counted);
             (
                 StatusCode::ACCEPTED,
                 [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
@@ -935,14 +969,70 @@ async fn check_in(
                 .into_response()
         }
         Err(ServiceError::NotFound) => {
-            metrics.check_in(CheckInOutcome::UnknownToken);
+            state.metrics.check_in(CheckInOutcome::UnknownToken);
             not_found_text()
         }
         Err(other) => {
-            metrics.check_in(CheckInOutcome::Failed);
+            state.metrics.check_in(CheckInOutcome::Failed);
             ApiError::from(other).into_response()
         }
     }
+}
+
+/// Whether reading a body failed because it is longer than the limit given.
+fn is_length_limit(error: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
+/// `future`'s output, or `None` if polling it panicked (`CatchPanicLayer`, for a handler
+/// that runs without middleware).
+async fn catch_panic<T>(future: impl Future<Output = T>) -> Option<T> {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+            Ok(Poll::Ready(output)) => Poll::Ready(Some(output)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(None),
+        }
+    })
+    .await
+}
+
+fn method_not_allowed_text() -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::ALLOW, "GET,HEAD,POST"),
+        ],
+        "Check in with GET, HEAD or POST.\n",
+    )
+        .into_response()
+}
+
+fn unreadable_body_text() -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "The request body could not be read.\n",
+    )
+        .into_response()
+}
+
+fn internal_error_text() -> Response {
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "The check-in could not be recorded.\n",
+    )
+        .into_response()
 }
 
 #[cfg(test)]

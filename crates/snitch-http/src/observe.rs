@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::Method;
+use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -47,7 +47,7 @@ impl Observer {
 }
 
 /// A method name from a fixed set.
-fn method_name(method: &Method) -> &'static str {
+pub fn method_name(method: &Method) -> &'static str {
     match *method {
         Method::GET => "GET",
         Method::POST => "POST",
@@ -60,41 +60,55 @@ fn method_name(method: &Method) -> &'static str {
     }
 }
 
-/// Logs and counts one request (middleware).
+/// Logs and counts one request (middleware of the API router).
 pub async fn observe(State(observer): State<Observer>, req: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = method_name(req.method());
     let route = req.extensions().get::<MatchedPath>().cloned();
     let response = next.run(req).await;
-    let status = response.status();
-    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
-    if let Some(metrics) = &observer.metrics {
-        metrics.api_request(method, route, status);
-    }
-    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-    // An accepted check-in is recorded in the snitch's history already, and comes by the
-    // thousand a second: logged at debug. Everything else (API calls, refused check-ins)
-    // at info.
-    if observer.routine_when_accepted && status.is_success() {
-        tracing::debug!(
-            target: "snitch::request",
-            listener = observer.listener,
-            method,
-            route,
-            status = status.as_u16(),
-            latency_ms,
-            "request"
-        );
-    } else {
-        tracing::info!(
-            target: "snitch::request",
-            listener = observer.listener,
-            method,
-            route,
-            status = status.as_u16(),
-            latency_ms,
-            "request"
-        );
-    }
+    let route = route.as_ref().map_or(UNMATCHED, MatchedPath::as_str);
+    observer.record(method, route, response.status(), started);
     response
+}
+
+/// The route label of a request that matched no route.
+pub const UNMATCHED: &str = "unmatched";
+
+impl Observer {
+    /// Logs and counts one answered request: `method` (from [`method_name`]) on `route`,
+    /// answered `status`, received at `started`. The check-in endpoint calls it itself,
+    /// so a check-in goes through no middleware.
+    pub fn record(&self, method: &'static str, route: &str, status: StatusCode, started: Instant) {
+        if let Some(metrics) = &self.metrics {
+            metrics.api_request(method, route, status);
+        }
+        // An accepted check-in is recorded in the snitch's history already, and comes by
+        // the thousand a second: logged at debug. Everything else (API calls, refused
+        // check-ins) at info.
+        if self.routine_when_accepted && status.is_success() {
+            tracing::debug!(
+                target: "snitch::request",
+                listener = self.listener,
+                method,
+                route,
+                status = status.as_u16(),
+                latency_ms = latency_ms(started),
+                "request"
+            );
+        } else {
+            tracing::info!(
+                target: "snitch::request",
+                listener = self.listener,
+                method,
+                route,
+                status = status.as_u16(),
+                latency_ms = latency_ms(started),
+                "request"
+            );
+        }
+    }
+}
+
+fn latency_ms(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1000.0
 }
