@@ -13,12 +13,13 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
-use axum::middleware::Next;
 use axum::response::Response;
 use axum::Router;
 use hyper::body::Incoming;
@@ -82,17 +83,87 @@ pub fn with_request_timeout(
     timeout: Duration,
     on_timeout: fn() -> Response,
 ) -> Router {
-    router.layer(axum::middleware::from_fn(
-        move |req: Request, next: Next| async move {
-            match tokio::time::timeout(timeout, next.run(req)).await {
-                Ok(response) => response,
-                Err(_) => {
-                    tracing::info!(?timeout, "request timed out");
-                    on_timeout()
-                }
+    router.layer(RequestTimeoutLayer {
+        timeout,
+        on_timeout,
+    })
+}
+
+/// The layer of [`with_request_timeout`]. A tower layer of its own rather than
+/// `axum::middleware::from_fn`, which clones the service inside and boxes a future on
+/// every request.
+#[derive(Debug, Clone, Copy)]
+struct RequestTimeoutLayer {
+    timeout: Duration,
+    on_timeout: fn() -> Response,
+}
+
+impl<S> tower::Layer<S> for RequestTimeoutLayer {
+    type Service = RequestTimeout<S>;
+
+    fn layer(&self, inner: S) -> RequestTimeout<S> {
+        RequestTimeout {
+            inner,
+            timeout: self.timeout,
+            on_timeout: self.on_timeout,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct RequestTimeout<S> {
+    inner: S,
+    timeout: Duration,
+    on_timeout: fn() -> Response,
+}
+
+impl<S> tower::Service<Request> for RequestTimeout<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = RequestTimeoutFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        RequestTimeoutFuture {
+            answer: tokio::time::timeout(self.timeout, self.inner.call(req)),
+            timeout: self.timeout,
+            on_timeout: self.on_timeout,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    struct RequestTimeoutFuture<F> {
+        #[pin]
+        answer: tokio::time::Timeout<F>,
+        timeout: Duration,
+        on_timeout: fn() -> Response,
+    }
+}
+
+impl<F> Future for RequestTimeoutFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        match this.answer.poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(answered)) => Poll::Ready(answered),
+            Poll::Ready(Err(_elapsed)) => {
+                tracing::info!(timeout = ?this.timeout, "request timed out");
+                Poll::Ready(Ok((this.on_timeout)()))
             }
-        },
-    ))
+        }
+    }
 }
 
 /// What the accept loop needs of a listener; a seam for testing accept errors.

@@ -54,16 +54,27 @@ impl Step {
     }
 
     /// Applies a further step to the result of this one, keeping all events in order.
-    pub fn then(mut self, next: impl FnOnce(&Snitch) -> Step) -> Step {
-        let mut step = next(&self.snitch);
-        self.events.append(&mut step.events);
-        step.events = self.events;
+    pub fn then(self, next: impl FnOnce(&Snitch) -> Step) -> Step {
+        self.then_owned(|snitch| next(&snitch))
+    }
+
+    /// [`Step::then`] with a further step that takes this step's snitch itself, so it
+    /// need not copy it.
+    pub fn then_owned(self, next: impl FnOnce(Snitch) -> Step) -> Step {
+        let Step {
+            snitch,
+            mut events,
+            mut deferred_by,
+        } = self;
+        let mut step = next(snitch);
+        events.append(&mut step.events);
+        step.events = events;
         for id in step.deferred_by {
-            if !self.deferred_by.contains(&id) {
-                self.deferred_by.push(id);
+            if !deferred_by.contains(&id) {
+                deferred_by.push(id);
             }
         }
-        step.deferred_by = self.deferred_by;
+        step.deferred_by = deferred_by;
         step
     }
 
@@ -139,7 +150,11 @@ pub fn advance(snitch: &Snitch, now: Timestamp) -> Step {
 /// - due points missed one after another (the sweep did not run for a while) make one
 ///   `snitch.missing`, for the latest, with `missed_periods` counting them.
 pub fn advance_through(snitch: &Snitch, now: Timestamp, outages: &[Outage]) -> Step {
-    let mut s = snitch.clone();
+    advance_through_owned(snitch.clone(), now, outages)
+}
+
+/// [`advance_through`] stepping `s` itself, for a caller that owns a copy already.
+pub fn advance_through_owned(mut s: Snitch, now: Timestamp, outages: &[Outage]) -> Step {
     let mut events = Vec::new();
     let mut deferred_by = Vec::new();
     let mut missed: Option<MissedRun> = None;
@@ -203,8 +218,12 @@ fn announce_missed(s: &mut Snitch, events: &mut Vec<Event>, run: Option<MissedRu
 /// Records a check-in at `check_in.at` (behaviour.md section 3). Call [`advance`] first so
 /// that deadlines passed before it are accounted for.
 pub fn check_in(snitch: &Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
+    check_in_owned(snitch.clone(), check_in, plan)
+}
+
+/// [`check_in`] stepping `s` itself, for a caller that owns a copy already.
+pub fn check_in_owned(mut s: Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
     let now = check_in.at;
-    let mut s = snitch.clone();
     let mut events = Vec::new();
     let success = check_in.outcome.is_success();
     let period = s.interval.period_of(now);

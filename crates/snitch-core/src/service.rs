@@ -643,8 +643,9 @@ impl SnitchService {
             // newer one (on this server or another) was saved counts as at that one's time.
             let mut floor = snitch.state.last_check_in_at.max(snitch.state.anchor_at);
             let mut stamped = Vec::with_capacity(batch.len());
-            // Stepped from the stored snitch itself: no copy of it before the first step.
-            let mut stepped: Option<Step> = None;
+            // One copy of the stored snitch (kept as `before` of the change), stepped in
+            // place through every check-in of the batch.
+            let mut step = Step::new(snitch.clone(), Vec::new());
             for check_in in &batch {
                 let at = floor.map_or(check_in.at, |f| f.max(check_in.at));
                 floor = Some(at);
@@ -652,17 +653,11 @@ impl SnitchService {
                     at,
                     ..check_in.clone()
                 };
-                let from = stepped.as_ref().map_or(&snitch, |s| &s.snitch);
-                let next = machine::advance_through(from, at, &outages)
-                    .then(|s| machine::check_in(s, &check_in, &case.plan));
-                stepped = Some(match stepped {
-                    None => next,
-                    Some(before) => before.then(|_| next),
-                });
+                step = step
+                    .then_owned(|s| machine::advance_through_owned(s, at, &outages))
+                    .then_owned(|s| machine::check_in_owned(s, &check_in, &case.plan));
                 stamped.push(check_in);
             }
-            // A batch holds at least the leader's own check-in.
-            let step = stepped.unwrap_or_else(|| Step::new(snitch.clone(), Vec::new()));
             let mut change = Change::new(&snitch, step.snitch, stamped, step.events);
             change.deferred_by = step.deferred_by;
             match self
