@@ -640,7 +640,9 @@ fn one_snitch_store(
     store
         .expect_case()
         .returning(move |_| Ok(Some(owner.clone())));
-    // A check-in reads its snitch and case at once.
+    // A check-in reads its snitch and case at once, and saves apart (this store cannot
+    // step a snitch in place).
+    store.expect_step_in_place().returning(|_, _| None);
     let (read, owner) = (current.clone(), acme.clone());
     store.expect_snitch_with_case().returning(move |_| {
         let snitch = read.lock().expect("not poisoned").clone();

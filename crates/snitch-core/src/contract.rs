@@ -32,7 +32,7 @@ use crate::outbox::{
     deliveries_for, Attempt, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery,
     DeliveryState,
 };
-use crate::service::{SnitchFields, SnitchService};
+use crate::service::{PendingCheckIns, SnitchFields, SnitchService};
 use crate::snitch::{CheckIn, Event, EventKind, PauseUntil, Snitch, CHECK_INS_KEPT};
 use crate::storage::{ApiKeyRecord, Change, Storage, StorageError, StoreStats};
 use crate::types::{
@@ -72,6 +72,7 @@ macro_rules! storage_contract_tests {
             save_of_missing_snitch_is_not_found,
             concurrent_saves_from_one_read_let_exactly_one_win,
             save_all_answers_each_change_of_a_mixed_batch,
+            stepping_in_place_saves_what_a_read_and_save_would,
             // History.
             check_ins_are_newest_first_and_limited,
             check_ins_keep_the_most_recent_ones,
@@ -734,6 +735,68 @@ pub async fn save_applies_the_new_state(store: Arc<dyn Storage>) {
     assert_eq!(second.snitch.version, 3);
     store.save(&second).await.expect("save from version 2");
     assert_eq!(stored(&store, &fresh.token).await, Some(second.snitch));
+}
+
+/// A store that steps check-ins in place (`step_in_place`) saves what a read and a save
+/// would: nothing when the step needs the case's webhooks first, the whole change (new
+/// state, check-in, event) otherwise, and `NotFound` for an unknown token. A store that
+/// cannot answers `None`, every time, and changes nothing.
+pub async fn stepping_in_place_saves_what_a_read_and_save_would(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let fresh = snitch(&acme, 1, t0());
+    insert(&store, &fresh).await;
+    let pending = |hooks: Option<Vec<Webhook>>| {
+        PendingCheckIns::new(vec![success(at(10))], Vec::new(), hooks, 10)
+    };
+
+    // Pending to healthy emits `snitch.reporting`: without the webhooks, nothing is saved.
+    let Some(answer) = store.step_in_place(&fresh.token, &mut pending(None)).await else {
+        for token in [&fresh.token, &token(2)] {
+            let answer = store
+                .step_in_place(token, &mut pending(Some(Vec::new())))
+                .await;
+            assert!(
+                answer.is_none(),
+                "a store that cannot never does: {answer:?}"
+            );
+        }
+        assert_eq!(stored(&store, &fresh.token).await, Some(fresh));
+        return;
+    };
+    assert!(matches!(answer, Ok(None)), "{answer:?}");
+    assert_eq!(stored(&store, &fresh.token).await.as_ref(), Some(&fresh));
+    assert!(store
+        .check_ins(&fresh.token, 10)
+        .await
+        .expect("read")
+        .is_empty());
+
+    let saved = store
+        .step_in_place(&fresh.token, &mut pending(Some(Vec::new())))
+        .await
+        .expect("this store steps in place")
+        .expect("saved")
+        .expect("a change");
+    let expected = checked_in(&fresh, at(10));
+    assert_eq!(saved.snitch(), expected.snitch());
+    assert_eq!(
+        stored(&store, &fresh.token).await.as_ref(),
+        Some(expected.snitch())
+    );
+    assert_eq!(
+        store.check_ins(&fresh.token, 10).await.expect("read"),
+        vec![success(at(10))]
+    );
+    let events = store.events(&fresh.token, 10).await.expect("read");
+    assert_eq!(events, expected.events());
+
+    let unknown = store
+        .step_in_place(&token(2), &mut pending(Some(Vec::new())))
+        .await;
+    assert!(
+        matches!(unknown, Some(Err(StorageError::NotFound))),
+        "{unknown:?}"
+    );
 }
 
 /// A save replaces every field, setting and clearing optional ones alike.

@@ -315,25 +315,20 @@ impl SnitchService {
             }
             Err(e) => return Err(e),
         }
-        self.saved(before, &change);
+        self.saved(before.wake_at(), &change);
         Ok(change.snitch)
     }
 
     /// What every change gets before it is saved, by a check-in, an API call or the
     /// sweep alike: the deliveries of its events and the server's history length.
     fn prepare(&self, change: &mut Change, case: &Case, hooks: &[Webhook]) {
-        change.deliveries = change
-            .events
-            .iter()
-            .flat_map(|e| deliveries_for(e, case, hooks))
-            .collect();
-        change.keep_check_ins = self.check_in_history;
+        prepare(change, case, hooks, self.check_in_history);
     }
 
     /// What follows every saved change: the wake hook when the snitch's wake-up time
     /// moved earlier, and the events hooks (one call per change) when it stored events.
-    fn saved(&self, before: &Snitch, change: &Change) {
-        self.wake_if_earlier(before, &change.snitch);
+    fn saved(&self, wake_before: Option<Timestamp>, change: &Change) {
+        self.wake_if_earlier(wake_before, &change.snitch);
         if !change.events.is_empty() {
             if let Some(hook) = &self.on_emitted {
                 hook(&change.events);
@@ -345,9 +340,9 @@ impl SnitchService {
     }
 
     /// Tells the wake hook when a saved change moved the snitch's wake-up time earlier.
-    fn wake_if_earlier(&self, before: &Snitch, after: &Snitch) {
+    fn wake_if_earlier(&self, wake_before: Option<Timestamp>, after: &Snitch) {
         if let (Some(hook), Some(wake)) = (&self.on_earlier_wake, after.wake_at()) {
-            if before.wake_at().is_none_or(|old| wake < old) {
+            if wake_before.is_none_or(|old| wake < old) {
                 hook(wake);
             }
         }
@@ -628,8 +623,28 @@ impl SnitchService {
         token: &Token,
         batch: Vec<CheckIn>,
     ) -> Result<Snitch, ServiceError> {
-        let mut hooks = None;
-        let outages = self.known_outages();
+        let mut pending =
+            PendingCheckIns::new(batch, self.known_outages(), None, self.check_in_history);
+        // A store that steps the snitch where it lies: its events may need the case's
+        // webhooks, read (outside the store's lock) before a second, final try.
+        for _ in 0..2 {
+            let Some(result) = self.storage.step_in_place(token, &mut pending).await else {
+                break;
+            };
+            match result {
+                Ok(Some(change)) => {
+                    self.saved(pending.wake_before.flatten(), &change);
+                    return Ok(change.snitch);
+                }
+                Ok(None) => match pending.hooks_wanted.take() {
+                    Some(case) => pending.hooks = Some(self.storage.webhooks(&case).await?),
+                    None => return Err(StorageError::Conflict.into()),
+                },
+                Err(StorageError::NotFound) => return Err(ServiceError::NotFound),
+                Err(other) => return Err(other.into()),
+            }
+        }
+        let mut hooks = pending.hooks.take();
         for _ in 0..MAX_ATTEMPTS {
             // The snitch and its case in one read (one query, one lock).
             let (snitch, case) = self
@@ -639,27 +654,7 @@ impl SnitchService {
                 .ok_or(ServiceError::NotFound)?;
             // A snitch whose case is gone still records check-ins.
             let case = &case.unwrap_or_else(|| Case::new(snitch.case_id.clone()));
-            // Times never go backwards for a snitch: a check-in read the clock before a
-            // newer one (on this server or another) was saved counts as at that one's time.
-            let mut floor = snitch.state.last_check_in_at.max(snitch.state.anchor_at);
-            let mut stamped = Vec::with_capacity(batch.len());
-            // One copy of the stored snitch (kept as `before` of the change), stepped in
-            // place through every check-in of the batch.
-            let mut step = Step::new(snitch.clone(), Vec::new());
-            for check_in in &batch {
-                let at = floor.map_or(check_in.at, |f| f.max(check_in.at));
-                floor = Some(at);
-                let check_in = CheckIn {
-                    at,
-                    ..check_in.clone()
-                };
-                step = step
-                    .then_owned(|s| machine::advance_through_owned(s, at, &outages))
-                    .then_owned(|s| machine::check_in_owned(s, &check_in, &case.plan));
-                stamped.push(check_in);
-            }
-            let mut change = Change::new(&snitch, step.snitch, stamped, step.events);
-            change.deferred_by = step.deferred_by;
+            let change = pending.change_from(&snitch, case);
             match self
                 .save_with_outbox(case, &mut hooks, &snitch, change)
                 .await
@@ -738,7 +733,7 @@ impl SnitchService {
             for ((change, (before, swept)), result) in changes.iter().zip(stepped).zip(results) {
                 let swept = match result {
                     Ok(()) => {
-                        self.saved(&before, change);
+                        self.saved(before.wake_at(), change);
                         Ok(swept)
                     }
                     // A check-in (or another server) raced the sweep: read it again.
@@ -757,7 +752,7 @@ impl SnitchService {
                     // (see `save_with_outbox`); otherwise the error stands.
                     Err(e) if e.is_outcome_unknown() => {
                         if self.stored_as(&change.snitch).await {
-                            self.saved(&before, change);
+                            self.saved(before.wake_at(), change);
                             Ok(swept)
                         } else {
                             Err(e.into())
@@ -1048,5 +1043,104 @@ fn ensure_active(case: &Case) -> Result<(), ServiceError> {
         Err(ServiceError::AccountOnHold)
     } else {
         Ok(())
+    }
+}
+
+/// What every change gets before it is saved, by a check-in, an API call or the sweep
+/// alike: the deliveries of its events and the server's history length.
+fn prepare(change: &mut Change, case: &Case, hooks: &[Webhook], keep_check_ins: usize) {
+    change.deliveries = change
+        .events
+        .iter()
+        .flat_map(|e| deliveries_for(e, case, hooks))
+        .collect();
+    change.keep_check_ins = keep_check_ins;
+}
+
+/// Check-ins of one snitch waiting to be stepped and saved as one change, as the service
+/// hands them to [`Storage::step_in_place`].
+#[derive(Debug)]
+pub struct PendingCheckIns {
+    batch: Vec<CheckIn>,
+    outages: Vec<Outage>,
+    /// The case's webhooks, once read: a change with events needs them.
+    hooks: Option<Vec<Webhook>>,
+    keep_check_ins: usize,
+    /// The wake-up time of the snitch `step` stepped, before the step.
+    wake_before: Option<Option<Timestamp>>,
+    /// The case whose webhooks `step` needed and did not have.
+    hooks_wanted: Option<CaseId>,
+}
+
+impl PendingCheckIns {
+    /// Check-ins of one snitch, in order, stepped with the known `outages`; `hooks`
+    /// are the case's webhooks when already read; the change keeps the newest
+    /// `keep_check_ins` check-ins. The service makes these; a store's tests may too.
+    pub fn new(
+        batch: Vec<CheckIn>,
+        outages: Vec<Outage>,
+        hooks: Option<Vec<Webhook>>,
+        keep_check_ins: usize,
+    ) -> Self {
+        PendingCheckIns {
+            batch,
+            outages,
+            hooks,
+            keep_check_ins,
+            wake_before: None,
+            hooks_wanted: None,
+        }
+    }
+
+    /// The change these check-ins make of `snitch` (stored, of `case`: `None` when the
+    /// case is not stored), ready to save; `None` when it has events and the case's
+    /// webhooks are not read yet (the service reads them and tries again).
+    pub fn step(&mut self, snitch: &Snitch, case: Option<&Case>) -> Option<Change> {
+        let orphan;
+        let case = match case {
+            Some(case) => case,
+            // A snitch whose case is gone still records check-ins.
+            None => {
+                orphan = Case::new(snitch.case_id.clone());
+                &orphan
+            }
+        };
+        let mut change = self.change_from(snitch, case);
+        let hooks = match &self.hooks {
+            Some(hooks) => hooks.as_slice(),
+            None if change.events.is_empty() => &[],
+            None => {
+                self.hooks_wanted = Some(case.id.clone());
+                return None;
+            }
+        };
+        prepare(&mut change, case, hooks, self.keep_check_ins);
+        self.wake_before = Some(snitch.wake_at());
+        Some(change)
+    }
+
+    /// The change these check-ins make of `snitch`, without deliveries: one copy of it,
+    /// stepped in place through every check-in in order.
+    fn change_from(&self, snitch: &Snitch, case: &Case) -> Change {
+        // Times never go backwards for a snitch: a check-in read the clock before a newer
+        // one (on this server or another) was saved counts as at that one's time.
+        let mut floor = snitch.state.last_check_in_at.max(snitch.state.anchor_at);
+        let mut stamped = Vec::with_capacity(self.batch.len());
+        let mut step = Step::new(snitch.clone(), Vec::new());
+        for check_in in &self.batch {
+            let at = floor.map_or(check_in.at, |f| f.max(check_in.at));
+            floor = Some(at);
+            let check_in = CheckIn {
+                at,
+                ..check_in.clone()
+            };
+            step = step
+                .then_owned(|s| machine::advance_through_owned(s, at, &self.outages))
+                .then_owned(|s| machine::check_in_owned(s, &check_in, &case.plan));
+            stamped.push(check_in);
+        }
+        let mut change = Change::new(snitch, step.snitch, stamped, step.events);
+        change.deferred_by = step.deferred_by;
+        change
     }
 }

@@ -17,6 +17,7 @@ use async_trait::async_trait;
 use crate::calendar::Timestamp;
 use crate::liveness::{CaseOutage, Outage};
 use crate::outbox::{Attempt, AttemptResult, ClaimLimits, Delivery};
+use crate::service::PendingCheckIns;
 use crate::snitch::{CheckIn, Event, Snitch};
 use crate::types::{Case, CaseId, Status, Tag, Token};
 use crate::webhook::Webhook;
@@ -373,6 +374,26 @@ pub trait Storage: Send + Sync {
         };
         let case = self.case(&snitch.case_id).await?;
         Ok(Some((snitch, case)))
+    }
+
+    /// A check-in's read, step and save as one operation, for a store that can step the
+    /// stored snitch where it lies: under one lock, with no copy of it read out first
+    /// (the memory store). The store calls [`PendingCheckIns::step`] once with the stored
+    /// snitch and its case, and saves the change it answers (if any).
+    ///
+    /// The default answers `None`: the store cannot, and the service reads with
+    /// [`Storage::snitch_with_case`] and saves with [`Storage::save`]. A store that can
+    /// answers `Some`: [`StorageError::NotFound`] when no snitch has `token`, otherwise
+    /// the change `step` answered, applied exactly as [`Storage::save`] would apply it.
+    /// Nothing else may change the snitch between the step's read and the save, so such a
+    /// store never answers [`StorageError::Conflict`] (nor an error whose outcome is
+    /// unknown).
+    async fn step_in_place(
+        &self,
+        _token: &Token,
+        _pending: &mut PendingCheckIns,
+    ) -> Option<Result<Option<Change>, StorageError>> {
+        None
     }
 
     /// The case's snitches that carry every tag of `tags` (all of them when empty),

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use async_trait::async_trait;
-use snitch_core::{ApiKeyRecord, CaseOutage, Outage};
+use snitch_core::{ApiKeyRecord, CaseOutage, Outage, PendingCheckIns};
 use snitch_core::{Attempt, AttemptResult, ClaimLimits, Delivery, DeliveryState};
 use snitch_core::{
     Case, CaseId, Change, CheckIn, Event, Snitch, Status, Storage, StorageError, StoreStats, Tag,
@@ -114,6 +114,55 @@ fn push_bounded<T>(list: &mut VecDeque<T>, item: T, max: usize) -> Vec<T> {
 }
 
 impl Inner {
+    /// Applies a change as `Storage::save` does.
+    fn apply(&mut self, change: &Change) -> Result<(), StorageError> {
+        let inner = self;
+        let new = change.snitch();
+        let entry = inner
+            .snitches
+            .get_mut(new.token())
+            .ok_or(StorageError::NotFound)?;
+        if entry.snitch.version() != change.expected_version() {
+            return Err(StorageError::Conflict);
+        }
+        let (old_wake, new_wake) = (entry.snitch.wake_at(), new.wake_at());
+        if old_wake != new_wake {
+            if let Some(w) = old_wake {
+                inner.wake_index.remove(&(w, new.token().clone()));
+            }
+            if let Some(w) = new_wake {
+                inner.wake_index.insert((w, new.token().clone()));
+            }
+        }
+        let keep = change.keep_check_ins().max(1);
+        let newest = change.check_ins().len().saturating_sub(keep);
+        for check_in in &change.check_ins()[newest..] {
+            push_bounded(&mut entry.check_ins, check_in.clone(), keep);
+        }
+        let mut evicted = Vec::new();
+        for event in change.events() {
+            evicted.extend(push_bounded(&mut entry.events, event.clone(), EVENTS_KEPT));
+        }
+        inner.sweep_leases.remove(new.token());
+        inner.by_status[status_slot(entry.snitch.status())] -= 1;
+        inner.by_status[status_slot(new.status())] += 1;
+        let case_id = entry.snitch.case_id().clone();
+        entry.snitch = new.clone();
+        for delivery in change.deliveries() {
+            inner.insert_delivery(delivery);
+        }
+        for event in evicted {
+            inner.forget_finished_deliveries(&event.id);
+        }
+        for outage in change.deferred_by() {
+            *inner
+                .deferred
+                .entry((*outage, case_id.clone()))
+                .or_default() += 1;
+        }
+        Ok(())
+    }
+
     /// Adds a snitch the caller checked: its case is stored, its token free, its case
     /// under the limit.
     fn insert_new(&mut self, snitch: &Snitch) {
@@ -323,52 +372,25 @@ impl Storage for MemoryStorage {
     }
 
     async fn save(&self, change: &Change) -> Result<(), StorageError> {
-        let mut guard = self.write();
-        let inner = &mut *guard;
-        let new = change.snitch();
-        let entry = inner
-            .snitches
-            .get_mut(new.token())
-            .ok_or(StorageError::NotFound)?;
-        if entry.snitch.version() != change.expected_version() {
-            return Err(StorageError::Conflict);
-        }
-        let (old_wake, new_wake) = (entry.snitch.wake_at(), new.wake_at());
-        if old_wake != new_wake {
-            if let Some(w) = old_wake {
-                inner.wake_index.remove(&(w, new.token().clone()));
-            }
-            if let Some(w) = new_wake {
-                inner.wake_index.insert((w, new.token().clone()));
-            }
-        }
-        let keep = change.keep_check_ins().max(1);
-        let newest = change.check_ins().len().saturating_sub(keep);
-        for check_in in &change.check_ins()[newest..] {
-            push_bounded(&mut entry.check_ins, check_in.clone(), keep);
-        }
-        let mut evicted = Vec::new();
-        for event in change.events() {
-            evicted.extend(push_bounded(&mut entry.events, event.clone(), EVENTS_KEPT));
-        }
-        inner.sweep_leases.remove(new.token());
-        inner.by_status[status_slot(entry.snitch.status())] -= 1;
-        inner.by_status[status_slot(new.status())] += 1;
-        let case_id = entry.snitch.case_id().clone();
-        entry.snitch = new.clone();
-        for delivery in change.deliveries() {
-            inner.insert_delivery(delivery);
-        }
-        for event in evicted {
-            inner.forget_finished_deliveries(&event.id);
-        }
-        for outage in change.deferred_by() {
-            *inner
-                .deferred
-                .entry((*outage, case_id.clone()))
-                .or_default() += 1;
-        }
-        Ok(())
+        self.write().apply(change)
+    }
+
+    async fn step_in_place(
+        &self,
+        token: &Token,
+        pending: &mut PendingCheckIns,
+    ) -> Option<Result<Option<Change>, StorageError>> {
+        // One write lock for the read, the step and the save: nothing else changes the
+        // snitch in between, and the stored snitch is stepped where it lies.
+        let mut inner = self.write();
+        let Some(entry) = inner.snitches.get(token) else {
+            return Some(Err(StorageError::NotFound));
+        };
+        let case = inner.cases.get(entry.snitch.case_id());
+        let Some(change) = pending.step(&entry.snitch, case) else {
+            return Some(Ok(None));
+        };
+        Some(inner.apply(&change).map(|()| Some(change)))
     }
 
     async fn delete_snitch(&self, token: &Token) -> Result<bool, StorageError> {
