@@ -20,7 +20,7 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, delete, get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use base64::Engine;
 use governor::clock::{Clock as _, DefaultClock};
@@ -289,10 +289,9 @@ pub fn check_in_router_with_metrics(service: SnitchService, metrics: Arc<Metrics
         metrics,
         observer: observe::Observer::check_ins(),
     });
-    Router::new()
-        .route("/{token}", any(check_in))
-        .fallback(unmatched_check_in)
-        .with_state(state)
+    // Every path goes to the one handler, which takes `/<token>` itself: a route would
+    // cost a match and two request extensions (its parameters, its template) per request.
+    Router::new().fallback(check_in).with_state(state)
 }
 
 /// Why a request is refused before routing to a handler, on both routers.
@@ -888,10 +887,19 @@ fn check_in_params(
     params
 }
 
-/// `GET|POST|HEAD /<token>`: records a check-in (behaviour.md section 2).
+/// `GET|POST|HEAD /<token>`: records a check-in (behaviour.md section 2); any other path
+/// is 404.
 async fn check_in(State(state): State<Arc<CheckInState>>, req: Request) -> Response {
     let started = Instant::now();
     let method = observe::method_name(req.method());
+    if token_segment(req.uri()).is_none() {
+        let response = not_found_text();
+        let status = response.status();
+        state
+            .observer
+            .record(method, observe::UNMATCHED, status, started);
+        return response;
+    }
     let response = match catch_panic(answer_check_in(&state, req)).await {
         Some(response) => response,
         None => {
@@ -905,15 +913,12 @@ async fn check_in(State(state): State<Arc<CheckInState>>, req: Request) -> Respo
     response
 }
 
-/// Any path but `/<token>`.
-async fn unmatched_check_in(State(state): State<Arc<CheckInState>>, req: Request) -> Response {
-    let started = Instant::now();
-    let response = not_found_text();
-    let method = observe::method_name(req.method());
-    state
-        .observer
-        .record(method, observe::UNMATCHED, response.status(), started);
-    response
+/// The token's segment of a check-in path `/<token>`: its one segment, after the prefix
+/// the router is nested under; `None` for any other path.
+fn token_segment(uri: &Uri) -> Option<&str> {
+    uri.path()
+        .strip_prefix('/')
+        .filter(|segment| !segment.is_empty() && !segment.contains('/'))
 }
 
 async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> Response {
@@ -926,8 +931,8 @@ async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> Response {
         None => {}
     }
     let (parts, body) = req.into_parts();
-    // The route is `/{token}`: one segment, valid UTF-8 once decoded (`refusal`).
-    let segment = parts.uri.path().strip_prefix('/').unwrap_or_default();
+    // Valid UTF-8 once decoded (`refusal`).
+    let segment = token_segment(&parts.uri).unwrap_or_default();
     let token = percent_encoding::percent_decode_str(segment)
         .decode_utf8_lossy()
         .into_owned();
@@ -1559,6 +1564,51 @@ mod tests {
         let uri = format!("/v1/snitches/{token}/tags/a+b");
         let (_, _, body) = answer(&f.api, authed(Method::DELETE, &uri, Body::empty())).await;
         assert_eq!(json(&body), serde_json::json!(["keep"]));
+    }
+
+    /// Embedded under a prefix (`Router::nest`), the check-in router answers there, and
+    /// only for `/<token>`: one segment, GET, HEAD or POST.
+    #[tokio::test]
+    async fn the_check_in_router_answers_under_the_prefix_it_is_nested_under() {
+        let f = fixture().await;
+        let token = f.snitch(&[]).await;
+        let host = Router::new()
+            .route("/health", get(|| async { "host" }))
+            .nest("/monitor/check-in", f.check_ins.clone());
+        for (method, uri, expected) in [
+            (Method::GET, format!("/monitor/check-in/{token}"), 202),
+            (Method::POST, format!("/monitor/check-in/{token}?s=1"), 202),
+            (Method::HEAD, format!("/monitor/check-in/{token}"), 202),
+            (
+                Method::GET,
+                "/monitor/check-in/no-such-token-00000".into(),
+                404,
+            ),
+            (Method::GET, format!("/monitor/check-in/{token}/more"), 404),
+            (Method::GET, "/monitor/check-in/".into(), 404),
+            (Method::GET, format!("/{token}"), 404),
+            (Method::PUT, format!("/monitor/check-in/{token}"), 405),
+            (Method::DELETE, format!("/monitor/check-in/{token}"), 405),
+        ] {
+            let response = host
+                .clone()
+                .oneshot(request(method.clone(), &uri, None, Body::empty()))
+                .await
+                .expect("infallible");
+            assert_eq!(response.status().as_u16(), expected, "{method} {uri}");
+            if expected == 405 {
+                let allow = response.headers().get(header::ALLOW).expect("Allow");
+                assert_eq!(allow, "GET,HEAD,POST");
+            }
+        }
+        let (status, _, body) = answer(&host, request(Method::GET, "/health", None, "")).await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "host"));
+        let stored = f
+            .service
+            .check_ins(&f.case, &token, 10)
+            .await
+            .expect("history");
+        assert_eq!(stored.len(), 3, "GET, POST and HEAD recorded, nothing else");
     }
 
     #[tokio::test]
