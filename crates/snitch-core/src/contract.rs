@@ -797,6 +797,52 @@ pub async fn stepping_in_place_saves_what_a_read_and_save_would(store: Arc<dyn S
         matches!(unknown, Some(Err(StorageError::NotFound))),
         "{unknown:?}"
     );
+
+    // The usual check-in emits nothing and needs no webhooks; the history is cut to the
+    // change's `keep_check_ins`, and the deadline index follows the new deadline.
+    let mut quiet = PendingCheckIns::new(vec![success(at(20))], Vec::new(), None, 1);
+    let healthy = stored(&store, &fresh.token).await.expect("stored");
+    let second = store
+        .step_in_place(&fresh.token, &mut quiet)
+        .await
+        .expect("this store steps in place")
+        .expect("saved")
+        .expect("a change");
+    let expected = checked_in(&healthy, at(20));
+    assert!(expected.events().is_empty(), "fixture: healthy to healthy");
+    assert_eq!(second.snitch(), expected.snitch());
+    assert_eq!(
+        stored(&store, &fresh.token).await.as_ref(),
+        Some(expected.snitch())
+    );
+    assert_eq!(
+        store.check_ins(&fresh.token, 10).await.expect("read"),
+        vec![success(at(20))]
+    );
+    assert_eq!(next_wake_at(&store).await, expected.snitch().wake_at());
+    assert_eq!(store.events(&fresh.token, 10).await.expect("read").len(), 1);
+
+    // With a webhook, the event's delivery is stored with it.
+    let other = snitch(&acme, 3, t0());
+    insert(&store, &other).await;
+    let hook = webhook(&acme, 1, None);
+    let mut hooked = PendingCheckIns::new(vec![success(at(30))], Vec::new(), Some(vec![hook]), 10);
+    let saved = store
+        .step_in_place(&other.token, &mut hooked)
+        .await
+        .expect("this store steps in place")
+        .expect("saved")
+        .expect("a change");
+    let ids: Vec<String> = saved.events().iter().map(|e| e.id.clone()).collect();
+    assert_eq!(ids.len(), 1, "pending to healthy");
+    let deliveries = store.deliveries(&ids).await.expect("read");
+    assert_eq!(deliveries.len(), saved.deliveries().len());
+    assert!(
+        deliveries
+            .iter()
+            .any(|d| matches!(d.channel, Channel::Webhook { .. })),
+        "{deliveries:?}"
+    );
 }
 
 /// A save replaces every field, setting and clearing optional ones alike.

@@ -638,9 +638,12 @@ impl SnitchService {
                 }
                 Ok(None) => match pending.hooks_wanted.take() {
                     Some(case) => pending.hooks = Some(self.storage.webhooks(&case).await?),
-                    None => return Err(StorageError::Conflict.into()),
+                    // Not an answer the trait allows: the read and save below is right
+                    // for any store.
+                    None => break,
                 },
                 Err(StorageError::NotFound) => return Err(ServiceError::NotFound),
+                Err(StorageError::Conflict) => break,
                 Err(other) => return Err(other.into()),
             }
         }

@@ -15,12 +15,12 @@ use std::task::Poll;
 use std::time::Instant;
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Path, RawQuery, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{any, delete, get, post};
 use axum::{Json, Router};
 use base64::Engine;
 use governor::clock::{Clock as _, DefaultClock};
@@ -289,18 +289,22 @@ pub fn check_in_router_with_metrics(service: SnitchService, metrics: Arc<Metrics
         metrics,
         observer: observe::Observer::check_ins(),
     });
-    // Every path goes to the one handler, which takes `/<token>` itself: a route would
-    // cost a match and two request extensions (its parameters, its template) per request.
-    Router::new().fallback(check_in).with_state(state)
+    // A route, not a fallback taking every path: a host's own routes (a catch-all of a
+    // single-page app, say) would come first, as axum tries fallbacks last.
+    Router::new()
+        .route("/{token}", any(check_in))
+        .fallback(unmatched_check_in)
+        .with_state(state)
 }
 
-/// Why a request is refused before routing to a handler, on both routers.
+/// Why a request is refused before anything else: by the API router's middleware, and
+/// first thing by the check-in handlers.
 enum Refusal {
     /// A path segment is not valid UTF-8 once percent-decoded: no resource has that name.
     NotFound,
     /// The declared `Content-Length` is over [`MAX_BODY_BYTES`]: refused at once, without
-    /// reading (or waiting for) the body. A body without a declared length is cut off by
-    /// `DefaultBodyLimit` as it is read.
+    /// reading (or waiting for) the body. A body without a declared length is cut off as
+    /// it is read (`DefaultBodyLimit` on the API, the check-in handler's own limit).
     TooLarge,
 }
 
@@ -887,19 +891,12 @@ fn check_in_params(
     params
 }
 
-/// `GET|POST|HEAD /<token>`: records a check-in (behaviour.md section 2); any other path
-/// is 404.
+/// `GET|POST|HEAD /<token>`: records a check-in (behaviour.md section 2).
 async fn check_in(State(state): State<Arc<CheckInState>>, req: Request) -> Response {
     let started = Instant::now();
     let method = observe::method_name(req.method());
-    if token_segment(req.uri()).is_none() {
-        let response = not_found_text();
-        let status = response.status();
-        state
-            .observer
-            .record(method, observe::UNMATCHED, status, started);
-        return response;
-    }
+    // The template as the host sees it (under the prefix it nests the router at).
+    let route = req.extensions().get::<MatchedPath>().cloned();
     let response = match catch_panic(answer_check_in(&state, req)).await {
         Some(response) => response,
         None => {
@@ -907,32 +904,41 @@ async fn check_in(State(state): State<Arc<CheckInState>>, req: Request) -> Respo
             internal_error_text()
         }
     };
+    let route = route.as_ref().map_or("/{token}", MatchedPath::as_str);
     state
         .observer
-        .record(method, "/{token}", response.status(), started);
+        .record(method, route, response.status(), started);
     response
 }
 
-/// The token's segment of a check-in path `/<token>`: its one segment, after the prefix
-/// the router is nested under; `None` for any other path.
-fn token_segment(uri: &Uri) -> Option<&str> {
-    uri.path()
-        .strip_prefix('/')
-        .filter(|segment| !segment.is_empty() && !segment.contains('/'))
+/// Any other path: 404, or 413 when it declares a body over the limit (as every path).
+async fn unmatched_check_in(State(state): State<Arc<CheckInState>>, req: Request) -> Response {
+    let started = Instant::now();
+    let response = match refusal(&req) {
+        Some(Refusal::TooLarge) => too_large_text(),
+        Some(Refusal::NotFound) | None => not_found_text(),
+    };
+    let method = observe::method_name(req.method());
+    state
+        .observer
+        .record(method, observe::UNMATCHED, response.status(), started);
+    response
 }
 
 async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> Response {
-    if !matches!(*req.method(), Method::GET | Method::HEAD | Method::POST) {
-        return method_not_allowed_text();
-    }
+    // The refusals first, for every method, as the API router's middleware does.
     match refusal(&req) {
         Some(Refusal::NotFound) => return not_found_text(),
         Some(Refusal::TooLarge) => return too_large_text(),
         None => {}
     }
+    if !matches!(*req.method(), Method::GET | Method::HEAD | Method::POST) {
+        return method_not_allowed_text();
+    }
     let (parts, body) = req.into_parts();
-    // Valid UTF-8 once decoded (`refusal`).
-    let segment = token_segment(&parts.uri).unwrap_or_default();
+    // The route is `/{token}` (after the prefix the router is nested under): one
+    // segment, valid UTF-8 once decoded (`refusal`).
+    let segment = parts.uri.path().strip_prefix('/').unwrap_or_default();
     let token = percent_encoding::percent_decode_str(segment)
         .decode_utf8_lossy()
         .into_owned();
@@ -1424,12 +1430,18 @@ mod tests {
             }
         }
         let over = u64::try_from(MAX_BODY_BYTES).expect("small") + 1;
-        for method in [Method::POST, Method::GET] {
-            let req = declaring(method, &format!("/{token}"), None, over);
+        // Any method and any path of the check-in router: the size is refused first.
+        for (method, uri) in [
+            (Method::POST, format!("/{token}")),
+            (Method::GET, format!("/{token}")),
+            (Method::PUT, format!("/{token}")),
+            (Method::POST, format!("/{token}/more")),
+        ] {
+            let req = declaring(method.clone(), &uri, None, over);
             let (status, ctype, _) = tokio::time::timeout(within, answer(&f.check_ins, req))
                 .await
                 .expect("answered at once");
-            assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+            assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{method} {uri}");
             assert!(ctype.starts_with("text/plain"), "{ctype}");
         }
         let stored = f

@@ -381,7 +381,9 @@ impl Storage for MemoryStorage {
         pending: &mut PendingCheckIns,
     ) -> Option<Result<Option<Change>, StorageError>> {
         // One write lock for the read, the step and the save: nothing else changes the
-        // snitch in between, and the stored snitch is stepped where it lies.
+        // snitch in between, and the step reads the stored snitch where it lies (no copy
+        // of it is read out; the step makes the one it changes). The step is the state
+        // machine's pure work, a few microseconds under the lock.
         let mut inner = self.write();
         let Some(entry) = inner.snitches.get(token) else {
             return Some(Err(StorageError::NotFound));
