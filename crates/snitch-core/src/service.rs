@@ -319,8 +319,7 @@ impl SnitchService {
         Ok(change.snitch)
     }
 
-    /// What every change gets before it is saved, by a check-in, an API call or the
-    /// sweep alike: the deliveries of its events and the server's history length.
+    /// [`prepare`] with this service's history length.
     fn prepare(&self, change: &mut Change, case: &Case, hooks: &[Webhook]) {
         prepare(change, case, hooks, self.check_in_history);
     }
