@@ -737,6 +737,21 @@ pub async fn save_applies_the_new_state(store: Arc<dyn Storage>) {
     assert_eq!(stored(&store, &fresh.token).await, Some(second.snitch));
 }
 
+/// The change `pending` saved through `step_in_place`, for a store that steps in place
+/// and saves.
+async fn stepped_in_place(
+    store: &Arc<dyn Storage>,
+    token: &Token,
+    pending: &mut PendingCheckIns,
+) -> Change {
+    store
+        .step_in_place(token, pending)
+        .await
+        .expect("this store steps in place")
+        .expect("saved")
+        .expect("a change")
+}
+
 /// A store that steps check-ins in place (`step_in_place`) saves what a read and a save
 /// would: nothing when the step needs the case's webhooks first, the whole change (new
 /// state, check-in, event) otherwise, and `NotFound` for an unknown token. A store that
@@ -771,12 +786,7 @@ pub async fn stepping_in_place_saves_what_a_read_and_save_would(store: Arc<dyn S
         .expect("read")
         .is_empty());
 
-    let saved = store
-        .step_in_place(&fresh.token, &mut pending(Some(Vec::new())))
-        .await
-        .expect("this store steps in place")
-        .expect("saved")
-        .expect("a change");
+    let saved = stepped_in_place(&store, &fresh.token, &mut pending(Some(Vec::new()))).await;
     let expected = checked_in(&fresh, at(10));
     assert_eq!(saved.snitch(), expected.snitch());
     assert_eq!(
@@ -802,12 +812,7 @@ pub async fn stepping_in_place_saves_what_a_read_and_save_would(store: Arc<dyn S
     // change's `keep_check_ins`, and the deadline index follows the new deadline.
     let mut quiet = PendingCheckIns::new(vec![success(at(20))], Vec::new(), None, 1);
     let healthy = stored(&store, &fresh.token).await.expect("stored");
-    let second = store
-        .step_in_place(&fresh.token, &mut quiet)
-        .await
-        .expect("this store steps in place")
-        .expect("saved")
-        .expect("a change");
+    let second = stepped_in_place(&store, &fresh.token, &mut quiet).await;
     let expected = checked_in(&healthy, at(20));
     assert!(expected.events().is_empty(), "fixture: healthy to healthy");
     assert_eq!(second.snitch(), expected.snitch());
@@ -827,12 +832,7 @@ pub async fn stepping_in_place_saves_what_a_read_and_save_would(store: Arc<dyn S
     insert(&store, &other).await;
     let hook = webhook(&acme, 1, None);
     let mut hooked = PendingCheckIns::new(vec![success(at(30))], Vec::new(), Some(vec![hook]), 10);
-    let saved = store
-        .step_in_place(&other.token, &mut hooked)
-        .await
-        .expect("this store steps in place")
-        .expect("saved")
-        .expect("a change");
+    let saved = stepped_in_place(&store, &other.token, &mut hooked).await;
     let ids: Vec<String> = saved.events().iter().map(|e| e.id.clone()).collect();
     assert_eq!(ids.len(), 1, "pending to healthy");
     let deliveries = store.deliveries(&ids).await.expect("read");

@@ -116,9 +116,8 @@ fn push_bounded<T>(list: &mut VecDeque<T>, item: T, max: usize) -> Vec<T> {
 impl Inner {
     /// Applies a change as `Storage::save` does.
     fn apply(&mut self, change: &Change) -> Result<(), StorageError> {
-        let inner = self;
         let new = change.snitch();
-        let entry = inner
+        let entry = self
             .snitches
             .get_mut(new.token())
             .ok_or(StorageError::NotFound)?;
@@ -128,10 +127,10 @@ impl Inner {
         let (old_wake, new_wake) = (entry.snitch.wake_at(), new.wake_at());
         if old_wake != new_wake {
             if let Some(w) = old_wake {
-                inner.wake_index.remove(&(w, new.token().clone()));
+                self.wake_index.remove(&(w, new.token().clone()));
             }
             if let Some(w) = new_wake {
-                inner.wake_index.insert((w, new.token().clone()));
+                self.wake_index.insert((w, new.token().clone()));
             }
         }
         let keep = change.keep_check_ins().max(1);
@@ -143,22 +142,19 @@ impl Inner {
         for event in change.events() {
             evicted.extend(push_bounded(&mut entry.events, event.clone(), EVENTS_KEPT));
         }
-        inner.sweep_leases.remove(new.token());
-        inner.by_status[status_slot(entry.snitch.status())] -= 1;
-        inner.by_status[status_slot(new.status())] += 1;
+        self.sweep_leases.remove(new.token());
+        self.by_status[status_slot(entry.snitch.status())] -= 1;
+        self.by_status[status_slot(new.status())] += 1;
         let case_id = entry.snitch.case_id().clone();
         entry.snitch = new.clone();
         for delivery in change.deliveries() {
-            inner.insert_delivery(delivery);
+            self.insert_delivery(delivery);
         }
         for event in evicted {
-            inner.forget_finished_deliveries(&event.id);
+            self.forget_finished_deliveries(&event.id);
         }
         for outage in change.deferred_by() {
-            *inner
-                .deferred
-                .entry((*outage, case_id.clone()))
-                .or_default() += 1;
+            *self.deferred.entry((*outage, case_id.clone())).or_default() += 1;
         }
         Ok(())
     }
