@@ -23,8 +23,8 @@
 //! The changes of a batch apply one after another, ordered by token, and changes to one
 //! snitch in the order they were queued: two of them behave as two sequential saves, the
 //! second one sees the version the first one wrote. The order by token makes batches
-//! that apply at once lock snitch rows in the same order, so they may wait for each
-//! other but never deadlock. A change to a snitch that another batch holds waits for that
+//! that apply at once update the snitch rows they share in the same order, so they wait
+//! for each other rather than deadlock (see [`crate::set_based`]). A change to a snitch that another batch holds waits for that
 //! batch's commit, then finds the version moved on ([`StorageError::Conflict`]), exactly
 //! as with separate transactions.
 //!
@@ -260,8 +260,8 @@ async fn run(
 /// [`ATTEMPTS`] times. Tells whether the transaction committed. The histories are trimmed
 /// after the answers.
 async fn commit(pool: &PgPool, mut batch: Vec<Job>) -> bool {
-    // Batches applying at once lock their snitches' rows in the same order, so they can
-    // wait for each other but never deadlock. The sort is stable: changes to one snitch
+    // Batches applying at once update the rows they share in the same order, so they
+    // wait for each other rather than deadlock. The sort is stable: changes to one snitch
     // keep the order they were queued in, and apply as if one after another.
     batch.sort_by(|a, b| a.token().cmp(b.token()));
     let mut attempt = 1;

@@ -6,9 +6,9 @@
 //! Each round is one statement: a round whose changes emit nothing (no events,
 //! deliveries or deferrals: most check-ins) binds one typed array per column
 //! ([`STATE_ROUND`], `unnest`, read in binary), any other round's rows travel as JSON
-//! arrays (`jsonb_to_recordset`, [`SAVE_ROUND`]). The due rows are locked in token order (batches applying at once
-//! never deadlock), the snitches whose stored version is the expected one are updated, and
-//! only their check-ins, events, deliveries and outage deferrals are inserted. A change that
+//! arrays (`jsonb_to_recordset`, [`SAVE_ROUND`]). The snitches whose stored version is the
+//! expected one are updated, in token order ([`update_expected`]), and only their
+//! check-ins, events, deliveries and outage deferrals are inserted. A change that
 //! updated nothing is then a conflict or a missing snitch (one more query, only when some
 //! did). History is trimmed lazily: a snitch counts its stored check-ins
 //! (`check_ins_stored`) and the length its last change asked for (`check_ins_keep`), and is
@@ -80,25 +80,26 @@ const DELIVERY_COLUMN_TYPES: &str = "id text, event_id text, event jsonb, case_i
     destination text, channel text, hook_id text, url text, secret text, recipients text[], \
     state text, next_attempt_at timestamptz, attempts jsonb";
 
-/// The `locked` and `updated` parts of both round statements, after their `input`:
-/// the round's snitches whose stored version is the expected one (found through the
-/// index by `tokens`, a parameter holding the round's tokens), locked in token order so
-/// that batches applying at once never deadlock, then updated with `sets` (of
-/// `column = i.field`). The update reads its values from the locked rows, which carry
-/// the input: joined to the input again, the planner (which cannot count the rows of a
-/// function) scanned the whole input once per row. `updated` answers each updated
-/// token and its stored check-in count.
-fn lock_and_update(tokens: &str, sets: &[String]) -> String {
+/// The `updated` part of both round statements, after their `input`: the round's
+/// snitches whose stored version is the expected one, updated with `sets` (of
+/// `column = i.field`); it answers each updated token and its stored check-in count.
+///
+/// The rows are updated in the order of the input, which is the batch's, sorted by
+/// token: the plan is a nested loop over the input (the planner counts ten rows for a
+/// function), finding each snitch by its key. So batches applying at once take the rows
+/// they share in the same order and wait for each other rather than deadlock; a
+/// deadlock Postgres finds all the same (with a writer outside the batches) rolls the
+/// batch back, and it is applied again. An explicit `SELECT ... ORDER BY token FOR
+/// UPDATE` before the update made sure of the order, but it cost every row a second
+/// lookup, a lock record and a sort: about a seventh of Postgres's time per check-in
+/// (BENCHMARKS.md).
+fn update_expected(sets: &[String]) -> String {
     format!(
-        "locked AS ( \
-           SELECT i.* FROM snitch.snitches s JOIN input i ON i.token = s.token \
-           WHERE s.token = ANY({tokens}) AND s.version = i.expected \
-           ORDER BY s.token FOR UPDATE OF s), \
-         updated AS ( \
+        "updated AS ( \
            UPDATE snitch.snitches s SET {sets}, sweep_lease_until = NULL, \
              check_ins_stored = s.check_ins_stored + i.check_ins_added, \
              check_ins_keep = i.keep \
-           FROM locked i \
+           FROM input i \
            WHERE s.token = i.token AND s.version = i.expected \
            RETURNING s.token, s.check_ins_stored)",
         sets = sets.join(", "),
@@ -136,7 +137,7 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
            SELECT * FROM jsonb_to_recordset($1) \
              AS i(token text, expected bigint, check_ins_added integer, keep integer, \
                {input_columns})), \
-         {lock_and_update}, \
+         {updated}, \
          new_check_ins AS ( \
            INSERT INTO snitch.check_ins (token, at, exit_status, message) \
            SELECT c.token, c.at, c.exit_status, c.message FROM jsonb_to_recordset($2) \
@@ -184,7 +185,7 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
          LEFT JOIN (SELECT token FROM snitch.snitches WHERE token = ANY($7)) p \
            ON p.token = i.token",
         input_columns = input_columns.join(", "),
-        lock_and_update = lock_and_update("$7", &sets),
+        updated = update_expected(&sets),
         event_selects = event_selects.join(", "),
         delivery_selects = delivery_selects.join(", "),
     )
@@ -195,7 +196,7 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
 /// only, each field as a typed array (`unnest`), which Postgres reads without parsing
 /// text per row. `$1` tokens, `$2` expected versions, `$3` check-ins added, `$4` history
 /// lengths, `$5`–`$26` [`SNITCH_FIELDS`], `$27`–`$30` the check-ins (token, time, exit
-/// status, message; in order). Rows are locked in token order ([`lock_and_update`]).
+/// status, message; in order). Rows are updated in token order ([`update_expected`]).
 /// Answers, for each snitch of the round, its token, its stored check-in count if it was
 /// updated, and whether it exists (looked up only for those not updated): one
 /// statement, so a one-round batch is its own transaction (a second query after it
@@ -228,7 +229,7 @@ static STATE_ROUND: LazyLock<String> = LazyLock::new(|| {
         "WITH input AS ( \
            SELECT * FROM unnest($1::text[], $2::bigint[], $3::integer[], $4::integer[], \
              {arrays}) AS i(token, expected, check_ins_added, keep, {fields})), \
-         {lock_and_update}, \
+         {updated}, \
          new_check_ins AS ( \
            INSERT INTO snitch.check_ins (token, at, exit_status, message) \
            SELECT c.token, c.at, c.exit_status, c.message \
@@ -242,7 +243,7 @@ static STATE_ROUND: LazyLock<String> = LazyLock::new(|| {
          FROM input i LEFT JOIN updated u ON u.token = i.token",
         arrays = arrays.join(", "),
         fields = SNITCH_FIELDS.join(", "),
-        lock_and_update = lock_and_update("$1", &sets),
+        updated = update_expected(&sets),
         c1 = check_ins,
         c2 = check_ins + 1,
         c3 = check_ins + 2,
