@@ -9,9 +9,10 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::num::NonZeroU32;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::body::Bytes;
@@ -28,9 +29,7 @@ use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
 use serde::Deserialize;
 use serde_json::Value;
-use snitch_core::{
-    Case, CheckInMessage, Outcome, ServiceError, SnitchService, StorageError, Validations,
-};
+use snitch_core::{Case, CheckInMessage, Outcome, ServiceError, SnitchService, Validations};
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub mod auth_limit;
@@ -955,20 +954,13 @@ async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> Response {
         CheckInOutcome::Error
     };
     let message = params.get("m").and_then(|m| CheckInMessage::truncating(m));
-    // Polled once here (a store that answers at once, like memory, is done without a
-    // task of its own), then, if not done, spawned: a client that hangs up cannot cancel a
-    // check-in halfway: once it arrived it is recorded, and check-ins queued behind it are
-    // never held up.
+    // Driven by this request; if the request is dropped first (its client hung up),
+    // the rest runs on a task of its own: once it arrived, a check-in is recorded, and
+    // check-ins queued behind it are never held up.
     let shared = Arc::clone(state);
-    let mut saving =
-        Box::pin(async move { shared.service.check_in(&token, outcome, message).await });
-    let first = std::future::poll_fn(|cx| Poll::Ready(saving.as_mut().poll(cx))).await;
-    let saved = match first {
-        Poll::Ready(saved) => saved,
-        Poll::Pending => tokio::spawn(saving)
-            .await
-            .unwrap_or_else(|e| Err(StorageError::Backend(e.into()).into())),
-    };
+    let saved =
+        FinishOnDrop::new(async move { shared.service.check_in(&token, outcome, message).await })
+            .await;
     match saved {
         Ok(_) => {
             state.metrics.check_in(counted);
@@ -1011,6 +1003,68 @@ fn is_length_limit(error: &axum::Error) -> bool {
         source = e.source();
     }
     false
+}
+
+/// A future that is driven to its end even if its caller drops it: what is left of it
+/// then runs on a task of its own. Spawning it up front would cost every request a
+/// task and a second wake-up; this costs one only to a request whose client hung up.
+struct FinishOnDrop<F: Future + Send + 'static>
+where
+    F::Output: Send + 'static,
+{
+    future: Option<Pin<Box<F>>>,
+    /// Set while the future is being polled: a poll that panicked leaves it set, and a
+    /// future that panicked is not polled again.
+    polling: bool,
+}
+
+impl<F: Future + Send + 'static> FinishOnDrop<F>
+where
+    F::Output: Send + 'static,
+{
+    fn new(future: F) -> Self {
+        FinishOnDrop {
+            future: Some(Box::pin(future)),
+            polling: false,
+        }
+    }
+}
+
+impl<F: Future + Send + 'static> Future for FinishOnDrop<F>
+where
+    F::Output: Send + 'static,
+{
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
+        let Some(future) = this.future.as_mut() else {
+            panic!("FinishOnDrop polled after it returned");
+        };
+        this.polling = true;
+        let polled = future.as_mut().poll(cx);
+        this.polling = false;
+        if polled.is_ready() {
+            this.future = None;
+        }
+        polled
+    }
+}
+
+impl<F: Future + Send + 'static> Drop for FinishOnDrop<F>
+where
+    F::Output: Send + 'static,
+{
+    fn drop(&mut self) {
+        if self.polling {
+            return;
+        }
+        if let (Some(future), Ok(runtime)) =
+            (self.future.take(), tokio::runtime::Handle::try_current())
+        {
+            runtime.spawn(future);
+        }
+    }
 }
 
 /// `future`'s output, or `None` if polling it panicked (`CatchPanicLayer`, for a handler
@@ -1836,5 +1890,52 @@ mod tests {
             assert!(ctype.starts_with("text/plain"), "{uri}: {ctype}");
             assert!(!body.is_empty());
         }
+    }
+
+    /// A check-in whose request is dropped while it waits (its client hung up) is still
+    /// saved: the rest of its future runs on a task of its own.
+    #[tokio::test]
+    async fn a_future_dropped_while_pending_runs_to_its_end() {
+        let (open, gate) = tokio::sync::oneshot::channel::<()>();
+        let (done, finished) = tokio::sync::oneshot::channel::<&str>();
+        let mut saving = Box::pin(FinishOnDrop::new(async move {
+            let _ = gate.await;
+            let _ = done.send("saved");
+        }));
+        let first = std::future::poll_fn(|cx| Poll::Ready(saving.as_mut().poll(cx))).await;
+        assert!(first.is_pending(), "waits for the gate");
+        drop(saving);
+        open.send(()).expect("the dropped future still waits");
+        assert_eq!(finished.await, Ok("saved"));
+    }
+
+    /// Driven to its end by its caller, the future is not run again; one that panicked
+    /// is dropped, not polled again on a task.
+    #[tokio::test]
+    async fn a_future_that_returned_or_panicked_is_not_run_again() {
+        let polls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = Arc::clone(&polls);
+        let output = FinishOnDrop::new(async move {
+            counted.fetch_add(1, Ordering::SeqCst);
+            7
+        })
+        .await;
+        assert_eq!(output, 7);
+
+        /// Panics on every poll, counting them (an `async` block would only panic again
+        /// without counting).
+        struct Panicking(Arc<std::sync::atomic::AtomicUsize>);
+        impl Future for Panicking {
+            type Output = ();
+            fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+                self.0.fetch_add(1, Ordering::SeqCst);
+                panic!("a bug in the save");
+            }
+        }
+        let panicking = catch_panic(FinishOnDrop::new(Panicking(Arc::clone(&polls)))).await;
+        assert_eq!(panicking, None, "the panic is caught");
+        // A task spawned from the drop would run at the next yield.
+        tokio::task::yield_now().await;
+        assert_eq!(polls.load(Ordering::SeqCst), 2, "each future polled once");
     }
 }
