@@ -3,14 +3,19 @@
 //!
 //! [`GroupCommit::save`] queues the change with a reply channel and waits. A background
 //! task, spawned on the first save, takes the first queued change, gathers more for at
-//! most [`PgStorageOptions::max_wait`] or until [`PgStorageOptions::max_batch`], and hands
-//! the batch to a task of its own, which applies it set-based ([`crate::set_based`]): one
-//! statement for all its snitches, its own transaction (several in one transaction when a
-//! snitch comes twice). When Postgres refuses that statement, the batch is applied again
-//! in one transaction with each change inside a savepoint of its own, so a change that is
-//! refused or fails is rolled back alone and never aborts the others. Up to [`PgStorageOptions::max_concurrent_batches`]
-//! batches apply at once, on as many connections, so one batch's statements run while
-//! another waits for its commit.
+//! most [`PgStorageOptions::max_wait`] or until [`PgStorageOptions::max_batch`], and
+//! applies the batch set-based ([`crate::set_based`]): one statement for all its
+//! snitches, its own transaction (several in one transaction when a snitch comes twice).
+//! When Postgres refuses that statement, the batch is applied again in one transaction
+//! with each change inside a savepoint of its own, so a change that is refused or fails
+//! is rolled back alone and never aborts the others.
+//!
+//! One batch applies at a time while it is quick: the changes that arrive meanwhile wait
+//! in the queue and make the next batch, so a burst costs few statements (each costs
+//! Postgres about as much as a dozen rows). A batch still applying after
+//! [`PgStorageOptions::overlap_after`] (waiting for a row lock, say) lets the next one
+//! start beside it, up to [`PgStorageOptions::max_concurrent_batches`], each on a
+//! connection of its own: one slow transaction never holds up every save.
 //!
 //! Every reply goes out only after `COMMIT` returned: an `Ok` means the change is
 //! durable, and when the commit (or anything outside a single change) fails, every change
@@ -33,15 +38,19 @@
 //! forever, and the next save spawns a new task. It ends when the last clone of the store
 //! is dropped, after applying what was queued.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
+use futures::stream::{FuturesUnordered, StreamExt};
 use snitch_core::{Change, StorageError};
 use sqlx::postgres::PgPool;
 use sqlx::Executor;
-use tokio::sync::{mpsc, oneshot, Semaphore};
-use tokio::time::{timeout_at, Instant};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{sleep_until, Instant, Sleep};
 
 use crate::set_based::{Housekeeping, Plan};
 
@@ -67,10 +76,15 @@ pub struct PgStorageOptions {
     /// save commits alone).
     pub max_batch: usize,
     /// How many batches may be applying at once, each in a transaction on a connection
-    /// of its own (at least 1): while one batch waits for its commit, the next can
-    /// already run its statements. Saves take at most this many of the pool's
+    /// of its own (at least 1), when they take longer than
+    /// [`PgStorageOptions::overlap_after`]. Saves take at most this many of the pool's
     /// connections.
     pub max_concurrent_batches: usize,
+    /// How long a batch applies alone before the next one may start beside it. One batch
+    /// at a time gathers the most changes per transaction (a statement costs Postgres
+    /// about as much as a dozen rows); a batch that takes longer than this (waiting for a
+    /// row lock another transaction holds, say) no longer holds up the saves behind it.
+    pub overlap_after: Duration,
     /// How many snitches (and cases) the check-in cache holds: a check-in of a snitch
     /// held there is one statement, its save, instead of a read and a save. 0 turns the
     /// cache off. A held snitch is about a kilobyte.
@@ -83,15 +97,18 @@ pub struct PgStorageOptions {
 
 impl Default for PgStorageOptions {
     /// Batches of up to 256 changes, of what is queued when a batch can start (no
-    /// waiting for more: under load a batch forms while the ones before it commit, and
+    /// waiting for more: under load a batch forms while the one before it commits, and
     /// waiting 2 ms only added latency: 7,500–7,800 → 8,700–9,500 check-ins/s in
-    /// BENCHMARKS.md row 2), up to 4 at once; a check-in cache of 100,000 snitches whose
-    /// cases serve for a second.
+    /// BENCHMARKS.md row 2), one at a time while each takes under 5 ms and up to 4 at
+    /// once beyond that (four at once from the start split the same load into smaller
+    /// batches: 18,000 against 21,000 check-ins/s); a check-in cache of 100,000 snitches
+    /// whose cases serve for a second.
     fn default() -> Self {
         PgStorageOptions {
             max_wait: Duration::ZERO,
             max_batch: 256,
             max_concurrent_batches: 4,
+            overlap_after: Duration::from_millis(5),
             cache_capacity: 100_000,
             case_ttl: Duration::from_secs(1),
         }
@@ -124,6 +141,13 @@ impl PgStorageOptions {
     #[must_use]
     pub fn with_case_ttl(mut self, case_ttl: Duration) -> Self {
         self.case_ttl = case_ttl;
+        self
+    }
+
+    /// These options with [`PgStorageOptions::overlap_after`] set.
+    #[must_use]
+    pub fn with_overlap_after(mut self, overlap_after: Duration) -> Self {
+        self.overlap_after = overlap_after;
         self
     }
 
@@ -216,41 +240,92 @@ fn stopped() -> StorageError {
 }
 
 /// The batching task: gathers one batch after another until every sender is gone, and
-/// has each applied by a task of its own, at most `max_concurrent_batches` at once.
+/// applies up to `max_concurrent_batches` of them at once.
+///
+/// It drives the batches it applies itself instead of spawning a task for each: under
+/// load, a task woken or spawned waits behind every connection task woken before it,
+/// and each hop between tasks (a save's job arriving, a batch starting) cost a
+/// check-in about half a millisecond of waiting (BENCHMARKS.md).
 async fn run(
     pool: PgPool,
     options: PgStorageOptions,
     mut queue: mpsc::Receiver<Job>,
     batches_committed: Arc<AtomicU64>,
 ) {
-    let slots = Arc::new(Semaphore::new(options.max_concurrent_batches));
+    let mut applying = FuturesUnordered::new();
+    // The next batch, and when it stops waiting for more changes.
+    let mut gathering: Vec<Job> = Vec::with_capacity(options.max_batch);
+    let mut wait_over: Option<Pin<Box<Sleep>>> = None;
+    // When the batches applying may be joined by another: `overlap_after` after the
+    // newest of them started.
+    let mut overlap_at: Option<Pin<Box<Sleep>>> = None;
+    let mut open = true;
     loop {
+        let room = applying.is_empty()
+            || (applying.len() < options.max_concurrent_batches
+                && overlap_at
+                    .as_ref()
+                    .is_some_and(|sleep| sleep.deadline() <= Instant::now()));
+        let ready = gathering.len() >= options.max_batch
+            || !open
+            || wait_over
+                .as_ref()
+                .is_some_and(|sleep| sleep.deadline() <= Instant::now());
+        if room && !gathering.is_empty() && ready {
+            let batch = std::mem::replace(&mut gathering, Vec::with_capacity(options.max_batch));
+            wait_over = None;
+            overlap_at = Some(Box::pin(sleep_until(
+                Instant::now() + options.overlap_after,
+            )));
+            let (pool, batches_committed) = (pool.clone(), Arc::clone(&batches_committed));
+            applying.push(async move {
+                if commit(&pool, batch).await {
+                    batches_committed.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            continue;
+        }
+        if !open && gathering.is_empty() && applying.is_empty() {
+            return;
+        }
         // A batch starts gathering once it can start applying right after: while every
-        // slot is busy, changes queue up for the next batch.
-        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
-            return;
-        };
-        let mut batch = Vec::with_capacity(options.max_batch);
-        if queue.recv_many(&mut batch, options.max_batch).await == 0 {
-            return;
-        }
-        let deadline = Instant::now() + options.max_wait;
-        while batch.len() < options.max_batch {
-            let room = options.max_batch - batch.len();
-            match timeout_at(deadline, queue.recv_many(&mut batch, room)).await {
-                Ok(received) if received > 0 => {}
-                // The wait is over, or every sender is gone.
-                _ => break,
+        // slot is busy, changes queue up (in the channel) for the next batch.
+        let receive = open && room && gathering.len() < options.max_batch;
+        std::future::poll_fn(|cx| {
+            let mut progress = false;
+            while let Poll::Ready(Some(())) = applying.poll_next_unpin(cx) {
+                progress = true;
             }
-        }
-        let pool = pool.clone();
-        let batches_committed = Arc::clone(&batches_committed);
-        tokio::spawn(async move {
-            if commit(&pool, batch).await {
-                batches_committed.fetch_add(1, Ordering::Relaxed);
+            // Batches still applying when their time alone is over make room for one
+            // more.
+            if !room && !applying.is_empty() && applying.len() < options.max_concurrent_batches {
+                if let Some(sleep) = overlap_at.as_mut() {
+                    progress |= sleep.as_mut().poll(cx).is_ready();
+                }
             }
-            drop(slot);
-        });
+            if receive {
+                let limit = options.max_batch - gathering.len();
+                if let Poll::Ready(received) = queue.poll_recv_many(cx, &mut gathering, limit) {
+                    if received == 0 {
+                        // Every sender is gone: apply what is gathered, then stop.
+                        open = false;
+                    } else if wait_over.is_none() {
+                        wait_over = Some(Box::pin(sleep_until(Instant::now() + options.max_wait)));
+                    }
+                    progress = true;
+                }
+            }
+            // The wait matters only when the batch could start: full slots end it.
+            if let Some(sleep) = wait_over.as_mut().filter(|_| room) {
+                progress |= sleep.as_mut().poll(cx).is_ready();
+            }
+            if progress {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
     }
 }
 

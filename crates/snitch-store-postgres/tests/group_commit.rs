@@ -261,7 +261,9 @@ async fn concurrent_batches_on_the_same_snitches_let_exactly_one_win_each() {
         PgStorageOptions::default()
             .with_max_wait(Duration::ZERO)
             .with_max_batch(2)
-            .with_max_concurrent_batches(4),
+            .with_max_concurrent_batches(4)
+            // Every batch starts beside the ones applying.
+            .with_overlap_after(Duration::ZERO),
     );
     let (_, read) = acme_with_snitches(&store, 40).await;
     // For each pair of snitches, a batch that changes both and one right after it that
@@ -297,6 +299,60 @@ async fn concurrent_batches_on_the_same_snitches_let_exactly_one_win_each() {
         );
         assert_eq!(check_in_count(&store, winner.snitch()).await, 1);
     }
+}
+
+/// A batch waiting for a row lock that another transaction holds (another server, an
+/// operator's open `psql` session) holds up the saves queued behind it only briefly:
+/// after `overlap_after` the next batch starts beside it, on a connection of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_stuck_on_a_row_lock_does_not_hold_up_the_next() {
+    let pool = fresh_database().await;
+    let store = PgStorage::with_options(
+        pool.clone(),
+        PgStorageOptions::default().with_overlap_after(Duration::from_millis(5)),
+    );
+    let (_, read) = acme_with_snitches(&store, 2).await;
+    let (stuck, free) = (&read[0], &read[1]);
+    let mut holder = pool.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM snitch.snitches WHERE token = $1 FOR UPDATE")
+        .bind(stuck.token().as_str())
+        .execute(&mut *holder)
+        .await
+        .expect("lock the row");
+
+    let stuck_change = checked_in(stuck, at(5));
+    let stuck_save = tokio::spawn({
+        let store = store.clone();
+        async move { store.save(&stuck_change).await }
+    });
+    // The batch of `stuck` is applying, waiting for the lock.
+    let waiting = "SELECT count(*) FROM pg_stat_activity \
+                   WHERE datname = current_database() AND wait_event_type = 'Lock'";
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while sqlx::query_scalar::<_, i64>(waiting)
+        .fetch_one(&pool)
+        .await
+        .expect("activity")
+        == 0
+    {
+        assert!(Instant::now() < give_up, "the save never reached the lock");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+
+    let saved = tokio::time::timeout(
+        Duration::from_secs(30),
+        store.save(&checked_in(free, at(5))),
+    )
+    .await
+    .expect("saved while the other batch still waits");
+    assert!(saved.is_ok(), "{saved:?}");
+    assert!(!stuck_save.is_finished(), "the lock is still held");
+
+    holder.rollback().await.expect("release the lock");
+    let stuck_saved = stuck_save.await.expect("joined");
+    assert!(stuck_saved.is_ok(), "{stuck_saved:?}");
+    assert_eq!(check_in_count(&store, stuck).await, 1);
+    assert_eq!(check_in_count(&store, free).await, 1);
 }
 
 /// With `max_batch` 1, every save is a transaction of its own.
