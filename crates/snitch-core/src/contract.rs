@@ -72,6 +72,7 @@ macro_rules! storage_contract_tests {
             save_of_missing_snitch_is_not_found,
             concurrent_saves_from_one_read_let_exactly_one_win,
             save_all_answers_each_change_of_a_mixed_batch,
+            new_settings_saved_beside_check_ins_are_kept,
             stepping_in_place_saves_what_a_read_and_save_would,
             // History.
             check_ins_are_newest_first_and_limited,
@@ -1041,6 +1042,49 @@ pub async fn save_all_answers_each_change_of_a_mixed_batch(store: Arc<dyn Storag
     assert_eq!(a_check_ins, newest_first(&[success(at(2)), success(at(3))]));
     let stale_check_ins = store.check_ins(&stale.token, 10).await.expect("read");
     assert_eq!(stale_check_ins.len(), 1, "only the check-in that applied");
+}
+
+/// A change of settings (an API update) saved in one batch with check-ins of other
+/// snitches stores its settings, and check-ins that follow it keep them: a store that
+/// writes only the state of changes that keep the settings must not lose them, nor
+/// apply that shortcut to a batch holding a change of settings.
+pub async fn new_settings_saved_beside_check_ins_are_kept(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let (a, b, c) = (
+        snitch(&acme, 1, t0()),
+        snitch(&acme, 2, t0()),
+        snitch(&acme, 3, t0()),
+    );
+    for s in [&a, &b, &c] {
+        insert(&store, s).await;
+    }
+    let mut renamed = rich_snitch(&acme, 1);
+    renamed.state = a.state.clone();
+    let update = Change::new(&a, renamed, Vec::new(), vec![]);
+    assert!(!update.keeps_settings(), "an update of the settings");
+    let (b1, c1) = (checked_in(&b, at(1)), checked_in(&c, at(1)));
+    assert!(b1.keeps_settings() && c1.keeps_settings(), "check-ins");
+    let batch = vec![b1.clone(), update.clone(), c1.clone()];
+    let results = store.save_all(&batch).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    for change in &batch {
+        let token = change.snitch().token();
+        assert_eq!(stored(&store, token).await.as_ref(), Some(change.snitch()));
+    }
+
+    // Check-ins after the update, alone and batched: the new settings stay.
+    let a1 = checked_in(update.snitch(), at(2));
+    let a2 = checked_in(a1.snitch(), at(3));
+    let b2 = checked_in(b1.snitch(), at(2));
+    let results = store.save_all(&[a1, b2.clone()]).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    apply(&store, a2.clone()).await;
+    let a_now = stored(&store, a.token()).await.expect("stored");
+    assert_eq!(&a_now, a2.snitch());
+    assert_eq!(a_now.name(), update.snitch().name());
+    assert_eq!(a_now.tags(), update.snitch().tags());
+    assert_eq!(a_now.alert_email(), update.snitch().alert_email());
+    assert_eq!(stored(&store, b.token()).await.as_ref(), Some(b2.snitch()));
 }
 
 /// A store keeps the most recent `CHECK_INS_KEPT` check-ins and drops older ones.

@@ -166,6 +166,17 @@ pub enum PauseUntil {
 }
 
 impl Snitch {
+    /// Whether the settings a user gives (name, tags, notes, interval, alert type and
+    /// e-mails) are the same as `other`'s.
+    pub(crate) fn same_settings(&self, other: &Snitch) -> bool {
+        self.name == other.name
+            && self.tags == other.tags
+            && self.notes == other.notes
+            && self.interval == other.interval
+            && self.alert_type == other.alert_type
+            && self.alert_email == other.alert_email
+    }
+
     /// The instant at which the deadline sweep must look at this snitch: its deadline, or
     /// the end of a timed pause. `None` when nothing can happen without a request.
     pub fn wake_at(&self) -> Option<Timestamp> {

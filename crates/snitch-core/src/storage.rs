@@ -121,6 +121,8 @@ pub struct Change {
     /// The ids of the outages that gave this snitch a fresh deadline in this change: the
     /// store counts the snitch once per outage for its case ([`Storage::case_outages`]).
     pub(crate) deferred_by: Vec<u64>,
+    /// Whether the snitch's settings are those of the snitch the change was made from.
+    pub(crate) keeps_settings: bool,
 }
 
 impl Change {
@@ -136,7 +138,9 @@ impl Change {
         after.token = before.token.clone();
         after.case_id = before.case_id.clone();
         after.created_at = before.created_at;
+        let keeps_settings = after.same_settings(before);
         Change {
+            keeps_settings,
             snitch: after,
             check_ins,
             keep_check_ins: crate::snitch::CHECK_INS_KEPT,
@@ -160,6 +164,13 @@ impl Change {
     pub fn with_events(mut self, events: Vec<Event>) -> Self {
         self.events = events;
         self
+    }
+
+    /// Whether the change leaves the snitch's settings (name, tags, notes, interval,
+    /// alert type and e-mails) as they were: only its state moves, as with every
+    /// check-in and sweep. A store may then write the state alone.
+    pub fn keeps_settings(&self) -> bool {
+        self.keeps_settings
     }
 
     /// The version the stored snitch must have for the change to apply.

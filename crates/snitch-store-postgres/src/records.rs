@@ -98,6 +98,10 @@ pub(crate) fn members(case: &Case) -> Vec<String> {
 // ---------------------------------------------------------------------------------------
 
 /// The columns a save may change, in the order [`SnitchFields::bind`] binds them.
+/// How many of [`SNITCH_FIELDS`], at its start, are the settings a user gives; the rest
+/// are the snitch's state.
+pub(crate) const SETTINGS_FIELDS: usize = 6;
+
 pub(crate) const SNITCH_FIELDS: [&str; 22] = [
     "name",
     "tags",
@@ -232,6 +236,8 @@ impl SnitchFields {
 /// `unnest` cannot take an array of arrays of different lengths).
 #[derive(Debug, Default)]
 pub(crate) struct SnitchColumns {
+    /// Whether the columns hold the settings too.
+    settings: bool,
     name: Vec<String>,
     tags: Vec<String>,
     notes: Vec<String>,
@@ -257,20 +263,29 @@ pub(crate) struct SnitchColumns {
 }
 
 impl SnitchColumns {
-    pub(crate) fn with_capacity(n: usize) -> Self {
-        let mut columns = SnitchColumns::default();
-        columns.name.reserve(n);
+    /// Columns for `n` snitches; of their settings too, or only of their state (the
+    /// fields after [`SETTINGS_FIELDS`]).
+    pub(crate) fn with_capacity(n: usize, settings: bool) -> Self {
+        let mut columns = SnitchColumns {
+            settings,
+            ..SnitchColumns::default()
+        };
+        if settings {
+            columns.name.reserve(n);
+        }
         columns.version.reserve(n);
         columns
     }
 
     pub(crate) fn push(&mut self, f: &SnitchFields) {
-        self.name.push(f.name.clone());
-        self.tags.push(array_literal(&f.tags));
-        self.notes.push(f.notes.clone());
-        self.interval.push(f.interval);
-        self.alert_type.push(f.alert_type);
-        self.alert_email.push(array_literal(&f.alert_email));
+        if self.settings {
+            self.name.push(f.name.clone());
+            self.tags.push(array_literal(&f.tags));
+            self.notes.push(f.notes.clone());
+            self.interval.push(f.interval);
+            self.alert_type.push(f.alert_type);
+            self.alert_email.push(array_literal(&f.alert_email));
+        }
         self.status.push(f.status);
         self.checked_in_at.push(f.checked_in_at);
         self.last_check_in_at.push(f.last_check_in_at);
@@ -290,15 +305,20 @@ impl SnitchColumns {
         self.wake_at.push(f.wake_at);
     }
 
-    /// Binds one array per field, in the order of [`SNITCH_FIELDS`].
+    /// Binds one array per field, in the order of [`SNITCH_FIELDS`] (from the first after
+    /// [`SETTINGS_FIELDS`] when the columns hold no settings).
     pub(crate) fn bind<'q, O>(self, q: PgQueryAs<'q, O>) -> PgQueryAs<'q, O> {
-        q.bind(self.name)
-            .bind(self.tags)
-            .bind(self.notes)
-            .bind(self.interval)
-            .bind(self.alert_type)
-            .bind(self.alert_email)
-            .bind(self.status)
+        let q = if self.settings {
+            q.bind(self.name)
+                .bind(self.tags)
+                .bind(self.notes)
+                .bind(self.interval)
+                .bind(self.alert_type)
+                .bind(self.alert_email)
+        } else {
+            q
+        };
+        q.bind(self.status)
             .bind(self.checked_in_at)
             .bind(self.last_check_in_at)
             .bind(self.anchor_at)

@@ -30,7 +30,7 @@ use sqlx::types::Json;
 
 use crate::records::{
     self, CheckInRecord, DeliveryFields, EventRecord, SnitchColumns, SnitchFields, EVENT_COLUMNS,
-    SNITCH_FIELDS,
+    SETTINGS_FIELDS, SNITCH_FIELDS,
 };
 use crate::{backend, limit, EVENTS_KEPT};
 
@@ -195,16 +195,18 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
 /// check-in that keeps the status, the usual case): the snitches and their check-ins
 /// only, each field as a typed array (`unnest`), which Postgres reads without parsing
 /// text per row. `$1` tokens, `$2` expected versions, `$3` check-ins added, `$4` history
-/// lengths, `$5`–`$26` [`SNITCH_FIELDS`], `$27`–`$30` the check-ins (token, time, exit
-/// status, message; in order). Rows are updated in token order ([`update_expected`]).
+/// lengths, then [`SNITCH_FIELDS`] from the `from`th on (`$5`–`$26` for all of them),
+/// then the check-ins (token, time, exit status, message; in order). Rows are updated
+/// in token order ([`update_expected`]).
 /// Answers, for each snitch of the round, its token, its stored check-in count if it was
 /// updated, and whether it exists (looked up only for those not updated): one
 /// statement, so a one-round batch is its own transaction (a second query after it
 /// would run after the commit).
-static STATE_ROUND: LazyLock<String> = LazyLock::new(|| {
+fn state_round(from: usize) -> String {
     // A field of an array type travels as one array literal per row (`unnest` cannot
     // take an array of arrays of different lengths): a text array of them.
-    let arrays: Vec<String> = SNITCH_FIELD_TYPES
+    let (fields, types) = (&SNITCH_FIELDS[from..], &SNITCH_FIELD_TYPES[from..]);
+    let arrays: Vec<String> = types
         .iter()
         .enumerate()
         .map(|(n, ty)| {
@@ -212,9 +214,9 @@ static STATE_ROUND: LazyLock<String> = LazyLock::new(|| {
             format!("${}::{element}[]", n + 5)
         })
         .collect();
-    let sets: Vec<String> = SNITCH_FIELDS
+    let sets: Vec<String> = fields
         .iter()
-        .zip(SNITCH_FIELD_TYPES)
+        .zip(types)
         .map(|(field, ty)| {
             if ty.ends_with("[]") {
                 // Each row's array travels as an array literal.
@@ -224,7 +226,7 @@ static STATE_ROUND: LazyLock<String> = LazyLock::new(|| {
             }
         })
         .collect();
-    let check_ins = SNITCH_FIELDS.len() + 5;
+    let check_ins = fields.len() + 5;
     format!(
         "WITH input AS ( \
            SELECT * FROM unnest($1::text[], $2::bigint[], $3::integer[], $4::integer[], \
@@ -242,14 +244,24 @@ static STATE_ROUND: LazyLock<String> = LazyLock::new(|| {
              AS present \
          FROM input i LEFT JOIN updated u ON u.token = i.token",
         arrays = arrays.join(", "),
-        fields = SNITCH_FIELDS.join(", "),
+        fields = fields.join(", "),
         updated = update_expected(&sets),
         c1 = check_ins,
         c2 = check_ins + 1,
         c3 = check_ins + 2,
         c4 = check_ins + 3,
     )
-});
+}
+
+/// [`state_round`] for all fields.
+static STATE_ROUND: LazyLock<String> = LazyLock::new(|| state_round(0));
+
+/// [`state_round`] for a round whose changes all keep the snitches' settings (every
+/// check-in and sweep): the fields after [`SETTINGS_FIELDS`] only, so the settings
+/// (names, notes, tags as array literals) are neither sent nor parsed per row. About a
+/// fifteenth of Postgres's time per check-in (BENCHMARKS.md).
+static STATE_ROUND_KEEPING_SETTINGS: LazyLock<String> =
+    LazyLock::new(|| state_round(SETTINGS_FIELDS));
 
 /// Trims the check-ins of the snitches `$1` to the newest each keeps (`check_ins_keep`)
 /// and sets their counts.
@@ -317,6 +329,8 @@ struct Round<'a> {
     events: Vec<EventInput<'a>>,
     deliveries: Vec<DeliveryInput<'a>>,
     deferrals: Vec<DeferralInput<'a>>,
+    /// Whether some change of the round alters its snitch's settings.
+    changes_settings: bool,
 }
 
 impl<'a> Round<'a> {
@@ -338,7 +352,7 @@ impl<'a> Round<'a> {
             Vec::with_capacity(n),
             Vec::with_capacity(n),
         );
-        let mut columns = SnitchColumns::with_capacity(n);
+        let mut columns = SnitchColumns::with_capacity(n, self.changes_settings);
         for s in &self.snitches {
             tokens.push(s.token);
             expected.push(s.expected);
@@ -359,7 +373,12 @@ impl<'a> Round<'a> {
             c_exit.push(c.record.exit_status.as_deref());
             c_message.push(c.record.message.as_deref());
         }
-        let query = sqlx::query_as::<_, (String, Option<i32>, bool)>(&STATE_ROUND)
+        let statement: &str = if self.changes_settings {
+            &STATE_ROUND
+        } else {
+            &STATE_ROUND_KEEPING_SETTINGS
+        };
+        let query = sqlx::query_as::<_, (String, Option<i32>, bool)>(statement)
             .bind(&tokens)
             .bind(expected)
             .bind(added)
@@ -404,6 +423,7 @@ impl<'a> Round<'a> {
         let check_ins = &change.check_ins()[change.check_ins().len().saturating_sub(keep)..];
         let events = &change.events()[change.events().len().saturating_sub(EVENTS_KEPT)..];
         self.changes.push(index);
+        self.changes_settings |= !change.keeps_settings();
         self.snitches.push(SnitchInput {
             token,
             expected,
