@@ -1006,8 +1006,10 @@ fn is_length_limit(error: &axum::Error) -> bool {
 }
 
 /// A future that is driven to its end even if its caller drops it: what is left of it
-/// then runs on a task of its own. Spawning it up front would cost every request a
-/// task and a second wake-up; this costs one only to a request whose client hung up.
+/// then runs on a task of its own, on the runtime the drop happens in (dropped outside a
+/// runtime, or by one shutting down, it is dropped too). Spawning it up front would cost
+/// every request a task and a second wake-up; this costs one only to a request whose
+/// client hung up.
 struct FinishOnDrop<F: Future + Send + 'static>
 where
     F::Output: Send + 'static,

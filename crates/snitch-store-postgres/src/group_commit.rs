@@ -39,12 +39,14 @@
 //! is dropped, after applying what was queued.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
 
+use futures::future::FutureExt;
 use futures::stream::{FuturesUnordered, StreamExt};
 use snitch_core::{Change, StorageError};
 use sqlx::postgres::PgPool;
@@ -278,11 +280,17 @@ async fn run(
                 Instant::now() + options.overlap_after,
             )));
             let (pool, batches_committed) = (pool.clone(), Arc::clone(&batches_committed));
-            applying.push(async move {
-                if commit(&pool, batch).await {
-                    batches_committed.fetch_add(1, Ordering::Relaxed);
-                }
-            });
+            // A batch that panics (a bug) fails its own saves only: dropped, its reply
+            // channels tell them so, and the other batches go on.
+            applying.push(
+                AssertUnwindSafe(async move {
+                    if commit(&pool, batch).await {
+                        batches_committed.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+                .catch_unwind()
+                .map(drop),
+            );
             continue;
         }
         if !open && gathering.is_empty() && applying.is_empty() {

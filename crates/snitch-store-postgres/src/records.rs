@@ -97,11 +97,11 @@ pub(crate) fn members(case: &Case) -> Vec<String> {
 // Snitches
 // ---------------------------------------------------------------------------------------
 
-/// The columns a save may change, in the order [`SnitchFields::bind`] binds them.
 /// How many of [`SNITCH_FIELDS`], at its start, are the settings a user gives; the rest
 /// are the snitch's state.
 pub(crate) const SETTINGS_FIELDS: usize = 6;
 
+/// The columns a save may change, in the order [`SnitchFields::bind`] binds them.
 pub(crate) const SNITCH_FIELDS: [&str; 22] = [
     "name",
     "tags",

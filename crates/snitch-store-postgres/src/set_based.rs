@@ -85,11 +85,13 @@ const DELIVERY_COLUMN_TYPES: &str = "id text, event_id text, event jsonb, case_i
 /// `column = i.field`); it answers each updated token and its stored check-in count.
 ///
 /// The rows are updated in the order of the input, which is the batch's, sorted by
-/// token: the plan is a nested loop over the input (the planner counts ten rows for a
-/// function), finding each snitch by its key. So batches applying at once take the rows
-/// they share in the same order and wait for each other rather than deadlock; a
-/// deadlock Postgres finds all the same (with a writer outside the batches) rolls the
-/// batch back, and it is applied again. An explicit `SELECT ... ORDER BY token FOR
+/// token, where the plan is a nested loop over the input finding each snitch by its key
+/// (the planner counts ten or a hundred rows for a function, far fewer than a table of
+/// snitches holds). So batches applying at once take the rows they share in the same
+/// order and wait for each other rather than deadlock. Where Postgres takes another
+/// order all the same (a hash join over a small table), or a writer outside the batches
+/// takes the rows in another, the deadlock it finds rolls one batch back, and that batch
+/// is applied again. An explicit `SELECT ... ORDER BY token FOR
 /// UPDATE` before the update made sure of the order, but it cost every row a second
 /// lookup, a lock record and a sort: about a seventh of Postgres's time per check-in
 /// (BENCHMARKS.md).
@@ -108,8 +110,8 @@ fn update_expected(sets: &[String]) -> String {
 
 /// One round: `$1` snitches, `$2` check-ins, `$3` events, `$4` deliveries, `$5` outage
 /// deferrals, each a JSON array of rows, `$6` [`EVENTS_KEPT`], `$7` the tokens of `$1` as
-/// an array (so the snitches are found by their index: the planner cannot see into the
-/// JSON, and would scan the table). For every snitch of `$1`:
+/// an array (so that whether a snitch that was not updated exists is looked up by its
+/// index: the planner cannot see into the JSON, and would scan the table). For every snitch of `$1`:
 /// its token, its stored check-in count if it was updated, and whether it exists. The
 /// events the new ones push out of a history go in the same statement, with their
 /// finished deliveries (the statement sees the stored events, not the new ones: it keeps

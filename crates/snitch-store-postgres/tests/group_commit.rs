@@ -424,8 +424,8 @@ async fn fresh_pool_like(pool: &PgPool) -> PgPool {
 }
 
 /// Saves/s of 2,000 concurrent check-ins on 2,000 snitches, with group commit and with
-/// every save committed alone (`max_batch` 1), each with 4 transactions at a time (the
-/// default) and with 1. Prints, asserts nothing about speed:
+/// every save committed alone (`max_batch` 1), each with the defaults (one batch at a
+/// time while it is quick), with 4 transactions at a time from the start, and with 1. Prints, asserts nothing about speed:
 /// `cargo test -p snitch-store-postgres --test group_commit -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "a benchmark: run it on purpose"]
@@ -435,12 +435,22 @@ async fn throughput_of_grouped_and_single_commits() {
     let configurations = [
         ("group commit, defaults", defaults),
         (
+            "group commit, 4 batches at a time",
+            defaults.with_overlap_after(Duration::ZERO),
+        ),
+        (
             "group commit, 1 batch at a time",
             defaults.with_max_concurrent_batches(1),
         ),
         (
-            "no grouping (max_batch 1), 4 at a time",
+            "no grouping (max_batch 1), defaults",
             defaults.with_max_batch(1),
+        ),
+        (
+            "no grouping (max_batch 1), 4 at a time",
+            defaults
+                .with_max_batch(1)
+                .with_overlap_after(Duration::ZERO),
         ),
         (
             "no grouping (max_batch 1), 1 at a time",
