@@ -29,9 +29,9 @@
 //! snitch in the order they were queued: two of them behave as two sequential saves, the
 //! second one sees the version the first one wrote. The order by token makes batches
 //! that apply at once update the snitch rows they share in the same order, so they wait
-//! for each other rather than deadlock (see [`crate::set_based`]). A change to a snitch that another batch holds waits for that
-//! batch's commit, then finds the version moved on ([`StorageError::Conflict`]), exactly
-//! as with separate transactions.
+//! for each other rather than deadlock (see [`crate::set_based`]). A change to a snitch
+//! that another batch holds waits for that batch's commit, then finds the version moved
+//! on ([`StorageError::Conflict`]), exactly as with separate transactions.
 //!
 //! The batching task holds the only receiver of the queue; when it stops (its runtime
 //! shut down, or it panicked), pending saves get a `Backend` error instead of waiting

@@ -91,10 +91,9 @@ const DELIVERY_COLUMN_TYPES: &str = "id text, event_id text, event jsonb, case_i
 /// order and wait for each other rather than deadlock. Where Postgres takes another
 /// order all the same (a hash join over a small table), or a writer outside the batches
 /// takes the rows in another, the deadlock it finds rolls one batch back, and that batch
-/// is applied again. An explicit `SELECT ... ORDER BY token FOR
-/// UPDATE` before the update made sure of the order, but it cost every row a second
-/// lookup, a lock record and a sort: about a seventh of Postgres's time per check-in
-/// (BENCHMARKS.md).
+/// is applied again. An explicit `SELECT ... ORDER BY token FOR UPDATE` before the
+/// update made sure of the order, but it cost every row a second lookup, a lock record
+/// and a sort: about a seventh of Postgres's time per check-in (BENCHMARKS.md).
 fn update_expected(sets: &[String]) -> String {
     format!(
         "updated AS ( \
@@ -111,8 +110,9 @@ fn update_expected(sets: &[String]) -> String {
 /// One round: `$1` snitches, `$2` check-ins, `$3` events, `$4` deliveries, `$5` outage
 /// deferrals, each a JSON array of rows, `$6` [`EVENTS_KEPT`], `$7` the tokens of `$1` as
 /// an array (so that whether a snitch that was not updated exists is looked up by its
-/// index: the planner cannot see into the JSON, and would scan the table). For every snitch of `$1`:
-/// its token, its stored check-in count if it was updated, and whether it exists. The
+/// index: the planner cannot see into the JSON, and would scan the table). For every
+/// snitch of `$1`: its token, its stored check-in count if it was updated, and whether
+/// it exists. The
 /// events the new ones push out of a history go in the same statement, with their
 /// finished deliveries (the statement sees the stored events, not the new ones: it keeps
 /// the newest `EVENTS_KEPT - new` of those).
