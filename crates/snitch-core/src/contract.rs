@@ -753,6 +753,20 @@ async fn stepped_in_place(
         .expect("a change")
 }
 
+/// A step in place answered `expected`'s snitch and stored it, with `history` (newest
+/// first) as the snitch's whole check-in history.
+async fn assert_step_saved(
+    store: &Arc<dyn Storage>,
+    saved: &Change,
+    expected: &Change,
+    history: Vec<CheckIn>,
+) {
+    let token = expected.snitch().token();
+    assert_eq!(saved.snitch(), expected.snitch());
+    assert_eq!(stored(store, token).await.as_ref(), Some(expected.snitch()));
+    assert_eq!(store.check_ins(token, 10).await.expect("read"), history);
+}
+
 /// A store that steps check-ins in place (`step_in_place`) saves what a read and a save
 /// would: nothing when the step needs the case's webhooks first, the whole change (new
 /// state, check-in, event) otherwise, and `NotFound` for an unknown token. A store that
@@ -789,15 +803,7 @@ pub async fn stepping_in_place_saves_what_a_read_and_save_would(store: Arc<dyn S
 
     let saved = stepped_in_place(&store, &fresh.token, &mut pending(Some(Vec::new()))).await;
     let expected = checked_in(&fresh, at(10));
-    assert_eq!(saved.snitch(), expected.snitch());
-    assert_eq!(
-        stored(&store, &fresh.token).await.as_ref(),
-        Some(expected.snitch())
-    );
-    assert_eq!(
-        store.check_ins(&fresh.token, 10).await.expect("read"),
-        vec![success(at(10))]
-    );
+    assert_step_saved(&store, &saved, &expected, vec![success(at(10))]).await;
     let events = store.events(&fresh.token, 10).await.expect("read");
     assert_eq!(events, expected.events());
 
@@ -816,15 +822,7 @@ pub async fn stepping_in_place_saves_what_a_read_and_save_would(store: Arc<dyn S
     let second = stepped_in_place(&store, &fresh.token, &mut quiet).await;
     let expected = checked_in(&healthy, at(20));
     assert!(expected.events().is_empty(), "fixture: healthy to healthy");
-    assert_eq!(second.snitch(), expected.snitch());
-    assert_eq!(
-        stored(&store, &fresh.token).await.as_ref(),
-        Some(expected.snitch())
-    );
-    assert_eq!(
-        store.check_ins(&fresh.token, 10).await.expect("read"),
-        vec![success(at(20))]
-    );
+    assert_step_saved(&store, &second, &expected, vec![success(at(20))]).await;
     assert_eq!(next_wake_at(&store).await, expected.snitch().wake_at());
     assert_eq!(store.events(&fresh.token, 10).await.expect("read").len(), 1);
 
