@@ -50,7 +50,7 @@ pub struct Snitch {
 ///
 /// Read-only outside this crate, like [`Snitch`]: read through accessors, built outside
 /// only through [`Snitch::restore`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SnitchState {
     /// The status the API shows.
@@ -80,6 +80,47 @@ pub struct SnitchState {
     pub(crate) last_recovery_alert_at: Option<Timestamp>,
     /// How many events this snitch has emitted; event ids are built from it.
     pub(crate) event_seq: u64,
+}
+
+impl Clone for SnitchState {
+    fn clone(&self) -> Self {
+        let mut copy = SnitchState {
+            smart_offsets_ms: Vec::with_capacity(self.smart_offsets_ms.len()),
+            ..SnitchState::default()
+        };
+        copy.clone_from(self);
+        copy
+    }
+
+    /// Field by field, reusing the offsets' allocation: a store applying a change to the
+    /// snitch it holds copies the state this way on every check-in.
+    fn clone_from(&mut self, source: &Self) {
+        // Destructured, so that a new field cannot be left out.
+        let SnitchState {
+            status,
+            checked_in_at,
+            last_check_in_at,
+            anchor_at,
+            deadline_at,
+            pause,
+            smart_offsets_ms,
+            last_errored_alert_at,
+            error_announced,
+            last_recovery_alert_at,
+            event_seq,
+        } = source;
+        self.status = *status;
+        self.checked_in_at = *checked_in_at;
+        self.last_check_in_at = *last_check_in_at;
+        self.anchor_at = *anchor_at;
+        self.deadline_at = *deadline_at;
+        self.pause.clone_from(pause);
+        self.smart_offsets_ms.clone_from(smart_offsets_ms);
+        self.last_errored_alert_at = *last_errored_alert_at;
+        self.error_announced = *error_announced;
+        self.last_recovery_alert_at = *last_recovery_alert_at;
+        self.event_seq = *event_seq;
+    }
 }
 
 impl SnitchState {

@@ -183,6 +183,18 @@ impl Change {
         &self.snitch
     }
 
+    /// Makes `stored`, the snitch this change was made from, the snitch after it,
+    /// reusing what it holds: when the change keeps the settings, only the state and
+    /// version are copied (no settings' reference counts touched, no allocation).
+    pub fn apply_to(&self, stored: &mut Snitch) {
+        if self.keeps_settings {
+            stored.state.clone_from(&self.snitch.state);
+            stored.version = self.snitch.version;
+        } else {
+            stored.clone_from(&self.snitch);
+        }
+    }
+
     /// The check-ins the change appends to the snitch's history, oldest first.
     pub fn check_ins(&self) -> &[CheckIn] {
         &self.check_ins
@@ -626,5 +638,47 @@ mod tests {
         assert_eq!(change.snitch().case_id(), before.case_id());
         assert_eq!(change.snitch().created_at(), before.created_at());
         assert_eq!(change.expected_version(), before.version());
+    }
+
+    /// A store applying changes to the snitch it holds ends with each change's snitch
+    /// exactly: through check-ins that fill and roll the learned offsets, an error, and
+    /// a change of the settings.
+    #[test]
+    fn a_change_applied_in_place_leaves_exactly_its_snitch() {
+        use crate::calendar::Interval;
+        use crate::machine;
+        use crate::snitch::{CheckIn, SMART_OFFSETS_KEPT};
+        use crate::types::{Outcome, Plan, SnitchName, Token};
+        let start = chrono::DateTime::parse_from_rfc3339("2026-11-23T03:00:00Z")
+            .expect("time")
+            .to_utc();
+        let mut stored = Snitch::new(
+            Token::parse("aaaaaaaaaaaaaaaaaaaa").expect("valid"),
+            CaseId::parse("acme").expect("valid"),
+            SnitchName::parse("backup").expect("valid"),
+            Interval::Hourly,
+            start,
+        );
+        let plan = Plan::default();
+        for n in 0..(SMART_OFFSETS_KEPT as i64 + 5) {
+            let check_in = CheckIn {
+                at: start + chrono::Duration::minutes(61 * n),
+                outcome: Outcome::from_exit_status((n == 3).then_some("1")),
+                message: None,
+            };
+            let step = machine::check_in(&stored, &check_in, &plan);
+            let change = Change::new(&stored, step.snitch, vec![check_in], step.events);
+            assert!(change.keeps_settings());
+            change.apply_to(&mut stored);
+            assert_eq!(&stored, change.snitch(), "after check-in {n}");
+        }
+        assert_eq!(stored.state.smart_offsets_ms.len(), SMART_OFFSETS_KEPT);
+        let mut renamed = stored.clone();
+        renamed.name = SnitchName::parse("nightly backup").expect("valid");
+        let change = Change::new(&stored, renamed, Vec::new(), Vec::new());
+        assert!(!change.keeps_settings());
+        change.apply_to(&mut stored);
+        assert_eq!(&stored, change.snitch());
+        assert_eq!(stored.name().as_str(), "nightly backup");
     }
 }

@@ -145,16 +145,18 @@ impl Inner {
         self.sweep_leases.remove(new.token());
         self.by_status[status_slot(entry.snitch.status())] -= 1;
         self.by_status[status_slot(new.status())] += 1;
-        let case_id = entry.snitch.case_id().clone();
-        entry.snitch = new.clone();
+        change.apply_to(&mut entry.snitch);
+        for outage in change.deferred_by() {
+            *self
+                .deferred
+                .entry((*outage, entry.snitch.case_id().clone()))
+                .or_default() += 1;
+        }
         for delivery in change.deliveries() {
             self.insert_delivery(delivery);
         }
         for event in evicted {
             self.forget_finished_deliveries(&event.id);
-        }
-        for outage in change.deferred_by() {
-            *self.deferred.entry((*outage, case_id.clone())).or_default() += 1;
         }
         Ok(())
     }
