@@ -1,7 +1,8 @@
 //! Serving a router on a listener with the limits of behaviour.md section 8 (Overload):
 //! a connection that has not sent complete request headers within `header_timeout` is
 //! closed (also an idle keep-alive connection waiting for its next request), a request not
-//! complete within `request_timeout` is answered 408 ([`with_request_timeout`]), and at most
+//! complete within `request_timeout` is answered 408 ([`with_request_timeout`], a service
+//! around the whole router), and at most
 //! `max_connections` connections are open at once: beyond that, new connections wait in
 //! the kernel's backlog. Accept errors (running out of file descriptors) back off briefly
 //! and never stop the loop. Graceful shutdown stops accepting, closes idle connections and
@@ -21,7 +22,6 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
 use axum::response::Response;
-use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -38,6 +38,10 @@ pub struct ServeOptions {
     pub header_timeout: Duration,
     /// At most this many connections are served at once.
     pub max_connections: usize,
+    /// Whether handlers see the client's address as `ConnectInfo<SocketAddr>` (the API's
+    /// failure limiter needs it; the check-in endpoint does not, and skips the extension
+    /// on every request).
+    pub connect_info: bool,
 }
 
 impl Default for ServeOptions {
@@ -45,6 +49,7 @@ impl Default for ServeOptions {
         ServeOptions {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            connect_info: true,
         }
     }
 }
@@ -59,6 +64,12 @@ impl ServeOptions {
     /// With at most `n` connections served at once.
     pub fn with_max_connections(mut self, n: usize) -> Self {
         self.max_connections = n;
+        self
+    }
+
+    /// With or without `ConnectInfo<SocketAddr>` in each request's extensions.
+    pub fn with_connect_info(mut self, connect_info: bool) -> Self {
+        self.connect_info = connect_info;
         self
     }
 }
@@ -76,42 +87,28 @@ pub const FIRST_ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 /// The longest pause between failed `accept`s.
 pub const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
-/// `router` with a request timeout: a request (reading its body included) not answered
+/// `app` with a request timeout: a request (reading its body included) not answered
 /// within `timeout` gets `on_timeout()` (a 408), and its connection is then closed.
-pub fn with_request_timeout(
-    router: Router,
+///
+/// A service around the whole router, for [`serve`], rather than a `Router::layer`, which
+/// wraps every route in a boxed service of its own: one more boxed clone and one more
+/// boxed future on every request.
+pub fn with_request_timeout<S>(
+    app: S,
     timeout: Duration,
     on_timeout: fn() -> Response,
-) -> Router {
-    router.layer(RequestTimeoutLayer {
+) -> RequestTimeout<S> {
+    RequestTimeout {
+        inner: app,
         timeout,
         on_timeout,
-    })
-}
-
-/// The layer of [`with_request_timeout`]. A tower layer of its own rather than
-/// `axum::middleware::from_fn`, which clones the service inside and boxes a future on
-/// every request.
-#[derive(Debug, Clone, Copy)]
-struct RequestTimeoutLayer {
-    timeout: Duration,
-    on_timeout: fn() -> Response,
-}
-
-impl<S> tower::Layer<S> for RequestTimeoutLayer {
-    type Service = RequestTimeout<S>;
-
-    fn layer(&self, inner: S) -> RequestTimeout<S> {
-        RequestTimeout {
-            inner,
-            timeout: self.timeout,
-            on_timeout: self.on_timeout,
-        }
     }
 }
 
+/// A service answering `on_timeout()` to a request its inner service has not answered
+/// within `timeout` ([`with_request_timeout`]).
 #[derive(Debug, Clone)]
-struct RequestTimeout<S> {
+pub struct RequestTimeout<S> {
     inner: S,
     timeout: Duration,
     on_timeout: fn() -> Response,
@@ -139,7 +136,8 @@ where
 }
 
 pin_project_lite::pin_project! {
-    struct RequestTimeoutFuture<F> {
+    /// The answer of [`RequestTimeout`].
+    pub struct RequestTimeoutFuture<F> {
         #[pin]
         answer: tokio::time::Timeout<F>,
         timeout: Duration,
@@ -180,14 +178,20 @@ impl Accept for TcpListener {
 
 /// Serves `app` on `listener` until `shutdown` completes, then stops accepting (the
 /// listener is closed), closes idle connections and returns once the requests in flight
-/// are answered. Handlers see the client's address as `ConnectInfo<SocketAddr>`.
-pub async fn serve(
+/// are answered. Handlers see the client's address as `ConnectInfo<SocketAddr>` unless
+/// `options.connect_info` is off.
+pub async fn serve<S>(
     mut listener: impl Accept,
-    app: Router,
+    app: S,
     options: ServeOptions,
     shutdown: impl Future<Output = ()> + Send,
-) -> io::Result<()> {
+) -> io::Result<()>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
     let permits = Arc::new(Semaphore::new(options.max_connections.max(1)));
+    let connect_info = options.connect_info;
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -230,7 +234,9 @@ pub async fn serve(
         let app = app.clone();
         let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
             let mut req = req.map(Body::new);
-            req.extensions_mut().insert(ConnectInfo(remote));
+            if connect_info {
+                req.extensions_mut().insert(ConnectInfo(remote));
+            }
             let app = app.clone();
             async move { Ok::<_, Infallible>(app.oneshot(req).await.unwrap_or_else(|e| match e {})) }
         });
@@ -290,6 +296,7 @@ pub fn fitting_max_connections(configured: usize, listeners: u64, fd_limit: Opti
 mod tests {
     use super::*;
     use axum::routing::get;
+    use axum::Router;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

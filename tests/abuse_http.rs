@@ -250,6 +250,56 @@ async fn malformed_paths_and_wrong_methods_get_clear_errors_over_http() {
     assert_error(response, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large").await;
 }
 
+/// The check-in endpoint's fast paths (no body to collect, a token without `%` taken as
+/// it is, no `Content-Length` set by the handler) answer as the slow ones do, on the
+/// wire: 202 with the exact length, a percent-encoded token is the same snitch's, a form
+/// body still carries the message, and an encoded byte that is no token is a 404.
+#[tokio::test]
+async fn check_ins_on_the_wire_have_their_length_and_decode_their_token() {
+    let server = server("").await;
+    let token = server.create_snitch("n", "daily").await;
+    let encoded = format!("%{:02X}{}", token.as_bytes()[0], &token[1..]);
+    let form = "m=from+the+body";
+    let requests = [
+        format!("GET /{token} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
+        format!("GET /{encoded}?m=encoded HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
+        format!(
+            "POST /{token} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
+            form.len()
+        ),
+    ];
+    for request in &requests {
+        let mut stream = connect(server.running.check_in_addr, request.as_bytes()).await;
+        let response = read_until_closed(&mut stream).await;
+        assert!(
+            response.starts_with("HTTP/1.1 202 "),
+            "{request}: {response}"
+        );
+        let head = response.to_ascii_lowercase();
+        assert!(head.contains("\r\ncontent-length: 16\r\n"), "{response}");
+        assert!(head.contains("\r\ncontent-type: text/plain"), "{response}");
+        assert_eq!(body_of(&response), "Got it, thanks!\n");
+    }
+    let history = json_ok(server.get(&format!("/v1/snitches/{token}/check_ins")).await).await;
+    let messages: Vec<&str> = history
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|c| c["message"].as_str().unwrap_or(""))
+        .collect();
+    // Newest first; the first request had no message.
+    assert_eq!(messages, ["from the body", "encoded", ""]);
+
+    let not_a_token = format!(
+        "GET /%2F{} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        &token[1..]
+    );
+    let mut stream = connect(server.running.check_in_addr, not_a_token.as_bytes()).await;
+    let response = read_until_closed(&mut stream).await;
+    assert!(response.starts_with("HTTP/1.1 404 "), "{response}");
+}
+
 #[tokio::test]
 async fn failed_authentication_is_rate_limited_per_client_address() {
     let server = server("auth_failures_per_minute = 1\nauth_failures_burst = 2\n").await;

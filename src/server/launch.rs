@@ -112,16 +112,14 @@ pub async fn launch_with_clock(
     if config.ui {
         tracing::info!("built without the `ui` feature: no dashboard is served");
     }
-    let api_app = traced(with_request_timeout(
-        api_router,
-        config.request_timeout(),
-        || ApiError::request_timeout().into_response(),
-    ));
-    let check_in_app = traced(with_request_timeout(
-        snitch.check_in_router(),
+    let api_app = with_request_timeout(traced(api_router), config.request_timeout(), || {
+        ApiError::request_timeout().into_response()
+    });
+    let check_in_app = with_request_timeout(
+        traced(snitch.check_in_router()),
         config.request_timeout(),
         request_timeout_text,
-    ));
+    );
 
     // Bound before anything is served, so a taken address fails the start.
     let metrics_listener = match config.metrics_listen {
@@ -162,7 +160,7 @@ pub async fn launch_with_clock(
     let check_in_server = tokio::spawn(serve(
         check_in,
         check_in_app,
-        options,
+        options.with_connect_info(false),
         stopped(stop_rx.clone()),
     ));
     let metrics_server = metrics_listener.map(|listener| {

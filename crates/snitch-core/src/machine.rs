@@ -14,9 +14,7 @@ use chrono::Duration;
 
 use crate::calendar::{Period, Timestamp};
 use crate::liveness::Outage;
-use crate::snitch::{
-    CheckIn, Event, EventKind, Pause, PauseUntil, Snitch, SnitchState, SMART_OFFSETS_KEPT,
-};
+use crate::snitch::{CheckIn, Event, EventKind, Pause, PauseUntil, Snitch, SnitchState};
 use crate::types::{AlertType, Plan, Status};
 use crate::validation::Validations;
 
@@ -233,12 +231,9 @@ pub fn check_in_owned(mut s: Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
     if success {
         s.state.checked_in_at = Some(now);
     }
-    // The oldest go before the newest is added: a full list (a copy's capacity is its
-    // length) then takes it without growing.
-    let offsets = &mut s.state.smart_offsets_ms;
-    let excess = (offsets.len() + 1).saturating_sub(SMART_OFFSETS_KEPT);
-    offsets.drain(..excess.min(offsets.len()));
-    offsets.push((now - period.start()).num_milliseconds());
+    s.state
+        .smart_offsets_ms
+        .push((now - period.start()).num_milliseconds());
 
     // Without error notices an error check-in counts as a success (behaviour.md section
     // 3), also for ending a pause; `checked_in_at` still only moves on a real success.

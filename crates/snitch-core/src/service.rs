@@ -571,6 +571,17 @@ impl SnitchService {
         message: Option<CheckInMessage>,
     ) -> Result<Snitch, ServiceError> {
         let token = Token::parse(token).map_err(|_| ServiceError::NotFound)?;
+        self.check_in_token(token, outcome, message).await
+    }
+
+    /// [`SnitchService::check_in`] of a token already parsed (the check-in endpoint
+    /// parses it from the path, and answers 404 to a text that is no token).
+    pub async fn check_in_token(
+        &self,
+        token: Token,
+        outcome: Outcome,
+        message: Option<CheckInMessage>,
+    ) -> Result<Snitch, ServiceError> {
         let now = self.now();
         self.notice_stall(now).await?;
         let check_in = CheckIn {

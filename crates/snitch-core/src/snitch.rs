@@ -50,7 +50,7 @@ pub struct Snitch {
 ///
 /// Read-only outside this crate, like [`Snitch`]: read through accessors, built outside
 /// only through [`Snitch::restore`].
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SnitchState {
     /// The status the API shows.
@@ -69,7 +69,7 @@ pub struct SnitchState {
     pub(crate) pause: Option<Pause>,
     /// Offsets in milliseconds of the recent check-ins from the start of their periods,
     /// oldest first, at most [`SMART_OFFSETS_KEPT`].
-    pub(crate) smart_offsets_ms: Vec<i64>,
+    pub(crate) smart_offsets_ms: SmartOffsets,
     /// When the last `snitch.errored` was emitted: at most one errored alert per period
     /// (the period of the current interval, so an interval change cannot double it).
     pub(crate) last_errored_alert_at: Option<Timestamp>,
@@ -80,47 +80,6 @@ pub struct SnitchState {
     pub(crate) last_recovery_alert_at: Option<Timestamp>,
     /// How many events this snitch has emitted; event ids are built from it.
     pub(crate) event_seq: u64,
-}
-
-impl Clone for SnitchState {
-    fn clone(&self) -> Self {
-        let mut copy = SnitchState {
-            smart_offsets_ms: Vec::with_capacity(self.smart_offsets_ms.len()),
-            ..SnitchState::default()
-        };
-        copy.clone_from(self);
-        copy
-    }
-
-    /// Field by field, reusing the offsets' allocation: a store applying a change to the
-    /// snitch it holds copies the state this way on every check-in.
-    fn clone_from(&mut self, source: &Self) {
-        // Destructured, so that a new field cannot be left out.
-        let SnitchState {
-            status,
-            checked_in_at,
-            last_check_in_at,
-            anchor_at,
-            deadline_at,
-            pause,
-            smart_offsets_ms,
-            last_errored_alert_at,
-            error_announced,
-            last_recovery_alert_at,
-            event_seq,
-        } = source;
-        self.status = *status;
-        self.checked_in_at = *checked_in_at;
-        self.last_check_in_at = *last_check_in_at;
-        self.anchor_at = *anchor_at;
-        self.deadline_at = *deadline_at;
-        self.pause.clone_from(pause);
-        self.smart_offsets_ms.clone_from(smart_offsets_ms);
-        self.last_errored_alert_at = *last_errored_alert_at;
-        self.error_announced = *error_announced;
-        self.last_recovery_alert_at = *last_recovery_alert_at;
-        self.event_seq = *event_seq;
-    }
 }
 
 impl SnitchState {
@@ -159,7 +118,7 @@ impl SnitchState {
     /// Offsets in milliseconds of the recent check-ins from the start of their periods,
     /// oldest first, at most [`SMART_OFFSETS_KEPT`].
     pub fn smart_offsets_ms(&self) -> &[i64] {
-        &self.smart_offsets_ms
+        self.smart_offsets_ms.as_slice()
     }
 
     /// When the last `snitch.errored` was emitted.
@@ -180,6 +139,68 @@ impl SnitchState {
     /// How many events this snitch has emitted; event ids are built from it.
     pub fn event_seq(&self) -> u64 {
         self.event_seq
+    }
+}
+
+/// The learned offsets of a snitch (milliseconds from the start of their periods),
+/// oldest first, at most [`SMART_OFFSETS_KEPT`]: inline in the snitch, not on the heap, so
+/// copying a snitch's state (every check-in does) neither allocates nor reads another
+/// cache line.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct SmartOffsets {
+    values: [i64; SMART_OFFSETS_KEPT],
+    len: usize,
+}
+
+impl SmartOffsets {
+    /// The newest [`SMART_OFFSETS_KEPT`] of `offsets` (oldest first).
+    pub(crate) fn from_slice(offsets: &[i64]) -> Self {
+        let newest = &offsets[offsets.len().saturating_sub(SMART_OFFSETS_KEPT)..];
+        let mut kept = SmartOffsets::default();
+        kept.values[..newest.len()].copy_from_slice(newest);
+        kept.len = newest.len();
+        kept
+    }
+
+    pub(crate) fn as_slice(&self) -> &[i64] {
+        &self.values[..self.len]
+    }
+
+    /// Adds the newest offset; when full, the oldest goes.
+    pub(crate) fn push(&mut self, offset: i64) {
+        if self.len == SMART_OFFSETS_KEPT {
+            self.values.copy_within(1.., 0);
+            self.values[SMART_OFFSETS_KEPT - 1] = offset;
+        } else {
+            self.values[self.len] = offset;
+            self.len += 1;
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
+impl std::ops::Deref for SmartOffsets {
+    type Target = [i64];
+    fn deref(&self) -> &[i64] {
+        self.as_slice()
+    }
+}
+
+/// Equal when the offsets kept are: slots past `len` are not compared.
+impl PartialEq for SmartOffsets {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for SmartOffsets {}
+
+impl std::fmt::Debug for SmartOffsets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
     }
 }
 
@@ -388,7 +409,7 @@ impl Snitch {
                 anchor_at: record.anchor_at,
                 deadline_at: record.deadline_at,
                 pause: record.pause,
-                smart_offsets_ms: record.smart_offsets_ms,
+                smart_offsets_ms: SmartOffsets::from_slice(&record.smart_offsets_ms),
                 last_errored_alert_at: record.last_errored_alert_at,
                 error_announced: record.error_announced,
                 last_recovery_alert_at: record.last_recovery_alert_at,
@@ -418,7 +439,7 @@ impl Snitch {
             anchor_at: state.anchor_at,
             deadline_at: state.deadline_at,
             pause: state.pause.clone(),
-            smart_offsets_ms: state.smart_offsets_ms.clone(),
+            smart_offsets_ms: state.smart_offsets_ms.as_slice().to_vec(),
             last_errored_alert_at: state.last_errored_alert_at,
             error_announced: state.error_announced,
             last_recovery_alert_at: state.last_recovery_alert_at,
@@ -582,6 +603,27 @@ mod tests {
     use super::*;
     use crate::machine;
     use crate::types::Plan;
+
+    /// The inline offsets keep the newest, oldest first, and compare by what they keep:
+    /// a cleared list equals an empty one whatever its slots still hold.
+    #[test]
+    fn smart_offsets_keep_the_newest_and_compare_by_what_they_keep() {
+        let mut offsets = SmartOffsets::default();
+        for n in 0..(SMART_OFFSETS_KEPT as i64 + 3) {
+            offsets.push(n);
+        }
+        let newest: Vec<i64> = (3..(SMART_OFFSETS_KEPT as i64 + 3)).collect();
+        assert_eq!(offsets.as_slice(), newest.as_slice());
+        let all: Vec<i64> = (0..(SMART_OFFSETS_KEPT as i64 + 3)).collect();
+        assert_eq!(SmartOffsets::from_slice(&all), offsets);
+        assert_eq!(SmartOffsets::from_slice(&[7, 8]).as_slice(), &[7, 8]);
+        offsets.clear();
+        assert_eq!(offsets, SmartOffsets::default());
+        assert!(offsets.is_empty());
+        offsets.push(5);
+        assert_eq!(offsets, SmartOffsets::from_slice(&[5]));
+        assert_eq!(format!("{offsets:?}"), "[5]");
+    }
     use chrono::{DateTime, Utc};
 
     fn at(s: &str) -> Timestamp {

@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
 use std::num::NonZeroU32;
@@ -29,7 +30,7 @@ use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
 use serde::Deserialize;
 use serde_json::Value;
-use snitch_core::{Case, CheckInMessage, Outcome, ServiceError, SnitchService, Validations};
+use snitch_core::{Case, CheckInMessage, Outcome, ServiceError, SnitchService, Token, Validations};
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub mod auth_limit;
@@ -308,8 +309,13 @@ enum Refusal {
 }
 
 fn refusal(req: &Request) -> Option<Refusal> {
-    let path = percent_encoding::percent_decode_str(req.uri().path());
-    if path.decode_utf8().is_err() {
+    // A path without `%` is the text it decodes to (a `&str` already).
+    let path = req.uri().path();
+    if path.contains('%')
+        && percent_encoding::percent_decode_str(path)
+            .decode_utf8()
+            .is_err()
+    {
         return Some(Refusal::NotFound);
     }
     let declared = req
@@ -936,15 +942,27 @@ async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> Response {
     }
     let (parts, body) = req.into_parts();
     // The route is `/{token}` (after the prefix the router is nested under): one
-    // segment, valid UTF-8 once decoded (`refusal`).
+    // segment, valid UTF-8 once decoded (`refusal`). A text that is no token is no
+    // snitch's.
     let segment = parts.uri.path().strip_prefix('/').unwrap_or_default();
-    let token = percent_encoding::percent_decode_str(segment)
-        .decode_utf8_lossy()
-        .into_owned();
-    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
-        Ok(body) => body,
-        Err(e) if is_length_limit(&e) => return too_large_text(),
-        Err(_) => return unreadable_body_text(),
+    let decoded = if segment.contains('%') {
+        percent_encoding::percent_decode_str(segment).decode_utf8_lossy()
+    } else {
+        Cow::Borrowed(segment)
+    };
+    let Ok(token) = Token::parse(&decoded) else {
+        state.metrics.check_in(CheckInOutcome::UnknownToken);
+        return not_found_text();
+    };
+    // Most check-ins are a GET without a body: nothing to collect then.
+    let body = if axum::body::HttpBody::is_end_stream(&body) {
+        Bytes::new()
+    } else {
+        match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+            Ok(body) => body,
+            Err(e) if is_length_limit(&e) => return too_large_text(),
+            Err(_) => return unreadable_body_text(),
+        }
     };
     let params = check_in_params(parts.uri.query(), &parts.headers, &body);
     let outcome = Outcome::from_exit_status(params.get("s").map(String::as_str));
@@ -959,8 +977,10 @@ async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> Response {
     // check-ins queued behind it are never held up.
     let shared = Arc::clone(state);
     let saved =
-        FinishOnDrop::new(async move { shared.service.check_in(&token, outcome, message).await })
-            .await;
+        FinishOnDrop::new(
+            async move { shared.service.check_in_token(token, outcome, message).await },
+        )
+        .await;
     match saved {
         Ok(_) => {
             state.metrics.check_in(counted);
@@ -978,18 +998,14 @@ async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> Response {
 }
 
 /// The answer to an accepted check-in, from static parts: no header value is parsed or
-/// copied, and the length is set so that nothing computes it per request.
+/// copied. The body's length is exact, so hyper writes its `content-length` itself.
 fn accepted_text() -> Response {
-    const LENGTH: &str = "16";
-    const _: () = assert!(CHECK_IN_OK.len() == 16, "LENGTH is CHECK_IN_OK's");
     let mut response = Response::new(axum::body::Body::from(CHECK_IN_OK));
     *response.status_mut() = StatusCode::ACCEPTED;
-    let headers = response.headers_mut();
-    headers.insert(
+    response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
-    headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static(LENGTH));
     response
 }
 
