@@ -121,18 +121,22 @@ impl CheckInQueues {
     /// first queued caller still waiting; with none, the token leaves the map.
     pub(crate) fn pass_on(&self, token: &Token, mut batch: Vec<Waiter>) {
         let mut queues = self.lock();
-        if let Some(queue) = queues.get_mut(token) {
-            batch.append(queue);
+        // Out of the map first (one lookup when nobody queued, as on most check-ins);
+        // back in, empty, if a queued caller takes the lead.
+        if let Some(mut queue) = queues.remove(token) {
+            batch.append(&mut queue);
         }
         while !batch.is_empty() {
             let Waiter { check_in, reply } = batch.remove(0);
             match reply.send(Turn::Lead(check_in, batch)) {
-                Ok(()) => return,
+                Ok(()) => {
+                    queues.insert(token.clone(), Vec::new());
+                    return;
+                }
                 // That caller is gone (its request was dropped): try the next one.
                 Err(turn) => batch = turn.into_waiters(),
             }
         }
-        queues.remove(token);
     }
 }
 

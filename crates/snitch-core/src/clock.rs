@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 
-use chrono::{Duration, DurationRound, Utc};
+use chrono::{Duration, Timelike, Utc};
 
 use crate::calendar::Timestamp;
 
@@ -59,7 +59,11 @@ impl Clock for ManualClock {
 /// Cuts an instant to whole milliseconds, the precision of the wire format and of every
 /// store, so that what is saved reads back equal.
 pub fn to_millis(t: Timestamp) -> Timestamp {
-    t.duration_trunc(Duration::milliseconds(1)).unwrap_or(t)
+    // The sub-second part is never negative (earlier instants floor their seconds), so
+    // this truncates toward the past, as `duration_trunc` does, without its arithmetic
+    // on whole nanosecond timestamps (read on every check-in).
+    t.with_nanosecond(t.nanosecond() / 1_000_000 * 1_000_000)
+        .unwrap_or(t)
 }
 
 #[cfg(test)]
@@ -83,5 +87,12 @@ mod tests {
         let t =
             Utc.with_ymd_and_hms(2026, 11, 22, 3, 0, 0).unwrap() + Duration::nanoseconds(1_999_999);
         assert_eq!(to_millis(t).timestamp_subsec_nanos(), 1_000_000);
+        // Toward the past on both sides of the epoch, as whole milliseconds count.
+        let epoch = Utc.timestamp_opt(0, 0).unwrap();
+        for nanos in [-1, -999_999, -1_000_001, 0, 999_999, 1_500_000_001] {
+            let t = epoch + Duration::nanoseconds(nanos);
+            let floor = chrono::DateTime::from_timestamp_millis(t.timestamp_millis());
+            assert_eq!(Some(to_millis(t)), floor, "{nanos} ns");
+        }
     }
 }

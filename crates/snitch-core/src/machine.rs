@@ -301,7 +301,8 @@ pub fn check_in_owned(mut s: Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
             ));
         }
     }
-    s.state.deadline_at = Some(deadline_after(&s, now));
+    // `deadline_after(&s, now)`, from the period found above.
+    s.state.deadline_at = Some(due_point(&s, period.next()));
     Step::new(s, events)
 }
 

@@ -611,15 +611,10 @@ impl SnitchService {
             token: token.clone(),
             others: Some(others),
         };
-        let batch: Vec<CheckIn> = std::iter::once(own)
-            .chain(
-                leadership
-                    .others
-                    .iter()
-                    .flatten()
-                    .map(|w| w.check_in.clone()),
-            )
-            .collect();
+        let others = leadership.others.as_deref().unwrap_or_default();
+        let mut batch = Vec::with_capacity(1 + others.len());
+        batch.push(own);
+        batch.extend(others.iter().map(|w| w.check_in.clone()));
         let outcome = self.save_check_ins(&token, batch).await;
         answer(leadership.others.take().unwrap_or_default(), &outcome);
         queues.pass_on(&token, Vec::new());
