@@ -63,7 +63,7 @@ struct NewSnitch<'a> {
     created_at: chrono::DateTime<chrono::Utc>,
     ord: usize,
     #[serde(flatten)]
-    fields: SnitchFields,
+    fields: SnitchFields<'a>,
 }
 
 /// Inserts `snitches` all or nothing (see `Storage::insert_snitches`).

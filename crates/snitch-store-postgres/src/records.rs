@@ -140,14 +140,17 @@ const UNTIL_AT: &str = "at";
 
 /// The values of [`SNITCH_FIELDS`] for one snitch, ready to bind (or, as JSON, one row
 /// of a set-based save: the keys are the column names).
+///
+/// Texts are borrowed from the snitch: a check-in's save, which writes the state alone,
+/// copies no name or notes.
 #[derive(Debug, Serialize)]
-pub(crate) struct SnitchFields {
-    name: String,
-    tags: Vec<String>,
-    notes: String,
+pub(crate) struct SnitchFields<'a> {
+    name: &'a str,
+    tags: Vec<&'a str>,
+    notes: &'a str,
     interval: &'static str,
     alert_type: &'static str,
-    alert_email: Vec<String>,
+    alert_email: Vec<&'a str>,
     status: &'static str,
     checked_in_at: Option<DateTime<Utc>>,
     last_check_in_at: Option<DateTime<Utc>>,
@@ -157,7 +160,7 @@ pub(crate) struct SnitchFields {
     pause_until_at: Option<DateTime<Utc>>,
     pause_resume_status: Option<&'static str>,
     pause_checked_in: Option<bool>,
-    smart_offsets_ms: Vec<i64>,
+    smart_offsets_ms: &'a [i64],
     last_errored_alert_at: Option<DateTime<Utc>>,
     error_announced: bool,
     last_recovery_alert_at: Option<DateTime<Utc>>,
@@ -168,8 +171,8 @@ pub(crate) struct SnitchFields {
 
 type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
-impl SnitchFields {
-    pub(crate) fn of(s: &Snitch) -> Result<Self, StorageError> {
+impl<'a> SnitchFields<'a> {
+    pub(crate) fn of(s: &'a Snitch) -> Result<Self, StorageError> {
         let state = s.state();
         let (until_kind, until_at) = match state.pause().map(|p| p.until) {
             None => (None, None),
@@ -178,12 +181,12 @@ impl SnitchFields {
             Some(PauseUntil::At(t)) => (Some(UNTIL_AT), Some(t)),
         };
         Ok(SnitchFields {
-            name: s.name().as_str().to_owned(),
-            tags: strings(s.tags().iter(), Tag::as_str),
-            notes: s.notes().as_str().to_owned(),
+            name: s.name().as_str(),
+            tags: s.tags().iter().map(Tag::as_str).collect(),
+            notes: s.notes().as_str(),
             interval: s.interval().as_str(),
             alert_type: s.alert_type().as_str(),
-            alert_email: strings(s.alert_email().iter(), EmailAddress::as_str),
+            alert_email: s.alert_email().iter().map(EmailAddress::as_str).collect(),
             status: state.status().as_str(),
             checked_in_at: state.checked_in_at(),
             last_check_in_at: state.last_check_in_at(),
@@ -193,7 +196,7 @@ impl SnitchFields {
             pause_until_at: until_at,
             pause_resume_status: state.pause().map(|p| p.resume_status.as_str()),
             pause_checked_in: state.pause().map(|p| p.checked_in_while_paused),
-            smart_offsets_ms: state.smart_offsets_ms().to_vec(),
+            smart_offsets_ms: state.smart_offsets_ms(),
             last_errored_alert_at: state.last_errored_alert_at(),
             error_announced: state.error_announced(),
             last_recovery_alert_at: state.last_recovery_alert_at(),
@@ -204,7 +207,7 @@ impl SnitchFields {
     }
 
     /// Binds the values in the order of [`SNITCH_FIELDS`].
-    pub(crate) fn bind(self, q: PgQuery<'_>) -> PgQuery<'_> {
+    pub(crate) fn bind(self, q: PgQuery<'a>) -> PgQuery<'a> {
         q.bind(self.name)
             .bind(self.tags)
             .bind(self.notes)
@@ -270,18 +273,39 @@ impl SnitchColumns {
             settings,
             ..SnitchColumns::default()
         };
+        // Every column takes `n` values: reserved once, not grown while pushed.
         if settings {
-            columns.name.reserve(n);
+            columns.name.reserve_exact(n);
+            columns.tags.reserve_exact(n);
+            columns.notes.reserve_exact(n);
+            columns.interval.reserve_exact(n);
+            columns.alert_type.reserve_exact(n);
+            columns.alert_email.reserve_exact(n);
         }
-        columns.version.reserve(n);
+        columns.status.reserve_exact(n);
+        columns.checked_in_at.reserve_exact(n);
+        columns.last_check_in_at.reserve_exact(n);
+        columns.anchor_at.reserve_exact(n);
+        columns.deadline_at.reserve_exact(n);
+        columns.pause_until_kind.reserve_exact(n);
+        columns.pause_until_at.reserve_exact(n);
+        columns.pause_resume_status.reserve_exact(n);
+        columns.pause_checked_in.reserve_exact(n);
+        columns.smart_offsets_ms.reserve_exact(n);
+        columns.last_errored_alert_at.reserve_exact(n);
+        columns.error_announced.reserve_exact(n);
+        columns.last_recovery_alert_at.reserve_exact(n);
+        columns.event_seq.reserve_exact(n);
+        columns.version.reserve_exact(n);
+        columns.wake_at.reserve_exact(n);
         columns
     }
 
-    pub(crate) fn push(&mut self, f: &SnitchFields) {
+    pub(crate) fn push(&mut self, f: &SnitchFields<'_>) {
         if self.settings {
-            self.name.push(f.name.clone());
+            self.name.push(f.name.to_owned());
             self.tags.push(array_literal(&f.tags));
-            self.notes.push(f.notes.clone());
+            self.notes.push(f.notes.to_owned());
             self.interval.push(f.interval);
             self.alert_type.push(f.alert_type);
             self.alert_email.push(array_literal(&f.alert_email));
@@ -296,7 +320,7 @@ impl SnitchColumns {
         self.pause_resume_status.push(f.pause_resume_status);
         self.pause_checked_in.push(f.pause_checked_in);
         self.smart_offsets_ms
-            .push(number_array_literal(&f.smart_offsets_ms));
+            .push(number_array_literal(f.smart_offsets_ms));
         self.last_errored_alert_at.push(f.last_errored_alert_at);
         self.error_announced.push(f.error_announced);
         self.last_recovery_alert_at.push(f.last_recovery_alert_at);
@@ -343,15 +367,16 @@ pub(crate) type PgQueryAs<'q, O> =
 /// A Postgres array literal of text elements (`{"a","b \"c\""}`): every element
 /// quoted, with its backslashes and double quotes escaped, so commas, braces, spaces and
 /// the word NULL stay text.
-pub(crate) fn array_literal(items: &[String]) -> String {
-    let mut literal = String::with_capacity(2 + items.iter().map(|i| i.len() + 3).sum::<usize>());
+pub(crate) fn array_literal<S: AsRef<str>>(items: &[S]) -> String {
+    let mut literal =
+        String::with_capacity(2 + items.iter().map(|i| i.as_ref().len() + 3).sum::<usize>());
     literal.push('{');
     for (n, item) in items.iter().enumerate() {
         if n > 0 {
             literal.push(',');
         }
         literal.push('"');
-        for c in item.chars() {
+        for c in item.as_ref().chars() {
             if c == '"' || c == '\\' {
                 literal.push('\\');
             }
@@ -365,12 +390,15 @@ pub(crate) fn array_literal(items: &[String]) -> String {
 
 /// A Postgres array literal of numbers (`{1,-2}`).
 pub(crate) fn number_array_literal(items: &[i64]) -> String {
-    let mut literal = String::from("{");
+    use std::fmt::Write as _;
+    // Sized for offsets of up to a day in milliseconds: one allocation per literal.
+    let mut literal = String::with_capacity(2 + items.len() * 9);
+    literal.push('{');
     for (n, item) in items.iter().enumerate() {
         if n > 0 {
             literal.push(',');
         }
-        literal.push_str(&item.to_string());
+        let _ = write!(literal, "{item}"); // writing to a String cannot fail
     }
     literal.push('}');
     literal
@@ -858,5 +886,28 @@ impl ApiKeyRow {
             last_used_at: self.last_used_at,
             revoked: self.revoked,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The literals bound for a round's arrays of arrays: numbers as Postgres reads them
+    /// back, texts quoted with their quotes and backslashes escaped, so commas, braces
+    /// and the word NULL stay text.
+    #[test]
+    fn array_literals_keep_every_element_as_it_is() {
+        assert_eq!(number_array_literal(&[]), "{}");
+        assert_eq!(
+            number_array_literal(&[-5, 0, 86_400_000, i64::MIN]),
+            "{-5,0,86400000,-9223372036854775808}"
+        );
+        assert_eq!(array_literal::<&str>(&[]), "{}");
+        assert_eq!(
+            array_literal(&["a", "b \"c\"", "d\\e", "NULL", "x,y{}"]),
+            r#"{"a","b \"c\"","d\\e","NULL","x,y{}"}"#
+        );
+        assert_eq!(array_literal(&[String::from("ä ✓")]), "{\"ä ✓\"}");
     }
 }

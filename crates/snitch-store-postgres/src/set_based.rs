@@ -286,7 +286,7 @@ struct SnitchInput<'a> {
     /// The change's history length (`Change::keep_check_ins`, at least 1).
     keep: i32,
     #[serde(flatten)]
-    fields: SnitchFields,
+    fields: SnitchFields<'a>,
 }
 
 #[derive(Serialize)]
