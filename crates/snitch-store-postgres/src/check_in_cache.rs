@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use snitch_core::{Case, Snitch};
+use snitch_core::{Case, Change, Snitch};
 
 /// A case as read, and when the read began.
 #[derive(Debug)]
@@ -40,10 +40,14 @@ struct CachedCase {
     read_at: Instant,
 }
 
+/// Maps by token and case id with a randomly seeded fast hash: two lookups per check-in,
+/// where SipHash cost more than the rest of the lookup.
+type Map<V> = HashMap<String, V, foldhash::fast::RandomState>;
+
 #[derive(Debug, Default)]
 struct Entries {
-    snitches: HashMap<String, Snitch>,
-    cases: HashMap<String, CachedCase>,
+    snitches: Map<Snitch>,
+    cases: Map<CachedCase>,
     /// When this store last changed a case: reads that began earlier put no case back.
     cases_changed_at: Option<Instant>,
 }
@@ -118,11 +122,17 @@ impl CheckInCache {
     }
 
     /// Keeps the snitch a save committed.
-    pub(crate) fn saved(&self, snitch: &Snitch) {
+    pub(crate) fn saved(&self, change: &Change) {
         if self.capacity == 0 {
             return;
         }
-        keep_snitch(&mut self.entries(), snitch, self.capacity);
+        let mut entries = self.entries();
+        match entries.snitches.get_mut(change.snitch().token().as_str()) {
+            // The snitch the change was made from, as on every cached check-in: moved on
+            // in place (its state alone when the settings are kept), not copied whole.
+            Some(held) if held.version() == change.expected_version() => change.apply_to(held),
+            _ => keep_snitch(&mut entries, change.snitch(), self.capacity),
+        }
     }
 
     /// Drops a snitch whose stored version is not known (a refused or failed save, a
@@ -187,9 +197,10 @@ mod tests {
     fn a_hit_needs_the_snitch_and_a_fresh_case() {
         let cache = CheckInCache::new(10, Duration::from_secs(1));
         let t0 = Instant::now();
-        let s = snitch(1);
+        let change = contract::checked_in(&snitch(1), contract::at(1));
+        let s = change.snitch().clone();
         assert!(cache.get(s.token().as_str(), t0).is_none());
-        cache.saved(&s);
+        cache.saved(&change);
         // The case was never read.
         assert!(cache.get(s.token().as_str(), t0).is_none());
         cache.read(&s, None, t0);
@@ -222,16 +233,21 @@ mod tests {
     fn an_older_version_never_replaces_a_newer_one() {
         let cache = CheckInCache::new(10, Duration::from_secs(60));
         let t0 = Instant::now();
-        let older = snitch(1);
-        let newer = contract::checked_in(&older, contract::at(1))
-            .snitch()
-            .clone();
+        let to_older = contract::checked_in(&snitch(1), contract::at(1));
+        let older = to_older.snitch().clone();
+        let to_newer = contract::checked_in(&older, contract::at(2));
+        let newer = to_newer.snitch().clone();
         assert!(newer.version() > older.version());
         cache.read(&newer, None, t0);
         cache.read(&older, None, t0);
-        cache.saved(&older);
+        cache.saved(&to_older);
         let (held, _) = cache.get(older.token().as_str(), t0).expect("held");
-        assert_eq!(held.version(), newer.version());
+        assert_eq!(held, newer);
+        // A save over the held version moves it on in place, to exactly the saved snitch.
+        let to_newest = contract::checked_in(&newer, contract::at(3));
+        cache.saved(&to_newest);
+        let (held, _) = cache.get(older.token().as_str(), t0).expect("held");
+        assert_eq!(&held, to_newest.snitch());
         cache.forget(older.token().as_str());
         assert!(cache.get(older.token().as_str(), t0).is_none());
     }

@@ -121,7 +121,7 @@ impl PgStorage {
     /// the stored version is not known.
     fn cache_outcome(&self, change: &Change, result: &Result<(), StorageError>) {
         match result {
-            Ok(()) => self.cache.saved(change.snitch()),
+            Ok(()) => self.cache.saved(change),
             Err(StorageError::Conflict | StorageError::NotFound) => {
                 self.cache.forget(change.snitch().token().as_str());
             }
