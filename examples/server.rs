@@ -18,7 +18,8 @@ use snitch::server::{launch, process_env, Config, LogFormat};
 use tokio::net::TcpListener;
 
 /// Under check-in load the system allocator (glibc's malloc, shared by the runtime's
-/// threads) took about a fifth of the server's time; mimalloc keeps per-thread heaps.
+/// threads) took about a fifth of the server's time; mimalloc (version 2, see
+/// Cargo.toml) keeps per-thread heaps.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
