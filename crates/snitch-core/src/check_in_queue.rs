@@ -11,10 +11,11 @@
 //! and its own.
 //!
 //! No I/O and no runtime: a mutex around a map of queues and one-shot channels. A leader
-//! whose future is dropped mid-round passes its batch on from `Drop`, so no queued caller
-//! is left waiting.
+//! whose future is dropped mid-round passes its batch on from `Drop`, and so does a lead
+//! handed to a caller whose future was dropped before it took it, so no queued caller is
+//! left waiting.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use futures::channel::oneshot;
 
@@ -33,8 +34,8 @@ pub(crate) struct Waiter {
 pub(crate) enum Turn {
     /// Its check-in was saved (or not) with the batch of another caller.
     Done(Result<Box<Snitch>, SharedError>),
-    /// It leads now: its own check-in and these others are the next batch.
-    Lead(CheckIn, Vec<Waiter>),
+    /// It leads now: its own check-in and the others of the next batch.
+    Lead(Handover),
 }
 
 impl Turn {
@@ -42,7 +43,36 @@ impl Turn {
     fn into_waiters(self) -> Vec<Waiter> {
         match self {
             Turn::Done(_) => Vec::new(),
-            Turn::Lead(_, others) => others,
+            Turn::Lead(handover) => handover.take().1,
+        }
+    }
+}
+
+/// The lead handed to a queued caller: its own check-in and the others of the next
+/// batch. Dropped before its caller took them (the caller's future was dropped after the
+/// hand-over, before it ran again), it passes the others on, as a dropped leader's
+/// [`Leadership`] does: the token never stays queued behind nobody.
+pub(crate) struct Handover {
+    queues: Arc<CheckInQueues>,
+    token: Token,
+    batch: Option<(CheckIn, Vec<Waiter>)>,
+}
+
+impl Handover {
+    /// The caller's own check-in and the others queued with it.
+    pub(crate) fn take(mut self) -> (CheckIn, Vec<Waiter>) {
+        self.batch
+            .take()
+            .expect("a hand-over's batch is taken once, by this call")
+    }
+}
+
+impl Drop for Handover {
+    fn drop(&mut self) {
+        // That caller's own check-in goes with it (its future was dropped); the others
+        // are still waiting.
+        if let Some((_, others)) = self.batch.take() {
+            self.queues.pass_on(&self.token, others);
         }
     }
 }
@@ -119,7 +149,7 @@ impl CheckInQueues {
 
     /// Ends a leader's round: the check-ins queued meanwhile go, as one batch, to the
     /// first queued caller still waiting; with none, the token leaves the map.
-    pub(crate) fn pass_on(&self, token: &Token, mut batch: Vec<Waiter>) {
+    pub(crate) fn pass_on(self: &Arc<Self>, token: &Token, mut batch: Vec<Waiter>) {
         let mut queues = self.lock();
         // Out of the map first (one lookup when nobody queued, as on most check-ins);
         // back in, empty, if a queued caller takes the lead.
@@ -128,7 +158,14 @@ impl CheckInQueues {
         }
         while !batch.is_empty() {
             let Waiter { check_in, reply } = batch.remove(0);
-            match reply.send(Turn::Lead(check_in, batch)) {
+            let handover = Handover {
+                queues: Arc::clone(self),
+                token: token.clone(),
+                batch: Some((check_in, batch)),
+            };
+            // Should that caller drop the hand-over before it runs, its `Drop` waits for
+            // this lock, so it finds the token back in the map.
+            match reply.send(Turn::Lead(handover)) {
                 Ok(()) => {
                     queues.insert(token.clone(), Vec::new());
                     return;
@@ -163,7 +200,7 @@ pub(crate) fn answer(batch: Vec<Waiter>, outcome: &Result<Snitch, ServiceError>)
 /// A leader's hold on its token: dropped before the round was passed on (the leading
 /// future was cancelled), it passes the batch on, so the queued callers still get saved.
 pub(crate) struct Leadership<'a> {
-    pub(crate) queues: &'a CheckInQueues,
+    pub(crate) queues: &'a Arc<CheckInQueues>,
     pub(crate) token: Token,
     pub(crate) others: Option<Vec<Waiter>>,
 }
@@ -173,5 +210,52 @@ impl Drop for Leadership<'_> {
         if let Some(others) = self.others.take() {
             self.queues.pass_on(&self.token, others);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Outcome;
+
+    fn check_in(n: i64) -> CheckIn {
+        CheckIn {
+            at: chrono::DateTime::from_timestamp(n, 0).expect("a time"),
+            outcome: Outcome::Success,
+            message: None,
+        }
+    }
+
+    /// A queued caller whose future is dropped after the lead was handed to it, before it
+    /// ran again, passes the rest of the batch on: the next caller leads, and once it is
+    /// done the token leaves the map, so later check-ins do not queue behind nobody.
+    #[test]
+    fn a_lead_dropped_before_it_was_taken_is_passed_on() {
+        let queues = Arc::new(CheckInQueues::default());
+        let token = Token::parse("aaaaaaaaaaaaaaaaaaaa").expect("a token");
+        assert!(matches!(queues.enter(&token, &check_in(1)), Entry::Lead));
+        let Entry::Queued(second) = queues.enter(&token, &check_in(2)) else {
+            panic!("queued behind the first");
+        };
+        let Entry::Queued(mut third) = queues.enter(&token, &check_in(3)) else {
+            panic!("queued behind the first");
+        };
+        queues.pass_on(&token, Vec::new());
+        // The second caller holds the lead now; its future goes before it runs again.
+        drop(second);
+        let Ok(Some(Turn::Lead(handover))) = third.try_recv() else {
+            panic!("the third caller leads once the second is gone");
+        };
+        let (own, others) = handover.take();
+        assert_eq!(own, check_in(3));
+        assert!(others.is_empty());
+        assert_eq!(
+            queues.lock().len(),
+            1,
+            "the token is held while the third leads"
+        );
+        queues.pass_on(&token, others);
+        assert!(queues.lock().is_empty());
+        assert!(matches!(queues.enter(&token, &check_in(4)), Entry::Lead));
     }
 }

@@ -589,7 +589,7 @@ impl SnitchService {
             outcome,
             message,
         };
-        let queues = &*self.check_in_queues;
+        let queues = &self.check_in_queues;
         let (own, others) = match queues.enter(&token, &check_in) {
             Entry::Lead => (check_in, Vec::new()),
             Entry::Queued(turn) => match turn.await {
@@ -598,7 +598,7 @@ impl SnitchService {
                         .map(|saved| *saved)
                         .map_err(SharedError::into_service_error);
                 }
-                Ok(Turn::Lead(own, others)) => (own, others),
+                Ok(Turn::Lead(handover)) => handover.take(),
                 // Only a leader that vanished without passing on drops the channel; save
                 // this check-in on its own then.
                 Err(oneshot::Canceled) => {

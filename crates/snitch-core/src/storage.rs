@@ -183,10 +183,16 @@ impl Change {
         &self.snitch
     }
 
-    /// Makes `stored`, the snitch this change was made from, the snitch after it,
+    /// Makes `stored`, the snitch this change was made from (its version is
+    /// [`Change::expected_version`]), the snitch after it,
     /// reusing what it holds: when the change keeps the settings, only the state and
     /// version are copied (no settings' reference counts touched, no allocation).
     pub fn apply_to(&self, stored: &mut Snitch) {
+        debug_assert_eq!(
+            stored.version,
+            self.expected_version(),
+            "applied to the snitch the change was made from"
+        );
         if self.keeps_settings {
             stored.state.clone_from(&self.snitch.state);
             stored.version = self.snitch.version;

@@ -954,7 +954,8 @@ async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> Response {
         state.metrics.check_in(CheckInOutcome::UnknownToken);
         return not_found_text();
     };
-    // Most check-ins are a GET without a body: nothing to collect then.
+    // Most check-ins have no body (a GET, or a declared length of 0): nothing to
+    // collect then.
     let body = if axum::body::HttpBody::is_end_stream(&body) {
         Bytes::new()
     } else {
@@ -998,14 +999,18 @@ async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> Response {
 }
 
 /// The answer to an accepted check-in, from static parts: no header value is parsed or
-/// copied. The body's length is exact, so hyper writes its `content-length` itself.
+/// copied, and the length is set so that axum's route does not format it per request.
 fn accepted_text() -> Response {
+    const LENGTH: &str = "16";
+    const _: () = assert!(CHECK_IN_OK.len() == 16, "LENGTH is CHECK_IN_OK's");
     let mut response = Response::new(axum::body::Body::from(CHECK_IN_OK));
     *response.status_mut() = StatusCode::ACCEPTED;
-    response.headers_mut().insert(
+    let headers = response.headers_mut();
+    headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static(LENGTH));
     response
 }
 
