@@ -49,8 +49,9 @@ use std::time::Duration;
 use futures::future::FutureExt;
 use futures::stream::{FuturesUnordered, StreamExt};
 use snitch_core::{Change, StorageError};
-use sqlx::postgres::PgPool;
-use sqlx::Executor;
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgPool, Postgres};
+use sqlx::{Connection, Executor};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{sleep_until, Instant, Sleep};
 
@@ -254,6 +255,7 @@ async fn run(
     mut queue: mpsc::Receiver<Job>,
     batches_committed: Arc<AtomicU64>,
 ) {
+    let held = Arc::new(HeldConnections::default());
     let mut applying = FuturesUnordered::new();
     // The next batch, and when it stops waiting for more changes.
     let mut gathering: Vec<Job> = Vec::with_capacity(options.max_batch);
@@ -279,12 +281,16 @@ async fn run(
             overlap_at = Some(Box::pin(sleep_until(
                 Instant::now() + options.overlap_after,
             )));
-            let (pool, batches_committed) = (pool.clone(), Arc::clone(&batches_committed));
+            let (pool, held, batches_committed) = (
+                pool.clone(),
+                Arc::clone(&held),
+                Arc::clone(&batches_committed),
+            );
             // A batch that panics (a bug) fails its own saves only: dropped, its reply
             // channels tell them so, and the other batches go on.
             applying.push(
                 AssertUnwindSafe(async move {
-                    if commit(&pool, batch).await {
+                    if commit(&pool, &held, batch).await {
                         batches_committed.fetch_add(1, Ordering::Relaxed);
                     }
                 })
@@ -327,6 +333,11 @@ async fn run(
             if let Some(sleep) = wait_over.as_mut().filter(|_| room) {
                 progress |= sleep.as_mut().poll(cx).is_ready();
             }
+            // Idle: nothing applying and nothing to apply. The connections go back to the
+            // pool, so that only a busy store holds any.
+            if !progress && applying.is_empty() && gathering.is_empty() {
+                held.release_all();
+            }
             if progress {
                 Poll::Ready(())
             } else {
@@ -342,14 +353,14 @@ async fn run(
 /// rolled back for a serialization failure or a deadlock is applied again, up to
 /// [`ATTEMPTS`] times. Tells whether the transaction committed. The histories are trimmed
 /// after the answers.
-async fn commit(pool: &PgPool, mut batch: Vec<Job>) -> bool {
+async fn commit(pool: &PgPool, held: &HeldConnections, mut batch: Vec<Job>) -> bool {
     // Batches applying at once update the rows they share in the same order, so they
     // wait for each other rather than deadlock. The sort is stable: changes to one snitch
     // keep the order they were queued in, and apply as if one after another.
     batch.sort_by(|a, b| a.token().cmp(b.token()));
     let mut attempt = 1;
     let outcome = loop {
-        match apply(pool, &batch).await {
+        match apply(pool, held, &batch).await {
             Err(failure) if attempt < ATTEMPTS && is_rolled_back_to_retry(failure.error()) => {
                 attempt += 1;
             }
@@ -384,12 +395,12 @@ async fn commit(pool: &PgPool, mut batch: Vec<Job>) -> bool {
 /// refuses a statement (a change breaks a constraint, say), nothing of it is stored, and
 /// the batch is applied again one change at a time ([`apply_one_by_one`]), so the failing
 /// change fails alone.
-async fn apply(pool: &PgPool, batch: &[Job]) -> SetResults {
+async fn apply(pool: &PgPool, held: &HeldConnections, batch: &[Job]) -> SetResults {
     let changes: Vec<&Change> = batch.iter().map(|job| &job.change).collect();
     let plan = Plan::of(&changes);
+    let mut conn = held.take(pool).await.map_err(BatchFailure::Before)?;
     let applied = if plan.is_one_statement() {
-        let mut conn = pool.acquire().await.map_err(BatchFailure::Before)?;
-        plan.apply(&mut conn).await.map_err(|e| {
+        plan.apply(&mut conn.connection).await.map_err(|e| {
             if answered(&e) {
                 BatchFailure::Before(e)
             } else {
@@ -397,7 +408,11 @@ async fn apply(pool: &PgPool, batch: &[Job]) -> SetResults {
             }
         })
     } else {
-        let mut tx = pool.begin().await.map_err(BatchFailure::Before)?;
+        let mut tx = conn
+            .connection
+            .begin()
+            .await
+            .map_err(BatchFailure::Before)?;
         match plan.apply(&mut tx).await {
             Ok(done) => {
                 tx.commit().await.map_err(BatchFailure::Commit)?;
@@ -406,6 +421,17 @@ async fn apply(pool: &PgPool, batch: &[Job]) -> SetResults {
             Err(e) => Err(BatchFailure::Before(e)),
         }
     };
+    // A connection is kept only after a batch that committed or that Postgres answered
+    // with an error that leaves the session as it was (the statement rolled back); after
+    // anything else it goes back to the pool, which tests it.
+    let connection_fine = match &applied {
+        Ok(_) => true,
+        Err(BatchFailure::Before(e)) => answered(e),
+        Err(BatchFailure::Commit(_)) => false,
+    };
+    if connection_fine {
+        held.give_back(conn);
+    }
     match applied {
         Err(BatchFailure::Before(e))
             if e.as_database_error().is_some() && !is_rolled_back_to_retry(&e) =>
@@ -416,6 +442,65 @@ async fn apply(pool: &PgPool, batch: &[Job]) -> SetResults {
             ))
         }
         other => other,
+    }
+}
+
+/// Connections the batching task keeps from one batch to the next while it is busy,
+/// instead of returning them to the pool: a connection returned to sqlx's pool is
+/// tested with a round trip (`ping`) before anyone can take it again, so every batch
+/// took another of the pool's connections (a Postgres backend whose caches were cold)
+/// and cost one more round trip besides. Under load, one backend stays busy and warm:
+/// 12–20 % less Postgres CPU per check-in (BENCHMARKS.md).
+///
+/// They go back to the pool as soon as the task has nothing applying and nothing to
+/// apply ([`HeldConnections::release_all`]), so an idle store holds none (and
+/// `PgPool::close` is not kept waiting), and a connection is reused only right after its
+/// last batch. One held for [`HELD_AT_MOST`] goes back all the same, for the pool's
+/// `max_lifetime` to apply.
+#[derive(Debug, Default)]
+struct HeldConnections {
+    idle: Mutex<Vec<HeldConnection>>,
+}
+
+/// How long a connection may be held, busy all along, before it goes back to the pool.
+const HELD_AT_MOST: Duration = Duration::from_secs(60);
+
+#[derive(Debug)]
+struct HeldConnection {
+    connection: PoolConnection<Postgres>,
+    /// When it was taken from the pool.
+    taken_at: Instant,
+}
+
+impl HeldConnections {
+    /// A held connection, or one from the pool.
+    async fn take(&self, pool: &PgPool) -> Result<HeldConnection, sqlx::Error> {
+        let held = self.lock().pop();
+        match held {
+            Some(held) => Ok(held),
+            None => Ok(HeldConnection {
+                connection: pool.acquire().await?,
+                taken_at: Instant::now(),
+            }),
+        }
+    }
+
+    /// Keeps the connection for the next batch, unless it has been held long enough
+    /// (dropping it returns it to the pool).
+    fn give_back(&self, held: HeldConnection) {
+        if held.taken_at.elapsed() < HELD_AT_MOST {
+            self.lock().push(held);
+        }
+    }
+
+    /// Returns every held connection to the pool.
+    fn release_all(&self) {
+        let released = std::mem::take(&mut *self.lock());
+        drop(released);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<HeldConnection>> {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

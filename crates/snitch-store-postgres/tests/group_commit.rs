@@ -355,6 +355,76 @@ async fn a_batch_stuck_on_a_row_lock_does_not_hold_up_the_next() {
     assert_eq!(check_in_count(&store, free).await, 1);
 }
 
+/// Between bursts the batching task holds no connection: though it keeps its
+/// connections from one batch to the next while busy, every one is back in the pool
+/// once it is idle (for other users of the pool, and for `PgPool::close`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_store_holds_no_connection() {
+    let pool = fresh_database().await;
+    let store = PgStorage::new(pool.clone());
+    let (_, snitches) = acme_with_snitches(&store, 100).await;
+    let changes: Vec<Change> = snitches.iter().map(|s| checked_in(s, at(5))).collect();
+    for saved in save_all(&store, &changes).await {
+        saved.expect("saved");
+    }
+
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while pool.num_idle() < pool.size() as usize {
+        assert!(
+            Instant::now() < give_up,
+            "{} of the pool's {} connections never came back",
+            pool.size() as usize - pool.num_idle(),
+            pool.size()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Postgres ending every session of the store while it is busy (a restart, an operator's
+/// `pg_terminate_backend`) fails at most the saves of the batches on those connections:
+/// the store keeps no dead connection, and the saves after it commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saves_after_postgres_ended_the_sessions_commit() {
+    let pool = fresh_database_with_connections(10).await;
+    let store = PgStorage::new(pool.clone());
+    let (_, snitches) = acme_with_snitches(&store, 40).await;
+    let busy = tokio::spawn(check_in_waves(store.clone(), snitches.clone(), 1..=40));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let ended: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("end the other sessions");
+    assert!(!ended.is_empty(), "the store had sessions to end");
+    busy.await.expect("the busy saves ran");
+
+    let after = check_in_waves(store, snitches, 60..=60).await;
+    assert!(after.iter().all(Result::is_ok), "{after:?}");
+}
+
+/// Checks every snitch in at each of `minutes`, all at once, each from a fresh read: the
+/// results of the last wave.
+async fn check_in_waves(
+    store: PgStorage,
+    snitches: Vec<Snitch>,
+    minutes: std::ops::RangeInclusive<i64>,
+) -> Vec<Result<(), StorageError>> {
+    let mut results = Vec::new();
+    for minute in minutes {
+        let saves = snitches.iter().map(|s| async {
+            let read = store
+                .snitch(s.token())
+                .await?
+                .ok_or(StorageError::NotFound)?;
+            store.save(&checked_in(&read, at(minute))).await
+        });
+        results = join_all(saves).await;
+    }
+    results
+}
+
 /// With `max_batch` 1, every save is a transaction of its own.
 #[tokio::test]
 async fn a_batch_of_one_commits_each_save_alone() {
