@@ -53,7 +53,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, Postgres};
 use sqlx::{Connection, Executor};
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::{sleep_until, Instant, Sleep};
+use tokio::time::{sleep, sleep_until, Instant, Sleep};
 
 use crate::set_based::{Housekeeping, Plan};
 
@@ -263,6 +263,8 @@ async fn run(
     // When the batches applying may be joined by another: `overlap_after` after the
     // newest of them started.
     let mut overlap_at: Option<Pin<Box<Sleep>>> = None;
+    // When the connections held while idle go back to the pool.
+    let mut release_at: Option<Pin<Box<Sleep>>> = None;
     let mut open = true;
     loop {
         let room = applying.is_empty()
@@ -333,10 +335,18 @@ async fn run(
             if let Some(sleep) = wait_over.as_mut().filter(|_| room) {
                 progress |= sleep.as_mut().poll(cx).is_ready();
             }
-            // Idle: nothing applying and nothing to apply. The connections go back to the
-            // pool, so that only a busy store holds any.
-            if !progress && applying.is_empty() && gathering.is_empty() {
-                held.release_all();
+            // Idle (nothing applying, nothing to apply) for `HELD_IDLE`: the connections go
+            // back to the pool, so that only a busy store holds any. Not at once: a
+            // store saving one change after another (check-ins of one snitch, each
+            // waiting for the one before) is busy too.
+            if !progress && applying.is_empty() && gathering.is_empty() && held.any() {
+                let release = release_at.get_or_insert_with(|| Box::pin(sleep(HELD_IDLE)));
+                if release.as_mut().poll(cx).is_ready() {
+                    held.release_all();
+                    release_at = None;
+                }
+            } else {
+                release_at = None;
             }
             if progress {
                 Poll::Ready(())
@@ -452,15 +462,18 @@ async fn apply(pool: &PgPool, held: &HeldConnections, batch: &[Job]) -> SetResul
 /// and cost one more round trip besides. Under load, one backend stays busy and warm:
 /// 12–20 % less Postgres CPU per check-in (BENCHMARKS.md).
 ///
-/// They go back to the pool as soon as the task has nothing applying and nothing to
-/// apply ([`HeldConnections::release_all`]), so an idle store holds none (and
-/// `PgPool::close` is not kept waiting), and a connection is reused only right after its
-/// last batch. One held for [`HELD_AT_MOST`] goes back all the same, for the pool's
-/// `max_lifetime` to apply.
+/// They go back to the pool once the task has had nothing applying and nothing to apply
+/// for [`HELD_IDLE`] ([`HeldConnections::release_all`]), so an idle store holds none
+/// (and `PgPool::close` is not kept waiting long), and a connection is reused only
+/// within that much of its last batch. One held for [`HELD_AT_MOST`] goes back all the
+/// same, for the pool's `max_lifetime` to apply.
 #[derive(Debug, Default)]
 struct HeldConnections {
     idle: Mutex<Vec<HeldConnection>>,
 }
+
+/// How long the batching task holds its connections while it has nothing to apply.
+const HELD_IDLE: Duration = Duration::from_millis(20);
 
 /// How long a connection may be held, busy all along, before it goes back to the pool.
 const HELD_AT_MOST: Duration = Duration::from_secs(60);
@@ -491,6 +504,11 @@ impl HeldConnections {
         if held.taken_at.elapsed() < HELD_AT_MOST {
             self.lock().push(held);
         }
+    }
+
+    /// Whether any connection is held.
+    fn any(&self) -> bool {
+        !self.lock().is_empty()
     }
 
     /// Returns every held connection to the pool.
