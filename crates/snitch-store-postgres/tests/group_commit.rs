@@ -8,6 +8,8 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
@@ -382,13 +384,25 @@ async fn an_idle_store_holds_no_connection() {
 
 /// Postgres ending every session of the store while it is busy (a restart, an operator's
 /// `pg_terminate_backend`) fails at most the saves of the batches on those connections:
-/// the store keeps no dead connection, and the saves after it commit.
+/// the store keeps no dead connection, and the saves after it commit, right after the
+/// busy time (while the store still holds its connections) as later.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn saves_after_postgres_ended_the_sessions_commit() {
     let pool = fresh_database_with_connections(10).await;
     let store = PgStorage::new(pool.clone());
     let (_, snitches) = acme_with_snitches(&store, 40).await;
-    let busy = tokio::spawn(check_in_waves(store.clone(), snitches.clone(), 1..=40));
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy = tokio::spawn({
+        let (store, snitches, stop) = (store.clone(), snitches.clone(), Arc::clone(&stop));
+        async move {
+            let mut minute = 1;
+            while !stop.load(Ordering::Relaxed) {
+                check_in_wave(&store, &snitches, minute).await;
+                minute += 1;
+            }
+            minute
+        }
+    });
     tokio::time::sleep(Duration::from_millis(50)).await;
     let ended: Vec<bool> = sqlx::query_scalar(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
@@ -398,31 +412,32 @@ async fn saves_after_postgres_ended_the_sessions_commit() {
     .await
     .expect("end the other sessions");
     assert!(!ended.is_empty(), "the store had sessions to end");
-    busy.await.expect("the busy saves ran");
+    // Busy a while longer: the batches after the end meet the dead connections.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.store(true, Ordering::Relaxed);
+    let minute = busy.await.expect("the busy saves ran");
 
-    let after = check_in_waves(store, snitches, 60..=60).await;
-    assert!(after.iter().all(Result::is_ok), "{after:?}");
+    let right_after = check_in_wave(&store, &snitches, minute).await;
+    assert!(right_after.iter().all(Result::is_ok), "{right_after:?}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let later = check_in_wave(&store, &snitches, minute + 1).await;
+    assert!(later.iter().all(Result::is_ok), "{later:?}");
 }
 
-/// Checks every snitch in at each of `minutes`, all at once, each from a fresh read: the
-/// results of the last wave.
-async fn check_in_waves(
-    store: PgStorage,
-    snitches: Vec<Snitch>,
-    minutes: std::ops::RangeInclusive<i64>,
+/// Checks every snitch in at `minute`, all at once, each from a fresh read.
+async fn check_in_wave(
+    store: &PgStorage,
+    snitches: &[Snitch],
+    minute: i64,
 ) -> Vec<Result<(), StorageError>> {
-    let mut results = Vec::new();
-    for minute in minutes {
-        let saves = snitches.iter().map(|s| async {
-            let read = store
-                .snitch(s.token())
-                .await?
-                .ok_or(StorageError::NotFound)?;
-            store.save(&checked_in(&read, at(minute))).await
-        });
-        results = join_all(saves).await;
-    }
-    results
+    let saves = snitches.iter().map(|s| async {
+        let read = store
+            .snitch(s.token())
+            .await?
+            .ok_or(StorageError::NotFound)?;
+        store.save(&checked_in(&read, at(minute))).await
+    });
+    join_all(saves).await
 }
 
 /// With `max_batch` 1, every save is a transaction of its own.
