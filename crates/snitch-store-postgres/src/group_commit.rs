@@ -55,7 +55,7 @@ use sqlx::{Connection, Executor};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{sleep, sleep_until, Instant, Sleep};
 
-use crate::set_based::{Housekeeping, Plan};
+use crate::set_based::{Housekeeping, Plan, TrimsInFlight};
 
 /// How [`crate::PgStorage`] groups concurrent saves into transactions, and how much its
 /// check-in cache holds.
@@ -256,6 +256,7 @@ async fn run(
     batches_committed: Arc<AtomicU64>,
 ) {
     let held = Arc::new(HeldConnections::default());
+    let trims = Arc::new(TrimsInFlight::default());
     let mut applying = FuturesUnordered::new();
     // The next batch, and when it stops waiting for more changes.
     let mut gathering: Vec<Job> = Vec::with_capacity(options.max_batch);
@@ -283,16 +284,17 @@ async fn run(
             overlap_at = Some(Box::pin(sleep_until(
                 Instant::now() + options.overlap_after,
             )));
-            let (pool, held, batches_committed) = (
+            let (pool, held, trims, batches_committed) = (
                 pool.clone(),
                 Arc::clone(&held),
+                Arc::clone(&trims),
                 Arc::clone(&batches_committed),
             );
             // A batch that panics (a bug) fails its own saves only: dropped, its reply
             // channels tell them so, and the other batches go on.
             applying.push(
                 AssertUnwindSafe(async move {
-                    if commit(&pool, &held, batch).await {
+                    if commit(&pool, &held, &trims, batch).await {
                         batches_committed.fetch_add(1, Ordering::Relaxed);
                     }
                 })
@@ -363,7 +365,12 @@ async fn run(
 /// rolled back for a serialization failure or a deadlock is applied again, up to
 /// [`ATTEMPTS`] times. Tells whether the transaction committed. The histories are trimmed
 /// after the answers.
-async fn commit(pool: &PgPool, held: &HeldConnections, mut batch: Vec<Job>) -> bool {
+async fn commit(
+    pool: &PgPool,
+    held: &HeldConnections,
+    trims: &TrimsInFlight,
+    mut batch: Vec<Job>,
+) -> bool {
     // Batches applying at once update the rows they share in the same order, so they
     // wait for each other rather than deadlock. The sort is stable: changes to one snitch
     // keep the order they were queued in, and apply as if one after another.
@@ -385,7 +392,7 @@ async fn commit(pool: &PgPool, held: &HeldConnections, mut batch: Vec<Job>) -> b
             }
             // A failure leaves the trimming to a later save: the snitches stay over the
             // mark, and readers never see more than is kept.
-            let _ = housekeeping.run(pool).await;
+            let _ = housekeeping.run(pool, trims).await;
             true
         }
         Err(failure) => {
