@@ -79,6 +79,7 @@ macro_rules! storage_contract_tests {
             check_ins_keep_the_most_recent_ones,
             a_change_with_several_check_ins_keeps_them_in_order,
             the_history_length_is_the_changes_keep_check_ins,
+            a_history_trimmed_again_and_again_keeps_the_newest,
             a_sweep_keeps_the_servers_history_and_tells_the_hooks,
             // Trust under fire (behaviour.md section 8), through the service.
             concurrent_check_ins_of_one_snitch_are_all_recorded,
@@ -1212,6 +1213,38 @@ pub async fn the_history_length_is_the_changes_keep_check_ins(store: Arc<dyn Sto
         .filter_map(|c| c.message.as_ref().map(|m| m.as_str()))
         .collect();
     assert_eq!(messages, ["run 4", "run 3", "run 2"]);
+}
+
+/// A short history cut back many times (a store may trim lazily, in steps) always
+/// reads as the newest it keeps, in order, and a longer length asked for later shows
+/// exactly the check-ins made since, never an older one left behind.
+pub async fn a_history_trimmed_again_and_again_keeps_the_newest(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let mut s = snitch(&acme, 1, t0());
+    insert(&store, &s).await;
+    let mut sent = Vec::new();
+    for i in 0..60 {
+        let check_in = success(at(i));
+        let mut change = checked_in_with(&s, check_in.clone());
+        change.keep_check_ins = 3;
+        s = apply(&store, change).await;
+        sent.push(check_in);
+        let kept = store.check_ins(&s.token, 1_000).await.expect("read");
+        let newest = &sent[sent.len().saturating_sub(3)..];
+        assert_eq!(kept, newest_first(newest), "after {} check-ins", i + 1);
+    }
+
+    let more: Vec<CheckIn> = (60..70).map(|i| success(at(i))).collect();
+    let mut change = several_check_ins(&s, &more);
+    change.keep_check_ins = 20;
+    apply(&store, change).await;
+    let kept = store.check_ins(&s.token, 1_000).await.expect("read");
+    let mut expected = sent[sent.len() - 3..].to_vec();
+    expected.extend(more);
+    // At most the 3 kept before and the 10 since: nothing older comes back.
+    assert!(kept.len() <= 13, "{} check-ins", kept.len());
+    assert_eq!(kept, newest_first(&expected[expected.len() - kept.len()..]));
+    assert!(kept.len() >= 10, "the 10 new ones are all kept");
 }
 
 /// The change the service makes for check-ins saved together.

@@ -266,16 +266,22 @@ static STATE_ROUND_KEEPING_SETTINGS: LazyLock<String> =
     LazyLock::new(|| state_round(SETTINGS_FIELDS));
 
 /// Trims the check-ins of the snitches `$1` to the newest each keeps (`check_ins_keep`)
-/// and sets their counts.
+/// and sets their counts. It deletes only above where the last trim cut
+/// (`check_ins_trimmed_to`, nothing is left below it), so it does not walk the index over
+/// the check-ins earlier trims deleted, dead until a vacuum.
 const TRIM_CHECK_INS: &str = "WITH cut AS ( \
-       SELECT s.token, (SELECT c.seq FROM snitch.check_ins c WHERE c.token = s.token \
-                        ORDER BY c.seq DESC OFFSET s.check_ins_keep LIMIT 1) AS seq \
+       SELECT s.token, s.check_ins_trimmed_to AS floor, \
+         (SELECT c.seq FROM snitch.check_ins c WHERE c.token = s.token \
+          ORDER BY c.seq DESC OFFSET s.check_ins_keep LIMIT 1) AS seq \
        FROM snitch.snitches s WHERE s.token = ANY($1::text[])), \
      gone AS ( \
        DELETE FROM snitch.check_ins c USING cut \
-       WHERE c.token = cut.token AND c.seq <= cut.seq RETURNING c.token) \
-     UPDATE snitch.snitches s SET check_ins_stored = s.check_ins_stored - g.n \
+       WHERE c.token = cut.token AND c.seq > cut.floor AND c.seq <= cut.seq \
+       RETURNING c.token) \
+     UPDATE snitch.snitches s SET check_ins_stored = s.check_ins_stored - g.n, \
+       check_ins_trimmed_to = greatest(s.check_ins_trimmed_to, cut.seq) \
      FROM (SELECT token, count(*)::integer AS n FROM gone GROUP BY token) g \
+     JOIN cut ON cut.token = g.token \
      WHERE s.token = g.token";
 
 #[derive(Serialize)]
