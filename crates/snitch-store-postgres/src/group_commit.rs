@@ -467,7 +467,7 @@ async fn apply(pool: &PgPool, held: &HeldConnections, batch: &[Job]) -> SetResul
 /// tested with a round trip (`ping`) before anyone can take it again, so every batch
 /// took another of the pool's connections (a Postgres backend whose caches were cold)
 /// and cost one more round trip besides. Under load, one backend stays busy and warm:
-/// 12–20 % less Postgres CPU per check-in (BENCHMARKS.md).
+/// a fifth less Postgres CPU per check-in (BENCHMARKS.md).
 ///
 /// They go back to the pool once the task has had nothing applying and nothing to apply
 /// for [`HELD_IDLE`] ([`HeldConnections::release_all`]), so an idle store holds none
