@@ -166,6 +166,14 @@ impl Change {
         self
     }
 
+    /// The change with this history length instead (test support: the service sets it
+    /// from its `check_in_history`; a short one makes stores trim soon).
+    #[cfg(feature = "test-support")]
+    pub fn with_keep_check_ins(mut self, keep: usize) -> Self {
+        self.keep_check_ins = keep;
+        self
+    }
+
     /// Whether the change leaves the snitch's settings (name, tags, notes, interval,
     /// alert type and e-mails) as they were: only its state moves, as with every
     /// check-in and sweep. A store may then write the state alone.

@@ -50,7 +50,7 @@ use futures::future::FutureExt;
 use futures::stream::{FuturesUnordered, StreamExt};
 use snitch_core::{Change, StorageError};
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::{PgPool, Postgres};
+use sqlx::postgres::{PgConnection, PgPool, Postgres};
 use sqlx::{Connection, Executor};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{sleep, sleep_until, Instant, Sleep};
@@ -365,6 +365,10 @@ async fn run(
 /// rolled back for a serialization failure or a deadlock is applied again, up to
 /// [`ATTEMPTS`] times. Tells whether the transaction committed. The histories are trimmed
 /// after the answers.
+///
+/// All of it runs on one connection, held or taken from the pool: a batch never waits
+/// for a second one (a pool of one connection, or one whose others are all busy, would
+/// keep it waiting for itself).
 async fn commit(
     pool: &PgPool,
     held: &HeldConnections,
@@ -375,16 +379,32 @@ async fn commit(
     // wait for each other rather than deadlock. The sort is stable: changes to one snitch
     // keep the order they were queued in, and apply as if one after another.
     batch.sort_by(|a, b| a.token().cmp(b.token()));
-    let mut attempt = 1;
-    let outcome = loop {
-        match apply(pool, held, &batch).await {
-            Err(failure) if attempt < ATTEMPTS && is_rolled_back_to_retry(failure.error()) => {
-                attempt += 1;
-            }
-            outcome => break outcome,
+    let (mut conn, outcome) = match held.take(pool).await {
+        Ok(mut conn) => {
+            let mut attempt = 1;
+            let outcome = loop {
+                match apply(&mut conn.connection, &batch).await {
+                    Err(failure)
+                        if attempt < ATTEMPTS && is_rolled_back_to_retry(failure.error()) =>
+                    {
+                        attempt += 1;
+                    }
+                    outcome => break outcome,
+                }
+            };
+            (Some(conn), outcome)
         }
+        Err(e) => (None, Err(BatchFailure::Before(e))),
     };
-    match outcome {
+    // A connection is kept only after a batch that committed or that Postgres answered
+    // with an error that leaves the session as it was (the statement rolled back); after
+    // anything else it goes back to the pool, which tests it.
+    let mut connection_fine = match &outcome {
+        Ok(_) => true,
+        Err(BatchFailure::Before(e)) => answered(e),
+        Err(BatchFailure::Commit(_)) => false,
+    };
+    let committed = match outcome {
         Ok((results, housekeeping)) => {
             for (job, result) in batch.into_iter().zip(results) {
                 // A caller that stopped waiting has no one to tell.
@@ -392,7 +412,11 @@ async fn commit(
             }
             // A failure leaves the trimming to a later save: the snitches stay over the
             // mark, and readers never see more than is kept.
-            let _ = housekeeping.run(pool, trims).await;
+            if let Some(conn) = conn.as_mut() {
+                if let Err(e) = housekeeping.run(&mut conn.connection, trims).await {
+                    connection_fine &= answered(&e);
+                }
+            }
             true
         }
         Err(failure) => {
@@ -402,7 +426,11 @@ async fn commit(
             }
             false
         }
+    };
+    if let Some(conn) = conn.filter(|_| connection_fine) {
+        held.give_back(conn);
     }
+    committed
 }
 
 /// The batch, set-based (see [`crate::set_based`]): the result of each change, once
@@ -412,12 +440,11 @@ async fn commit(
 /// refuses a statement (a change breaks a constraint, say), nothing of it is stored, and
 /// the batch is applied again one change at a time ([`apply_one_by_one`]), so the failing
 /// change fails alone.
-async fn apply(pool: &PgPool, held: &HeldConnections, batch: &[Job]) -> SetResults {
+async fn apply(conn: &mut PgConnection, batch: &[Job]) -> SetResults {
     let changes: Vec<&Change> = batch.iter().map(|job| &job.change).collect();
     let plan = Plan::of(&changes);
-    let mut conn = held.take(pool).await.map_err(BatchFailure::Before)?;
     let applied = if plan.is_one_statement() {
-        plan.apply(&mut conn.connection).await.map_err(|e| {
+        plan.apply(&mut *conn).await.map_err(|e| {
             if answered(&e) {
                 BatchFailure::Before(e)
             } else {
@@ -425,11 +452,7 @@ async fn apply(pool: &PgPool, held: &HeldConnections, batch: &[Job]) -> SetResul
             }
         })
     } else {
-        let mut tx = conn
-            .connection
-            .begin()
-            .await
-            .map_err(BatchFailure::Before)?;
+        let mut tx = conn.begin().await.map_err(BatchFailure::Before)?;
         match plan.apply(&mut tx).await {
             Ok(done) => {
                 tx.commit().await.map_err(BatchFailure::Commit)?;
@@ -438,23 +461,12 @@ async fn apply(pool: &PgPool, held: &HeldConnections, batch: &[Job]) -> SetResul
             Err(e) => Err(BatchFailure::Before(e)),
         }
     };
-    // A connection is kept only after a batch that committed or that Postgres answered
-    // with an error that leaves the session as it was (the statement rolled back); after
-    // anything else it goes back to the pool, which tests it.
-    let connection_fine = match &applied {
-        Ok(_) => true,
-        Err(BatchFailure::Before(e)) => answered(e),
-        Err(BatchFailure::Commit(_)) => false,
-    };
-    if connection_fine {
-        held.give_back(conn);
-    }
     match applied {
         Err(BatchFailure::Before(e))
             if e.as_database_error().is_some() && !is_rolled_back_to_retry(&e) =>
         {
             Ok((
-                apply_one_by_one(pool, batch).await?,
+                apply_one_by_one(conn, batch).await?,
                 Housekeeping::default(),
             ))
         }
@@ -616,9 +628,9 @@ fn change_rolled_back_to_retry(result: &Result<(), StorageError>) -> bool {
 /// dropping the transaction rolls all of it back. A change that Postgres rolled back for
 /// a serialization failure or a deadlock is rolled back to its savepoint and applied
 /// again, up to [`ATTEMPTS`] times.
-async fn apply_one_by_one(pool: &PgPool, batch: &[Job]) -> Results {
+async fn apply_one_by_one(conn: &mut PgConnection, batch: &[Job]) -> Results {
     let before = BatchFailure::Before;
-    let mut tx = pool.begin().await.map_err(before)?;
+    let mut tx = conn.begin().await.map_err(before)?;
     tx.execute("SAVEPOINT change").await.map_err(before)?;
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {

@@ -480,14 +480,14 @@ impl Housekeeping {
     /// (`in_flight`): that trim leaves it short again.
     pub(crate) async fn run(
         mut self,
-        pool: &sqlx::PgPool,
+        conn: &mut PgConnection,
         in_flight: &TrimsInFlight,
     ) -> Result<(), sqlx::Error> {
         let _claimed = in_flight.claim(&mut self.full);
         if !self.full.is_empty() {
             sqlx::query(TRIM_CHECK_INS)
                 .bind(&self.full)
-                .execute(pool)
+                .execute(conn)
                 .await?;
         }
         Ok(())

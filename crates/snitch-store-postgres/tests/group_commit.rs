@@ -215,6 +215,45 @@ async fn a_failing_change_rolls_back_alone() {
     );
 }
 
+/// A batch needs one connection, whatever it does: on a pool of one, a batch that falls
+/// back to one change at a time (a failing change) and trims histories afterwards still
+/// commits at once, where a second connection would be waited for until the pool's
+/// timeout.
+#[tokio::test]
+async fn a_store_on_a_pool_of_one_connection_falls_back_and_trims() {
+    let pool = fresh_database_with_connections(1).await;
+    let setup = PgStorage::new(pool.clone());
+    let (_, read) = acme_with_snitches(&setup, 3).await;
+    let earlier = checked_in(&read[0], at(1));
+    setup.save(&earlier).await.expect("save");
+    // A history of 1 is full after 2 check-ins: the second save trims it.
+    let first = checked_in(&read[2], at(2)).with_keep_check_ins(1);
+    setup.save(&first).await.expect("save");
+    let second = checked_in(first.snitch(), at(3)).with_keep_check_ins(1);
+
+    let taken_ids = checked_in(&read[1], at(5)).with_events(earlier.events().to_vec());
+    let batch = vec![taken_ids, second];
+    let store = batching(&pool, batch.len());
+    let results = tokio::time::timeout(Duration::from_secs(10), save_all(&store, &batch))
+        .await
+        .expect("the batch did not wait for a second connection");
+
+    assert_eq!(outcomes(&results), ["backend", "ok"]);
+    let give_up = Instant::now() + Duration::from_secs(10);
+    let trimmed: i64 = loop {
+        let rows = sqlx::query_scalar("SELECT count(*) FROM snitch.check_ins WHERE token = $1")
+            .bind(read[2].token().as_str())
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+        if rows == 1 || Instant::now() > give_up {
+            break rows;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(trimmed, 1, "the history was trimmed to the one it keeps");
+}
+
 /// When the commit itself fails, no change of the batch is reported saved, and none is.
 #[tokio::test]
 async fn a_failed_commit_fails_every_change_of_its_batch() {
