@@ -428,7 +428,7 @@ async fn commit(
         }
     };
     if let Some(conn) = conn.filter(|_| connection_fine) {
-        held.give_back(conn);
+        held.give_back(conn, pool);
     }
     committed
 }
@@ -481,6 +481,9 @@ async fn apply(conn: &mut PgConnection, batch: &[Job]) -> SetResults {
 /// and cost one more round trip besides. Under load, one backend stays busy and warm:
 /// a fifth less Postgres CPU per check-in (BENCHMARKS.md).
 ///
+/// A connection is kept only while the pool has another for everyone else (an idle one,
+/// or room to open one), so that reads never wait for a store busy saving.
+///
 /// They go back to the pool once the task has had nothing applying and nothing to apply
 /// for [`HELD_IDLE`] ([`HeldConnections::release_all`]), so an idle store holds none
 /// (and `PgPool::close` is not kept waiting long), and a connection is reused only
@@ -517,10 +520,14 @@ impl HeldConnections {
         }
     }
 
-    /// Keeps the connection for the next batch, unless it has been held long enough
-    /// (dropping it returns it to the pool).
-    fn give_back(&self, held: HeldConnection) {
-        if held.taken_at.elapsed() < HELD_AT_MOST {
+    /// Keeps the connection for the next batch, unless it has been held long enough or
+    /// the pool has no other to give anyone else (every other connection busy, and no
+    /// room to open one): reads must not wait for a store that is busy saving. Dropping
+    /// it returns it to the pool.
+    fn give_back(&self, held: HeldConnection, pool: &PgPool) {
+        let others_available =
+            pool.num_idle() > 0 || pool.size() < pool.options().get_max_connections();
+        if others_available && held.taken_at.elapsed() < HELD_AT_MOST {
             self.lock().push(held);
         }
     }

@@ -254,6 +254,44 @@ async fn a_store_on_a_pool_of_one_connection_falls_back_and_trims() {
     assert_eq!(trimmed, 1, "the history was trimmed to the one it keeps");
 }
 
+/// A store busy saving does not keep its pool's only connection from reads: on a pool of
+/// one, with saves queued back to back (stale ones, which need no read), a read still
+/// gets its turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_busy_saving_leaves_its_pool_to_reads() {
+    let pool = fresh_database_with_connections(1).await;
+    let store = PgStorage::new(pool.clone());
+    let (_, read) = acme_with_snitches(&store, 20).await;
+    for s in &read {
+        store.save(&checked_in(s, at(1))).await.expect("save");
+    }
+    // Made from the first reads: every one of them conflicts now, without reading.
+    let stale: Vec<Change> = read.iter().map(|s| checked_in(s, at(2))).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy = tokio::spawn({
+        let (store, stop) = (store.clone(), Arc::clone(&stop));
+        async move {
+            while !stop.load(Ordering::Relaxed) {
+                save_all(&store, &stale).await;
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let mut reads = Vec::new();
+    for s in &read[..5] {
+        reads.push(tokio::time::timeout(Duration::from_secs(5), store.snitch(s.token())).await);
+    }
+    stop.store(true, Ordering::Relaxed);
+    busy.abort();
+    for answer in reads {
+        let found = answer
+            .expect("the read got a connection while the store was busy")
+            .expect("read");
+        assert!(found.is_some());
+    }
+}
+
 /// When the commit itself fails, no change of the batch is reported saved, and none is.
 #[tokio::test]
 async fn a_failed_commit_fails_every_change_of_its_batch() {
