@@ -8,14 +8,13 @@
 
 mod support;
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use snitch_core::contract::{at, case, checked_in, snitch};
 use snitch_core::{Snitch, Storage, StorageError};
 use snitch_store_postgres::PgStorage;
 use sqlx::{Executor, PgPool};
-use support::{fresh_database, fresh_database_with_connections};
+use support::{fresh_database, fresh_database_with_connections, until};
 
 /// Stores case `acme` with pending snitch 1.
 async fn one_snitch(store: &PgStorage) -> Snitch {
@@ -26,19 +25,8 @@ async fn one_snitch(store: &PgStorage) -> Snitch {
     fresh
 }
 
-/// Waits until `condition` holds (a state of the database another connection reaches),
-/// or fails the test after a minute.
-async fn until<F, Fut>(what: &str, mut condition: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let give_up = Instant::now() + Duration::from_secs(60);
-    while !condition().await {
-        assert!(Instant::now() < give_up, "never happened: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+/// How long a test waits for a state of the database another connection reaches.
+const WAIT: Duration = Duration::from_secs(60);
 
 /// Whether a backend waits for a lock: the advisory lock `key`, or any lock of `pid`.
 async fn waiting(pool: &PgPool, advisory: Option<i64>, pid: Option<i32>) -> bool {
@@ -96,7 +84,7 @@ async fn a_deadlock_inside_a_batch_is_tried_again() {
         async move { store.save(&change).await }
     });
     // The batch updated the row and waits at lock 1.
-    until("the batch waits for lock 1", || {
+    until("the batch waits for lock 1", WAIT, || {
         waiting(&pool, Some(1), None)
     })
     .await;
@@ -110,7 +98,7 @@ async fn a_deadlock_inside_a_batch_is_tried_again() {
             .expect("the rival gets the row once the batch's statement is cancelled");
         rival.commit().await.expect("the rival commits");
     });
-    until("the rival waits for the row", || {
+    until("the rival waits for the row", WAIT, || {
         waiting(&pool, None, Some(rival_pid))
     })
     .await;

@@ -17,7 +17,7 @@ use snitch_core::contract::{at, case, checked_in, checked_in_with, failure, snit
 use snitch_core::{Case, Change, Snitch, Storage, StorageError};
 use snitch_store_postgres::{PgStorage, PgStorageOptions};
 use sqlx::PgPool;
-use support::{fresh_database, fresh_database_with_connections};
+use support::{fresh_database, fresh_database_with_connections, until};
 
 /// Stored cases never hold more snitches than this in these tests.
 const NO_LIMIT: u32 = 1_000_000;
@@ -239,19 +239,21 @@ async fn a_store_on_a_pool_of_one_connection_falls_back_and_trims() {
         .expect("the batch did not wait for a second connection");
 
     assert_eq!(outcomes(&results), ["backend", "ok"]);
-    let give_up = Instant::now() + Duration::from_secs(10);
-    let trimmed: i64 = loop {
-        let rows = sqlx::query_scalar("SELECT count(*) FROM snitch.check_ins WHERE token = $1")
-            .bind(read[2].token().as_str())
-            .fetch_one(&pool)
-            .await
-            .expect("count");
-        if rows == 1 || Instant::now() > give_up {
-            break rows;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
-    assert_eq!(trimmed, 1, "the history was trimmed to the one it keeps");
+    let token = read[2].token().as_str();
+    until(
+        "the history was trimmed to the one it keeps",
+        Duration::from_secs(10),
+        || async {
+            let rows: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM snitch.check_ins WHERE token = $1")
+                    .bind(token)
+                    .fetch_one(&pool)
+                    .await
+                    .expect("count");
+            rows == 1
+        },
+    )
+    .await;
 }
 
 /// A store busy saving does not keep its pool's only connection from reads: on a pool of
@@ -407,16 +409,18 @@ async fn a_batch_stuck_on_a_row_lock_does_not_hold_up_the_next() {
     // The batch of `stuck` is applying, waiting for the lock.
     let waiting = "SELECT count(*) FROM pg_stat_activity \
                    WHERE datname = current_database() AND wait_event_type = 'Lock'";
-    let give_up = Instant::now() + Duration::from_secs(30);
-    while sqlx::query_scalar::<_, i64>(waiting)
-        .fetch_one(&pool)
-        .await
-        .expect("activity")
-        == 0
-    {
-        assert!(Instant::now() < give_up, "the save never reached the lock");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until(
+        "the save reaches the lock",
+        Duration::from_secs(30),
+        || async {
+            sqlx::query_scalar::<_, i64>(waiting)
+                .fetch_one(&pool)
+                .await
+                .expect("activity")
+                > 0
+        },
+    )
+    .await;
 
     let saved = tokio::time::timeout(
         Duration::from_secs(30),
@@ -447,16 +451,12 @@ async fn an_idle_store_holds_no_connection() {
         saved.expect("saved");
     }
 
-    let give_up = Instant::now() + Duration::from_secs(30);
-    while pool.num_idle() < pool.size() as usize {
-        assert!(
-            Instant::now() < give_up,
-            "{} of the pool's {} connections never came back",
-            pool.size() as usize - pool.num_idle(),
-            pool.size()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until(
+        "every connection of the pool is back in it",
+        Duration::from_secs(30),
+        || async { pool.num_idle() == pool.size() as usize },
+    )
+    .await;
 }
 
 /// Postgres ending every session of the store while it is busy (a restart, an operator's

@@ -5,7 +5,9 @@
 //! Test databases are named `snitch_test_<random>` and left behind (the suites have no
 //! teardown hook); `scripts/ensure-postgres.sh` drops them.
 
+use std::future::Future;
 use std::str::FromStr;
+use std::time::{Duration, Instant};
 
 use snitch_core::{RandomTokens, TokenSource};
 use snitch_store_postgres::MIGRATOR;
@@ -50,4 +52,19 @@ pub async fn fresh_database_with_connections(connections: u32) -> PgPool {
         .await
         .unwrap_or_else(|e| panic!("cannot migrate the test database {name}: {e}"));
     pool
+}
+
+/// Waits until `condition` holds (a state another connection or a background task
+/// reaches), or fails the test once `within` has passed.
+#[allow(dead_code)] // Not every test file waits for something.
+pub async fn until<F, Fut>(what: &str, within: Duration, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let give_up = Instant::now() + within;
+    while !condition().await {
+        assert!(Instant::now() < give_up, "never happened: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
