@@ -539,6 +539,7 @@ impl HeldConnections {
 
     /// Returns every held connection to the pool.
     fn release_all(&self) {
+        // Dropped after the lock is: returning a connection starts its test (a ping).
         let released = std::mem::take(&mut *self.lock());
         drop(released);
     }
