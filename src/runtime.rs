@@ -54,7 +54,7 @@ use snitch_http::outbound::email::SmtpEmailNotifier;
 use snitch_http::outbound::webhook::{WebhookNotifier, WebhookOptions};
 use snitch_http::{
     api_router, check_in_router_with_metrics, ApiConfig, ApiKeys, ApiState, AuthFailureLimit,
-    Metrics, RateLimit,
+    CheckInService, Metrics, RateLimit,
 };
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
@@ -473,6 +473,13 @@ impl SnitchRuntime {
     pub fn check_in_router(&self) -> Router {
         check_in_router_with_metrics(self.service.clone(), self.metrics.metrics.clone())
             .merge(health_router(self.health.clone()))
+    }
+
+    /// What [`Snitch::check_in_router`] answers, as a bare service for a listener that
+    /// serves nothing else: no router's work per request (see [`CheckInService`]).
+    pub fn check_in_service(&self) -> CheckInService {
+        CheckInService::new(self.service.clone(), self.metrics.metrics.clone())
+            .with_health(health_router(self.health.clone()))
     }
 
     /// `GET /metrics` (Prometheus) and `/healthz`, `/readyz`: serve it on an address only

@@ -12,6 +12,7 @@ use snitch_http::{ApiError, ApiState};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tower::util::Either;
 use tower_http::trace::TraceLayer;
 
 use super::bootstrap::{load_cases, open_storage};
@@ -115,11 +116,15 @@ pub async fn launch_with_clock(
     let api_app = with_request_timeout(traced(api_router), config.request_timeout(), || {
         ApiError::request_timeout().into_response()
     });
-    let check_in_app = with_request_timeout(
-        traced(snitch.check_in_router()),
-        config.request_timeout(),
-        request_timeout_text,
-    );
+    // The listener serves check-ins alone: the bare service, unless request spans are
+    // wanted (the router's `TraceLayer`, with the matched route in each span).
+    let check_ins = if tracing::enabled!(target: "tower_http::trace", tracing::Level::DEBUG) {
+        Either::Left(traced(snitch.check_in_router()))
+    } else {
+        Either::Right(snitch.check_in_service())
+    };
+    let check_in_app =
+        with_request_timeout(check_ins, config.request_timeout(), request_timeout_text);
 
     // Bound before anything is served, so a taken address fails the start.
     let metrics_listener = match config.metrics_listen {

@@ -106,11 +106,15 @@ impl Health {
     }
 }
 
+/// The paths of [`health_router`]: `/healthz` and `/readyz`.
+pub const HEALTH_PATHS: [&str; 2] = ["/healthz", "/readyz"];
+
 /// `/healthz` and `/readyz`; merge into any router.
 pub fn health_router(health: Health) -> Router {
+    let [healthz_path, readyz_path] = HEALTH_PATHS;
     Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
+        .route(healthz_path, get(healthz))
+        .route(readyz_path, get(readyz))
         .with_state(health)
 }
 
