@@ -550,7 +550,7 @@ async fn compare_with_baseline(
     paths: Arc<[Uri]>,
     sizes: &Sizes,
 ) -> Result<Comparison, BoxError> {
-    let mut command = std::process::Command::new(sibling_binary("baseline")?);
+    let mut command = child_command(sibling_binary("baseline")?);
     command.arg("127.0.0.1:0");
     let baseline_server = ChildServer::start("baseline", command, &["listening on"]).await?;
     let (baseline, snitch) = alternate_loads(
@@ -624,7 +624,7 @@ fn wrk(
     duration: Duration,
 ) -> Result<LoadResult, BoxError> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench-check-ins.lua");
-    let output = std::process::Command::new("wrk")
+    let output = child_command("wrk")
         .arg(format!("-t{WRK_THREADS}"))
         .arg(format!("-c{connections}"))
         // wrk takes whole seconds.
@@ -1266,7 +1266,7 @@ fn callgrind_check_ins(program: &Path, store: &str, database_url: &str) -> Resul
     let dir = tempfile::Builder::new()
         .prefix("snitch-bench-callgrind-")
         .tempdir()?;
-    let output = std::process::Command::new("valgrind")
+    let output = child_command("valgrind")
         .arg("--tool=callgrind")
         .arg(format!("--dump-before={MEASURED_FUNCTION}"))
         .arg(format!("--dump-before=*{MEASUREMENT_FINISHED}*"))
@@ -1377,8 +1377,42 @@ fn sibling_binary(name: &str) -> Result<PathBuf, BoxError> {
     }
 }
 
+/// A command running `program` as a child that is killed when the benchmark dies, killed
+/// by a signal included (no destructor runs then): through util-linux's `setpriv
+/// --pdeathsig`, which sets the signal and then runs the program in its place (same
+/// process, nothing else in between). The signal goes when the thread that started the
+/// child ends: the children here are started on the main thread, on a runtime worker,
+/// or on a blocking thread that waits for them. Without `setpriv`, a plain command.
+fn child_command(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    static SETPRIV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let setpriv = *SETPRIV.get_or_init(|| {
+        let found = std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_ok_and(|output| output.status.success());
+        if !found {
+            eprintln!(
+                "no setpriv (util-linux): a signal that kills the benchmark leaves its \
+                 servers running"
+            );
+        }
+        found
+    });
+    if !setpriv {
+        return std::process::Command::new(program);
+    }
+    let mut command = std::process::Command::new("setpriv");
+    command
+        .arg("--pdeathsig")
+        .arg("KILL")
+        .arg("--")
+        .arg(program);
+    command
+}
+
 /// A server running as a child process. Dropping it kills the child by its PID and waits
-/// for it, so no error path leaves a server running.
+/// for it, so no error path leaves a server running; a signal that kills the benchmark
+/// kills it too ([`child_command`]).
 #[derive(Debug)]
 struct ChildServer {
     name: &'static str,
@@ -1538,7 +1572,7 @@ impl SnitchProcess {
             .suffix(".toml")
             .tempfile()?;
         std::fs::write(config.path(), server_config(store, cases, max_snitches))?;
-        let mut command = std::process::Command::new(sibling_binary("server")?);
+        let mut command = child_command(sibling_binary("server")?);
         command.arg("--config").arg(config.path()).arg("serve");
         // Only the file configures it: `DATABASE_URL` (set by scripts/bench.sh) or a
         // `SNITCH_*` variable of this environment would override it.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The one benchmark command: installs wrk and valgrind if missing (Debian), starts the
-# local PostgreSQL, builds the release benchmark and runs every row of BENCHMARKS.md,
+# The one benchmark command: installs wrk, valgrind and setpriv if missing (Debian),
+# starts the local PostgreSQL, builds the release benchmark and runs every row of BENCHMARKS.md,
 # printing the table and writing BENCHMARKS.md (keeping its hand-written findings).
 #
 #   bash scripts/bench.sh                    # every row, writes BENCHMARKS.md
@@ -16,6 +16,8 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v wrk >/dev/null || missing+=(wrk)
 command -v valgrind >/dev/null || missing+=(valgrind)
+# setpriv --pdeathsig: the benchmark's servers and loads die with it, even by a signal.
+command -v setpriv >/dev/null || missing+=(util-linux)
 if ((${#missing[@]})); then
     echo "installing ${missing[*]}" >&2
     if [ "$(id -u)" = 0 ]; then
