@@ -475,7 +475,7 @@ impl SnitchRuntime {
             .merge(health_router(self.health.clone()))
     }
 
-    /// What [`Snitch::check_in_router`] answers, as a bare service for a listener that
+    /// What [`SnitchRuntime::check_in_router`] answers, as a bare service for a listener that
     /// serves nothing else: no router's work per request (see [`CheckInService`]).
     pub fn check_in_service(&self) -> CheckInService {
         CheckInService::new(self.service.clone(), self.metrics.metrics.clone())
