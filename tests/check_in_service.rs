@@ -167,6 +167,10 @@ async fn the_bare_service_answers_every_request_as_the_router_does() {
             String::new(),
         ),
         ("HEAD /readyz HTTP/1.1".to_owned(), String::new()),
+        // Request targets other than a path: absolute, asterisk and authority forms.
+        (format!("GET http://snitch/{token} HTTP/1.1"), String::new()),
+        ("OPTIONS * HTTP/1.1".to_owned(), String::new()),
+        ("CONNECT snitch:443 HTTP/1.1".to_owned(), String::new()),
     ];
     let metrics = snitch.metrics_router();
     let mut accepted = 0;
@@ -193,8 +197,8 @@ async fn the_bare_service_answers_every_request_as_the_router_does() {
             accepted += 2;
         }
     }
-    // Six check-ins, each sent to both, the pending snitch's first among them.
-    assert_eq!(accepted, 12);
+    // Seven check-ins, each sent to both, the pending snitch's first among them.
+    assert_eq!(accepted, 14);
     let token = Token::parse(&token).expect("valid");
     let recorded = storage.check_ins(&token, 100).await.expect("read");
     assert_eq!(recorded.len(), accepted);
