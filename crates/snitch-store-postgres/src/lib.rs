@@ -60,6 +60,7 @@ use sqlx::{Postgres, QueryBuilder};
 
 use group_commit::GroupCommit;
 pub use group_commit::PgStorageOptions;
+pub use set_based::TRIMS_PER_BATCH;
 
 use records::{
     ApiKeyRow, AttemptRecord, CaseRow, CheckInRecord, DeliveryFields, DeliveryRow, EventRecord,

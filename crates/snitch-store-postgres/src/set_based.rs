@@ -501,7 +501,7 @@ impl Housekeeping {
 /// (3,000 rows) held check-ins up for 160 ms at the 99th percentile (`wrk`, row 2's
 /// load). A snitch left full is trimmed after a later save (readers never see more than
 /// it keeps).
-pub(crate) const TRIMS_PER_BATCH: usize = 8;
+pub const TRIMS_PER_BATCH: usize = 8;
 
 /// The snitches whose history a batch is trimming right now.
 ///

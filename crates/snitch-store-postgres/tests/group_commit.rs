@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use snitch_core::contract::{at, case, checked_in, checked_in_with, failure, snitch, token};
 use snitch_core::{Case, Change, Snitch, Storage, StorageError};
-use snitch_store_postgres::{PgStorage, PgStorageOptions};
+use snitch_store_postgres::{PgStorage, PgStorageOptions, TRIMS_PER_BATCH};
 use sqlx::PgPool;
 use support::{fresh_database, fresh_database_with_connections, until};
 
@@ -254,6 +254,85 @@ async fn a_store_on_a_pool_of_one_connection_falls_back_and_trims() {
         },
     )
     .await;
+}
+
+/// A batch trims at most `TRIMS_PER_BATCH` full histories (snitches checked in alike
+/// fill up together); each of the others is trimmed after a later save of its own.
+#[tokio::test]
+async fn a_batch_trims_so_many_histories_and_later_saves_trim_the_rest() {
+    let pool = fresh_database().await;
+    let setup = PgStorage::new(pool.clone());
+    let count = 2 * TRIMS_PER_BATCH + 4;
+    let (_, read) = acme_with_snitches(&setup, count as u64).await;
+    let mut held = Vec::new();
+    for s in &read {
+        let first = checked_in(s, at(1)).with_keep_check_ins(1);
+        setup.save(&first).await.expect("save");
+        held.push(first.snitch().clone());
+    }
+    let rows_of = |token: String| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM snitch.check_ins WHERE token = $1")
+                .bind(token)
+                .fetch_one(&pool)
+                .await
+                .expect("count")
+        }
+    };
+    let mut untrimmed: Vec<usize> = (0..count).collect();
+    let mut second = 2;
+    // Each round: one batch of a check-in of every snitch not trimmed yet, each history
+    // full after it (a history of 1 is full at 2).
+    while !untrimmed.is_empty() && second < 10 {
+        let changes: Vec<Change> = untrimmed
+            .iter()
+            .map(|&i| checked_in(&held[i], at(second)).with_keep_check_ins(1))
+            .collect();
+        let store = batching(&pool, changes.len());
+        for result in save_all(&store, &changes).await {
+            result.expect("save");
+        }
+        for (&i, change) in untrimmed.iter().zip(&changes) {
+            held[i] = change.snitch().clone();
+        }
+        let expected_trims = untrimmed.len().min(TRIMS_PER_BATCH);
+        let tokens: Vec<(usize, String)> = untrimmed
+            .iter()
+            .map(|&i| (i, held[i].token().as_str().to_owned()))
+            .collect();
+        let trimmed_now = || {
+            let tokens = tokens.clone();
+            let rows_of = &rows_of;
+            async move {
+                let mut trimmed = Vec::new();
+                for (i, token) in tokens {
+                    if rows_of(token).await == 1 {
+                        trimmed.push(i);
+                    }
+                }
+                trimmed
+            }
+        };
+        until(
+            "the batch's trims are done",
+            Duration::from_secs(10),
+            || async { trimmed_now().await.len() >= expected_trims },
+        )
+        .await;
+        // No save is left to trim more: the count stays.
+        let trimmed = trimmed_now().await;
+        assert_eq!(trimmed.len(), expected_trims, "round {second}");
+        untrimmed.retain(|i| !trimmed.contains(i));
+        second += 1;
+    }
+    assert!(
+        untrimmed.is_empty(),
+        "{} histories never trimmed",
+        untrimmed.len()
+    );
+    // 20 snitches: 8, 8, then the last 4.
+    assert_eq!(second, 5);
 }
 
 /// A store busy saving does not keep its pool's only connection from reads: on a pool of
