@@ -471,23 +471,24 @@ impl<'a> Round<'a> {
 /// replies, in a transaction of its own, and a failure only leaves it for a later save.
 #[derive(Debug, Default)]
 pub(crate) struct Housekeeping {
-    /// Snitches holding twice the check-ins they keep, or more.
-    full: Vec<String>,
+    /// Snitches holding twice the check-ins they keep, or more, each with how many it
+    /// holds beyond what it keeps.
+    full: Vec<(String, i32)>,
 }
 
 impl Housekeeping {
     /// Trims the histories that are full, but none that another batch is trimming
-    /// (`in_flight`): that trim leaves it short again; and at most [`TRIMS_PER_BATCH`]:
-    /// the others stay full until a later save of theirs.
+    /// (`in_flight`): that trim leaves it short again; and at most [`TRIMS_PER_BATCH`],
+    /// the furthest over first: the others stay full until a later save of theirs.
     pub(crate) async fn run(
-        mut self,
+        self,
         conn: &mut PgConnection,
         in_flight: &TrimsInFlight,
     ) -> Result<(), sqlx::Error> {
-        let _claimed = in_flight.claim(&mut self.full, TRIMS_PER_BATCH);
-        if !self.full.is_empty() {
+        let claimed = in_flight.claim(self.full, TRIMS_PER_BATCH);
+        if !claimed.tokens.is_empty() {
             sqlx::query(TRIM_CHECK_INS)
-                .bind(&self.full)
+                .bind(&claimed.tokens)
                 .execute(conn)
                 .await?;
         }
@@ -516,19 +517,26 @@ pub(crate) struct TrimsInFlight {
 }
 
 impl TrimsInFlight {
-    /// Keeps in `full` only `most` tokens (each once, the first in token order) that no
-    /// batch is trimming, and marks them as being trimmed until the returned claim is
-    /// dropped.
-    fn claim<'a>(&'a self, full: &mut Vec<String>, most: usize) -> TrimClaim<'a> {
-        full.sort_unstable();
-        full.dedup();
-        let mut tokens = self.lock();
-        full.retain(|token| !tokens.contains(token));
-        full.truncate(most);
-        tokens.extend(full.iter().cloned());
+    /// Claims at most `most` of the `full` snitches (token, how many it holds beyond
+    /// what it keeps) that no batch is trimming, each once, the furthest over first (so
+    /// one left out, which grows, is not left out for ever): they are being trimmed
+    /// until the returned claim is dropped.
+    fn claim(&self, mut full: Vec<(String, i32)>, most: usize) -> TrimClaim<'_> {
+        // Each snitch once, with the most it was found over.
+        full.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        full.dedup_by(|later, first| later.0 == first.0);
+        full.sort_by_key(|(_, over)| std::cmp::Reverse(*over));
+        let mut in_flight = self.lock();
+        let tokens: Vec<String> = full
+            .into_iter()
+            .map(|(token, _)| token)
+            .filter(|token| !in_flight.contains(token))
+            .take(most)
+            .collect();
+        in_flight.extend(tokens.iter().cloned());
         TrimClaim {
             in_flight: self,
-            tokens: full.clone(),
+            tokens,
         }
     }
 
@@ -642,7 +650,9 @@ fn settle(
         let result = match answers.get(input.token) {
             Some((Some(stored), _)) => {
                 if *stored >= trim_at(input.keep) {
-                    housekeeping.full.push(input.token.to_owned());
+                    housekeeping
+                        .full
+                        .push((input.token.to_owned(), stored.saturating_sub(input.keep)));
                 }
                 Ok(())
             }
@@ -680,37 +690,51 @@ mod tests {
         names.iter().map(|n| (*n).to_owned()).collect()
     }
 
-    #[test]
-    fn a_snitch_being_trimmed_is_not_trimmed_again_until_that_trim_is_over() {
-        let in_flight = TrimsInFlight::default();
-        let mut first = tokens(&["a", "b"]);
-        let first_claim = in_flight.claim(&mut first, 10);
-        assert_eq!(first, tokens(&["a", "b"]));
-
-        let mut second = tokens(&["b", "c"]);
-        let second_claim = in_flight.claim(&mut second, 10);
-        assert_eq!(second, tokens(&["c"]), "b is being trimmed by the first");
-
-        drop(first_claim);
-        let mut third = tokens(&["a", "b", "c"]);
-        let third_claim = in_flight.claim(&mut third, 10);
-        assert_eq!(third, tokens(&["a", "b"]), "c is still being trimmed");
-
-        drop((second_claim, third_claim));
-        let mut all = tokens(&["a", "b", "c"]);
-        let _claim = in_flight.claim(&mut all, 10);
-        assert_eq!(all, tokens(&["a", "b", "c"]));
+    /// Snitches found full, each as far over as the others.
+    fn full(names: &[&str]) -> Vec<(String, i32)> {
+        names.iter().map(|n| ((*n).to_owned(), 1)).collect()
     }
 
     #[test]
-    fn a_batch_claims_at_most_so_many_trims_each_once_and_leaves_the_rest_unclaimed() {
+    fn a_snitch_being_trimmed_is_not_trimmed_again_until_that_trim_is_over() {
         let in_flight = TrimsInFlight::default();
-        let mut full = tokens(&["d", "a", "d", "c", "b"]);
-        let _first = in_flight.claim(&mut full, 2);
-        assert_eq!(full, tokens(&["a", "b"]));
+        let first = in_flight.claim(full(&["a", "b"]), 10);
+        assert_eq!(first.tokens, tokens(&["a", "b"]));
+
+        let second = in_flight.claim(full(&["b", "c"]), 10);
+        assert_eq!(
+            second.tokens,
+            tokens(&["c"]),
+            "b is being trimmed by the first"
+        );
+
+        drop(first);
+        let third = in_flight.claim(full(&["a", "b", "c"]), 10);
+        assert_eq!(
+            third.tokens,
+            tokens(&["a", "b"]),
+            "c is still being trimmed"
+        );
+
+        drop((second, third));
+        let all = in_flight.claim(full(&["a", "b", "c"]), 10);
+        assert_eq!(all.tokens, tokens(&["a", "b", "c"]));
+    }
+
+    #[test]
+    fn a_batch_claims_so_many_trims_each_once_the_furthest_over_first() {
+        let in_flight = TrimsInFlight::default();
+        let found = vec![
+            ("d".to_owned(), 1),
+            ("a".to_owned(), 2),
+            ("d".to_owned(), 7),
+            ("c".to_owned(), 3),
+            ("b".to_owned(), 1),
+        ];
+        let first = in_flight.claim(found, 2);
+        assert_eq!(first.tokens, tokens(&["d", "c"]));
         // Those left out are not being trimmed: a later batch may take them.
-        let mut later = tokens(&["c", "d", "a"]);
-        let _second = in_flight.claim(&mut later, 2);
-        assert_eq!(later, tokens(&["c", "d"]));
+        let second = in_flight.claim(full(&["a", "b", "c"]), 2);
+        assert_eq!(second.tokens, tokens(&["a", "b"]));
     }
 }
