@@ -182,6 +182,38 @@ async fn a_snitch_made_through_the_host_goes_missing_and_its_webhook_arrives() {
         .expect("the webhook arrives")
         .expect("the receiver runs");
     assert_eq!(reporting["type"], "snitch.reporting", "{reporting}");
+    // The receiver passes a hook on before it answers: wait until the delivery is
+    // recorded as delivered. Moved past its lease while still in flight, the clock would
+    // let the dispatcher claim it again and send it twice (deliveries are at least
+    // once), and the next hook here would be this one again.
+    let events_url = format!("{api}/v1/snitches/{token}/events");
+    let recorded = async {
+        loop {
+            let events = json_of(
+                client
+                    .get(&events_url)
+                    .basic_auth(&key, Some(""))
+                    .send()
+                    .await
+                    .expect("answered"),
+            )
+            .await;
+            let delivered = events
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|e| e["type"] == "snitch.reporting")
+                .flat_map(|e| e["deliveries"].as_array().cloned().unwrap_or_default())
+                .any(|d| d["channel"] == "webhook" && d["state"] == "delivered");
+            if delivered {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, recorded)
+        .await
+        .expect("the delivery is recorded");
 
     // Checked in during 03:00–03:15, so due by 03:30: a minute later it is missing.
     clock.set(start + chrono::Duration::minutes(31));
