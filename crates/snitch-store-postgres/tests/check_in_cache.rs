@@ -13,7 +13,7 @@ use snitch_core::{
     CheckIn, Clock, ManualClock, Outcome, ServiceError, SnitchService, Status, Storage, Token,
 };
 use snitch_store_postgres::PgStorage;
-use support::fresh_database;
+use support::{fresh_database, stored_check_ins};
 
 const NO_LIMIT: u32 = 1_000_000;
 
@@ -198,10 +198,9 @@ async fn a_delete_racing_check_ins_leaves_no_check_in_behind() {
     }
     let history = history(&store).await;
     assert_eq!(history, vec![], "no check-in outlives its snitch");
-    let orphans: i64 = sqlx::query_scalar("SELECT count(*) FROM snitch.check_ins WHERE token = $1")
-        .bind(token_value.as_str())
-        .fetch_one(&pool)
-        .await
-        .expect("count");
-    assert_eq!(orphans, 0);
+    assert_eq!(
+        stored_check_ins(&pool, token_value.as_str()).await,
+        0,
+        "no stored check-in row outlives its snitch"
+    );
 }

@@ -17,7 +17,7 @@ use snitch_core::contract::{at, case, checked_in, checked_in_with, failure, snit
 use snitch_core::{Case, Change, Snitch, Storage, StorageError};
 use snitch_store_postgres::{PgStorage, PgStorageOptions, TRIMS_PER_BATCH};
 use sqlx::PgPool;
-use support::{fresh_database, fresh_database_with_connections, until};
+use support::{fresh_database, fresh_database_with_connections, stored_check_ins, until};
 
 /// Stored cases never hold more snitches than this in these tests.
 const NO_LIMIT: u32 = 1_000_000;
@@ -243,15 +243,7 @@ async fn a_store_on_a_pool_of_one_connection_falls_back_and_trims() {
     until(
         "the history was trimmed to the one it keeps",
         Duration::from_secs(10),
-        || async {
-            let rows: i64 =
-                sqlx::query_scalar("SELECT count(*) FROM snitch.check_ins WHERE token = $1")
-                    .bind(token)
-                    .fetch_one(&pool)
-                    .await
-                    .expect("count");
-            rows == 1
-        },
+        || async { stored_check_ins(&pool, token).await == 1 },
     )
     .await;
 }
@@ -270,16 +262,6 @@ async fn a_batch_trims_so_many_histories_and_later_saves_trim_the_rest() {
         setup.save(&first).await.expect("save");
         held.push(first.snitch().clone());
     }
-    let rows_of = |token: String| {
-        let pool = pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM snitch.check_ins WHERE token = $1")
-                .bind(token)
-                .fetch_one(&pool)
-                .await
-                .expect("count")
-        }
-    };
     let mut untrimmed: Vec<usize> = (0..count).collect();
     let mut second = 2;
     // Each round: one batch of a check-in of every snitch not trimmed yet, each history
@@ -301,18 +283,14 @@ async fn a_batch_trims_so_many_histories_and_later_saves_trim_the_rest() {
             .iter()
             .map(|&i| (i, held[i].token().as_str().to_owned()))
             .collect();
-        let trimmed_now = || {
-            let tokens = tokens.clone();
-            let rows_of = &rows_of;
-            async move {
-                let mut trimmed = Vec::new();
-                for (i, token) in tokens {
-                    if rows_of(token).await == 1 {
-                        trimmed.push(i);
-                    }
+        let trimmed_now = || async {
+            let mut trimmed = Vec::new();
+            for (i, token) in &tokens {
+                if stored_check_ins(&pool, token).await == 1 {
+                    trimmed.push(*i);
                 }
-                trimmed
             }
+            trimmed
         };
         until(
             "the batch's trims are done",

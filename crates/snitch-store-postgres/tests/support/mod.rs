@@ -68,3 +68,14 @@ where
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// How many check-ins of `token` are stored, trimmed ones gone and the ones readers are
+/// not shown included.
+#[allow(dead_code)] // Not every test file counts rows.
+pub async fn stored_check_ins(pool: &PgPool, token: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM snitch.check_ins WHERE token = $1")
+        .bind(token)
+        .fetch_one(pool)
+        .await
+        .expect("count")
+}
