@@ -58,13 +58,19 @@ pub async fn launch(
     launch_with_clock(config, api, check_in, Arc::new(SystemClock), shutdown).await
 }
 
-/// The router with `TraceLayer`'s request spans, when the subscriber installed now wants
-/// them (`RUST_LOG=tower_http=debug`): otherwise the layer would cost every request its
-/// time and record nothing (failures are logged by the HTTP crate itself).
+/// Whether the subscriber installed now wants `TraceLayer`'s request spans
+/// (`RUST_LOG=tower_http=debug`): otherwise the layer would cost every request its time
+/// and record nothing (failures are logged by the HTTP crate itself).
+fn request_spans_wanted() -> bool {
+    tracing::enabled!(target: "tower_http::trace", tracing::Level::DEBUG)
+}
+
+/// The router with `TraceLayer`'s request spans, when they are wanted
+/// ([`request_spans_wanted`]).
 ///
 /// Spans name the route template, never the URI: a check-in URL is a secret.
 fn traced(router: axum::Router) -> axum::Router {
-    if tracing::enabled!(target: "tower_http::trace", tracing::Level::DEBUG) {
+    if request_spans_wanted() {
         router.layer(TraceLayer::new_for_http().make_span_with(
             |req: &axum::http::Request<axum::body::Body>| {
                 let route = req
@@ -118,7 +124,7 @@ pub async fn launch_with_clock(
     });
     // The listener serves check-ins alone: the bare service, unless request spans are
     // wanted (the router's `TraceLayer`, with the matched route in each span).
-    let check_ins = if tracing::enabled!(target: "tower_http::trace", tracing::Level::DEBUG) {
+    let check_ins = if request_spans_wanted() {
         Either::Left(traced(snitch.check_in_router()))
     } else {
         Either::Right(snitch.check_in_service())
