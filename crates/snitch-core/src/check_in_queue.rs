@@ -10,6 +10,14 @@
 //! round, however many callers share it, and nobody waits for more than the save in flight
 //! and its own.
 //!
+//! Other writers of a snitch (API updates, pauses, the dashboard) take their turn in the
+//! same queue ([`CheckInQueues::writer_turn`]): a save computed from a read that a
+//! check-in batch then outdates would be refused, and the loser retried, again and again
+//! under load (an update could fail, or a check-in be lost, to the other writer). Holding
+//! the turn, a writer's read-and-save cannot be outdated by this server. Turns alternate:
+//! after a writer, the check-ins queued meanwhile go first; after a batch of check-ins, the
+//! first queued writer; so neither a flood of check-ins nor of updates starves the other.
+//!
 //! No I/O and no runtime: a mutex around a map of queues and one-shot channels. A leader
 //! whose future is dropped mid-round passes its batch on from `Drop`, and so does a lead
 //! handed to a caller whose future was dropped before it took it, so no queued caller is
@@ -110,11 +118,53 @@ pub(crate) enum Entry {
     Queued(oneshot::Receiver<Turn>),
 }
 
+/// What waits behind the turn in flight of one token.
+#[derive(Default)]
+struct Queue {
+    check_ins: Vec<Waiter>,
+    writers: std::collections::VecDeque<oneshot::Sender<WriterTurn>>,
+}
+
+/// Who held the turn that is being passed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    CheckIns,
+    Writer,
+}
+
 /// The queues of the tokens that have a save in flight. A token is in the map exactly
-/// while some caller leads a batch of it.
+/// while some caller holds its turn: a check-in leader or a writer.
 #[derive(Default)]
 pub(crate) struct CheckInQueues {
-    queues: Mutex<TokenMap<Vec<Waiter>>>,
+    queues: Mutex<TokenMap<Queue>>,
+}
+
+/// A writer's hold on a token's turn. Dropped (the write is done, or its future was
+/// cancelled), it passes the turn on.
+pub(crate) struct WriterTurn {
+    queues: Arc<CheckInQueues>,
+    token: Token,
+    /// False once the turn was handed over or never reached its writer, so that dropping
+    /// it passes nothing on a second time.
+    armed: bool,
+}
+
+impl Drop for WriterTurn {
+    fn drop(&mut self) {
+        if self.armed {
+            self.armed = false;
+            self.queues
+                .pass_on_from(&self.token, Vec::new(), Holder::Writer);
+        }
+    }
+}
+
+impl std::fmt::Debug for WriterTurn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriterTurn")
+            .field("token", &self.token)
+            .finish()
+    }
 }
 
 /// A map by token with a randomly seeded fast hash: three lookups per check-in, where
@@ -123,7 +173,7 @@ pub(crate) struct CheckInQueues {
 type TokenMap<V> = std::collections::HashMap<Token, V, foldhash::fast::RandomState>;
 
 impl CheckInQueues {
-    fn lock(&self) -> std::sync::MutexGuard<'_, TokenMap<Vec<Waiter>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, TokenMap<Queue>> {
         // The map stays consistent across a panic: every change to it is one call.
         self.queues.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -134,27 +184,97 @@ impl CheckInQueues {
         match queues.get_mut(token) {
             Some(queue) => {
                 let (reply, turn) = oneshot::channel();
-                queue.push(Waiter {
+                queue.check_ins.push(Waiter {
                     check_in: check_in.clone(),
                     reply,
                 });
                 Entry::Queued(turn)
             }
             None => {
-                queues.insert(token.clone(), Vec::new());
+                queues.insert(token.clone(), Queue::default());
                 Entry::Lead
             }
         }
     }
 
-    /// Ends a leader's round: the check-ins queued meanwhile go, as one batch, to the
-    /// first queued caller still waiting; with none, the token leaves the map.
-    pub(crate) fn pass_on(self: &Arc<Self>, token: &Token, mut batch: Vec<Waiter>) {
+    /// Waits for the token's turn for a writer other than check-ins; held until the
+    /// returned turn is dropped.
+    pub(crate) async fn writer_turn(self: &Arc<Self>, token: &Token) -> WriterTurn {
+        let waiting = {
+            let mut queues = self.lock();
+            match queues.get_mut(token) {
+                Some(queue) => {
+                    let (reply, turn) = oneshot::channel();
+                    queue.writers.push_back(reply);
+                    Some(turn)
+                }
+                None => {
+                    queues.insert(token.clone(), Queue::default());
+                    None
+                }
+            }
+        };
+        match waiting {
+            None => WriterTurn {
+                queues: Arc::clone(self),
+                token: token.clone(),
+                armed: true,
+            },
+            Some(turn) => match turn.await {
+                Ok(turn) => turn,
+                // The sender is only dropped unsent when the whole map goes (the service
+                // is gone); nothing else waits on this token then.
+                Err(oneshot::Canceled) => WriterTurn {
+                    queues: Arc::clone(self),
+                    token: token.clone(),
+                    armed: false,
+                },
+            },
+        }
+    }
+
+    /// Ends a leader's round of check-ins: see [`CheckInQueues::pass_on_from`].
+    pub(crate) fn pass_on(self: &Arc<Self>, token: &Token, batch: Vec<Waiter>) {
+        self.pass_on_from(token, batch, Holder::CheckIns);
+    }
+
+    /// Ends a turn: the first queued writer still waiting takes it (after a round of
+    /// check-ins, or when no check-in waits), or the check-ins queued meanwhile go, as
+    /// one batch, to the first of their callers still waiting; with nobody waiting, the
+    /// token leaves the map.
+    fn pass_on_from(self: &Arc<Self>, token: &Token, mut batch: Vec<Waiter>, from: Holder) {
         let mut queues = self.lock();
         // Out of the map first (one lookup when nobody queued, as on most check-ins);
-        // back in, empty, if a queued caller takes the lead.
+        // back in if a queued caller takes the turn.
+        let mut writers = std::collections::VecDeque::new();
         if let Some(mut queue) = queues.remove(token) {
-            batch.append(&mut queue);
+            batch.append(&mut queue.check_ins);
+            writers = queue.writers;
+        }
+        let writer_first = from == Holder::CheckIns || batch.is_empty();
+        if writer_first {
+            while let Some(reply) = writers.pop_front() {
+                let turn = WriterTurn {
+                    queues: Arc::clone(self),
+                    token: token.clone(),
+                    armed: true,
+                };
+                match reply.send(turn) {
+                    Ok(()) => {
+                        queues.insert(
+                            token.clone(),
+                            Queue {
+                                check_ins: batch,
+                                writers,
+                            },
+                        );
+                        return;
+                    }
+                    // That writer is gone: disarm the turn (this lock is held) and try
+                    // the next one.
+                    Err(mut turn) => turn.armed = false,
+                }
+            }
         }
         while !batch.is_empty() {
             let Waiter { check_in, reply } = batch.remove(0);
@@ -167,11 +287,39 @@ impl CheckInQueues {
             // this lock, so it finds the token back in the map.
             match reply.send(Turn::Lead(handover)) {
                 Ok(()) => {
-                    queues.insert(token.clone(), Vec::new());
+                    queues.insert(
+                        token.clone(),
+                        Queue {
+                            check_ins: Vec::new(),
+                            writers,
+                        },
+                    );
                     return;
                 }
                 // That caller is gone (its request was dropped): try the next one.
                 Err(turn) => batch = turn.into_waiters(),
+            }
+        }
+        // No check-in waits; a writer may still (after a writer's turn, check-ins were
+        // tried first).
+        while let Some(reply) = writers.pop_front() {
+            let turn = WriterTurn {
+                queues: Arc::clone(self),
+                token: token.clone(),
+                armed: true,
+            };
+            match reply.send(turn) {
+                Ok(()) => {
+                    queues.insert(
+                        token.clone(),
+                        Queue {
+                            check_ins: Vec::new(),
+                            writers,
+                        },
+                    );
+                    return;
+                }
+                Err(mut turn) => turn.armed = false,
             }
         }
     }
@@ -257,5 +405,81 @@ mod tests {
         queues.pass_on(&token, others);
         assert!(queues.lock().is_empty());
         assert!(matches!(queues.enter(&token, &check_in(4)), Entry::Lead));
+    }
+
+    fn token() -> Token {
+        Token::parse("aaaaaaaaaaaaaaaaaaaa").expect("a token")
+    }
+
+    /// A writer waits for the check-in batch in flight; check-ins arriving while the
+    /// writer holds the turn wait for it, and lead once it is done.
+    #[test]
+    fn a_writer_and_check_ins_take_turns() {
+        use futures::FutureExt;
+        let queues = Arc::new(CheckInQueues::default());
+        let token = token();
+        assert!(matches!(queues.enter(&token, &check_in(1)), Entry::Lead));
+        let mut writer = Box::pin(queues.writer_turn(&token));
+        assert!(
+            writer.as_mut().now_or_never().is_none(),
+            "the writer waits for the leader"
+        );
+        let Entry::Queued(mut queued) = queues.enter(&token, &check_in(2)) else {
+            panic!("queued behind the leader");
+        };
+        // The leader is done: the waiting writer goes before the check-in queued meanwhile.
+        queues.pass_on(&token, Vec::new());
+        let turn = writer
+            .now_or_never()
+            .expect("the writer holds the turn now");
+        assert!(queued.try_recv().expect("not cancelled").is_none());
+        let Entry::Queued(mut later) = queues.enter(&token, &check_in(3)) else {
+            panic!("a check-in waits for the writer");
+        };
+        drop(turn);
+        let Ok(Some(Turn::Lead(handover))) = queued.try_recv() else {
+            panic!("the check-ins lead once the writer is done");
+        };
+        let (own, others) = handover.take();
+        assert_eq!(own, check_in(2));
+        assert_eq!(others.len(), 1, "the later check-in goes in the same batch");
+        answer(others, &Err(ServiceError::NotFound));
+        assert!(matches!(later.try_recv(), Ok(Some(Turn::Done(_)))));
+        queues.pass_on(&token, Vec::new());
+        assert!(queues.lock().is_empty(), "nobody holds the token");
+    }
+
+    /// Turns alternate: after a writer the queued check-ins go first, even when another
+    /// writer waits, so a stream of API writes cannot starve check-ins; and a writer whose
+    /// future was dropped while it waited is skipped.
+    #[test]
+    fn writers_and_check_ins_alternate() {
+        use futures::FutureExt;
+        let queues = Arc::new(CheckInQueues::default());
+        let token = token();
+        let first = queues
+            .writer_turn(&token)
+            .now_or_never()
+            .expect("a free token's turn is taken at once");
+        let mut gone = Box::pin(queues.writer_turn(&token));
+        assert!(gone.as_mut().now_or_never().is_none());
+        let mut second = Box::pin(queues.writer_turn(&token));
+        assert!(second.as_mut().now_or_never().is_none());
+        let Entry::Queued(mut queued) = queues.enter(&token, &check_in(1)) else {
+            panic!("a check-in waits for the writer");
+        };
+        drop(first);
+        let Ok(Some(Turn::Lead(handover))) = queued.try_recv() else {
+            panic!("after a writer, the waiting check-ins lead");
+        };
+        assert!(second.as_mut().now_or_never().is_none(), "the writers wait");
+        drop(gone);
+        let (_, others) = handover.take();
+        queues.pass_on(&token, others);
+        let turn = second
+            .now_or_never()
+            .expect("after the check-ins, the next writer still waiting");
+        drop(turn);
+        assert!(queues.lock().is_empty(), "nobody holds the token");
     }
 }

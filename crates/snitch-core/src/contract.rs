@@ -83,6 +83,7 @@ macro_rules! storage_contract_tests {
             a_sweep_keeps_the_servers_history_and_tells_the_hooks,
             // Trust under fire (behaviour.md section 8), through the service.
             concurrent_check_ins_of_one_snitch_are_all_recorded,
+            check_ins_and_api_writes_of_one_snitch_all_succeed,
             nul_in_api_text_is_refused_on_every_store,
             nul_in_check_ins_is_kept_as_a_replacement_character,
             events_are_newest_first_and_limited,
@@ -1306,6 +1307,75 @@ pub async fn concurrent_check_ins_of_one_snitch_are_all_recorded(store: Arc<dyn 
     assert_eq!(events.len(), 1, "one snitch.reporting: {events:?}");
     let stored = stored(&store, &s.token).await.expect("stored");
     assert_eq!(stored.status(), Status::Healthy);
+}
+
+/// No check-in is lost to a conflict with another writer of its snitch, and an API write
+/// to a busy snitch succeeds: workers check in while clients add tags and pause and
+/// unpause it, all at once; every check-in is recorded and every write applied.
+pub async fn check_ins_and_api_writes_of_one_snitch_all_succeed(store: Arc<dyn Storage>) {
+    const WORKERS: usize = 8;
+    const CHECK_INS_EACH: usize = 12;
+    const WRITERS: usize = 4;
+    const WRITES_EACH: usize = 6;
+    let (service, acme) = service_with_case(&store).await;
+    let s = created(&service, &acme).await;
+    let token = s.token.as_str();
+    let check_ins = join_all((0..WORKERS).map(|w| {
+        let service = &service;
+        async move {
+            let mut failures = Vec::new();
+            for n in 0..CHECK_INS_EACH {
+                let message = CheckInMessage::truncating(&format!("w{w} #{n}"));
+                if let Err(e) = service.check_in(token, Outcome::Success, message).await {
+                    failures.push(format!("check-in w{w} #{n}: {e}"));
+                }
+            }
+            failures
+        }
+    }));
+    let writes = join_all((0..WRITERS).map(|w| {
+        let (service, acme) = (&service, &acme);
+        async move {
+            let mut failures = Vec::new();
+            for n in 0..WRITES_EACH {
+                let tag = vec![format!("t{w}-{n}")];
+                if let Err(e) = service.add_tags(acme, token, &tag).await {
+                    failures.push(format!("add tag t{w}-{n}: {e}"));
+                }
+                // Pause and unpause change the status too, not only the settings.
+                if let Err(e) = service.pause(acme, token, Some("unpaused")).await {
+                    failures.push(format!("pause {w}/{n}: {e}"));
+                }
+                if let Err(e) = service.unpause(acme, token).await {
+                    failures.push(format!("unpause {w}/{n}: {e}"));
+                }
+            }
+            failures
+        }
+    }));
+    let (check_ins, writes) = futures::join!(check_ins, writes);
+    let failures: Vec<String> = check_ins.into_iter().chain(writes).flatten().collect();
+    assert!(failures.is_empty(), "refused: {failures:#?}");
+
+    let kept = store.check_ins(&s.token, 1_000).await.expect("read");
+    let mut messages: Vec<String> = kept
+        .iter()
+        .filter_map(|c| c.message.as_ref().map(|m| m.as_str().to_owned()))
+        .collect();
+    messages.sort();
+    let mut sent: Vec<String> = (0..WORKERS)
+        .flat_map(|w| (0..CHECK_INS_EACH).map(move |n| format!("w{w} #{n}")))
+        .collect();
+    sent.sort();
+    assert_eq!(messages, sent, "every check-in recorded once");
+    let stored = stored(&store, &s.token).await.expect("stored");
+    let mut tags: Vec<String> = stored.tags.iter().map(|t| t.as_str().to_owned()).collect();
+    tags.sort();
+    let mut added: Vec<String> = (0..WRITERS)
+        .flat_map(|w| (0..WRITES_EACH).map(move |n| format!("t{w}-{n}")))
+        .collect();
+    added.sort();
+    assert_eq!(tags, added, "every tag added");
 }
 
 /// behaviour.md 8: U+0000 in a text field of the API is a validation problem, decided

@@ -1015,6 +1015,10 @@ impl SnitchService {
     where
         F: Fn(&Snitch, Timestamp) -> Result<Step, Validations> + Send + Sync,
     {
+        let parsed = Token::parse(token).map_err(|_| ServiceError::NotFound)?;
+        // This server's check-ins of the snitch wait while it is read and saved, so the
+        // save is not outdated by them (see `check_in_queue`).
+        let _turn = self.check_in_queues.writer_turn(&parsed).await;
         let now = self.now();
         self.notice_stall(now).await?;
         let outages = self.known_outages();
