@@ -29,6 +29,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
+mod long_lines;
+pub use long_lines::{LongRequestLines, MAX_HEAD_BYTES};
+
 /// The limits of one listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -42,6 +45,11 @@ pub struct ServeOptions {
     /// failure limiter needs it; the check-in endpoint does not, and skips the extension
     /// on every request).
     pub connect_info: bool,
+    /// Whether request heads are read by [`LongRequestLines`] first, which cuts an
+    /// over-long check-in query down instead of letting hyper refuse it (the check-in
+    /// listener's; the API keeps hyper's limits, as a cut there would change a request's
+    /// meaning).
+    pub long_request_lines: bool,
 }
 
 impl Default for ServeOptions {
@@ -50,6 +58,7 @@ impl Default for ServeOptions {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             connect_info: true,
+            long_request_lines: false,
         }
     }
 }
@@ -64,6 +73,12 @@ impl ServeOptions {
     /// With at most `n` connections served at once.
     pub fn with_max_connections(mut self, n: usize) -> Self {
         self.max_connections = n;
+        self
+    }
+
+    /// With or without [`LongRequestLines`] before hyper.
+    pub fn with_long_request_lines(mut self, on: bool) -> Self {
+        self.long_request_lines = on;
         self
     }
 
@@ -197,6 +212,12 @@ where
     http.timer(TokioTimer::new())
         .header_read_timeout(options.header_timeout)
         .keep_alive(true);
+    if options.long_request_lines {
+        // Heads that `LongRequestLines` lets through (their query cut down, their headers
+        // up to its limit) are not refused by hyper's smaller read buffer.
+        http.max_buf_size(MAX_HEAD_BYTES + 64 * 1024);
+    }
+    let long_request_lines = options.long_request_lines;
     let mut backoff = FIRST_ACCEPT_BACKOFF;
     tokio::pin!(shutdown);
     loop {
@@ -240,6 +261,11 @@ where
             let app = app.clone();
             async move { Ok::<_, Infallible>(app.oneshot(req).await.unwrap_or_else(|e| match e {})) }
         });
+        let stream = if long_request_lines {
+            LongRequestLines::new(stream)
+        } else {
+            LongRequestLines::passing(stream)
+        };
         let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(e) = connection.await {

@@ -341,3 +341,73 @@ async fn failed_authentication_is_rate_limited_per_client_address() {
         json_ok(response).await;
     }
 }
+
+/// A message never refuses a check-in: request lines far beyond hyper's limits (64 KiB of
+/// target, 400 KiB of head) are read, the check-in recorded with its message cut to 256
+/// characters, on a keep-alive connection that goes on serving; beyond the listener's own
+/// limit, a plain-text answer says what was too long.
+#[tokio::test]
+async fn a_long_message_never_refuses_a_check_in() {
+    let server = server("").await;
+    let token = server.create_snitch("n", "daily").await;
+    let mut stream = connect(server.running.check_in_addr, b"").await;
+    let mut expected = Vec::new();
+    for (n, length) in [65_600usize, 1024 * 1024, 100].into_iter().enumerate() {
+        // Percent-encoded 'é' (two bytes, six characters of request line each).
+        let message = format!("{n}{}", "%C3%A9".repeat(length / 6));
+        let request = format!("GET /{token}?s=0&m={message}&rid=x HTTP/1.1\r\nHost: t\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("write");
+        let mut response = vec![0u8; 4096];
+        let mut got = 0;
+        while !String::from_utf8_lossy(&response[..got]).contains("thanks!\n") {
+            let read = tokio::time::timeout(HANG, stream.read(&mut response[got..]))
+                .await
+                .expect("an answer")
+                .expect("read");
+            assert!(
+                read > 0,
+                "closed after {length}: {:?}",
+                String::from_utf8_lossy(&response[..got])
+            );
+            got += read;
+        }
+        let text = String::from_utf8_lossy(&response[..got]);
+        assert!(text.starts_with("HTTP/1.1 202 "), "{length}: {text}");
+        let cut: String = format!("{n}{}", "é".repeat(length / 6))
+            .chars()
+            .take(256)
+            .collect();
+        expected.push(cut);
+    }
+    let history = json_ok(server.get(&format!("/v1/snitches/{token}/check_ins")).await).await;
+    let mut messages: Vec<String> = history
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|c| c["message"].as_str().unwrap_or("").to_owned())
+        .collect();
+    messages.reverse();
+    assert_eq!(
+        messages, expected,
+        "each check-in recorded, its message cut"
+    );
+
+    // Beyond 2 MiB of request head: a plain-text 431 that says so.
+    let request = format!(
+        "GET /{token}?m={} HTTP/1.1\r\nHost: t\r\n\r\n",
+        "a".repeat(snitch::serve::MAX_HEAD_BYTES + 10)
+    );
+    let mut stream = connect(server.running.check_in_addr, request.as_bytes()).await;
+    let response = read_until_closed(&mut stream).await;
+    assert!(response.starts_with("HTTP/1.1 431 "), "{response}");
+    assert!(body_of(&response).contains("too long"), "{response}");
+    // A path over the limit is no token: 414, in words.
+    let request = format!("GET /{} HTTP/1.1\r\nHost: t\r\n\r\n", "a".repeat(70_000));
+    let mut stream = connect(server.running.check_in_addr, request.as_bytes()).await;
+    let response = read_until_closed(&mut stream).await;
+    assert!(response.starts_with("HTTP/1.1 414 "), "{response}");
+    assert!(
+        body_of(&response).contains("path is too long"),
+        "{response}"
+    );
+}

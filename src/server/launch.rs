@@ -171,7 +171,9 @@ pub async fn launch_with_clock(
     let check_in_server = tokio::spawn(serve(
         check_in,
         check_in_app,
-        options.with_connect_info(false),
+        options
+            .with_connect_info(false)
+            .with_long_request_lines(true),
         stopped(stop_rx.clone()),
     ));
     let metrics_server = metrics_listener.map(|listener| {
