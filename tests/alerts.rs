@@ -1,9 +1,8 @@
 //! End-to-end tests of alerts (docs/rules.md#state-machine,
-//! #alerts-and-webhooks): a real
-//! server on loopback, a real HTTP receiver for its webhooks and a real SMTP server
-//! ([`SmtpSink`]) for its e-mails, in real time. Events are driven through the check-in
-//! endpoint and the API; what was sent is read back from the receivers and from
-//! `GET /v1/snitches/<token>/events`.
+//! docs/rules.md#alerts-and-webhooks): a real server on loopback, a real HTTP receiver for
+//! its webhooks and a real SMTP server ([`SmtpSink`]) for its e-mails, in real time. Events
+//! are driven through the check-in endpoint and the API; what was sent is read back from
+//! the receivers and from `GET /v1/snitches/<token>/events`.
 
 mod common;
 

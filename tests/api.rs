@@ -1,5 +1,6 @@
-//! Black-box tests of the v1 JSON API (docs/api.md, and docs/rules.md#state-machine,
-//! #api-details and #administration) against a real server on port 0, over HTTP.
+//! Black-box tests of the v1 JSON API (docs/api.md; docs/rules.md#state-machine,
+//! docs/rules.md#api-details, docs/rules.md#administration) against a real server on port
+//! 0, over HTTP.
 
 mod common;
 

@@ -1,12 +1,12 @@
 //! A reference-model state-machine property test of [`SnitchService`].
 //!
 //! Random sequences of operations (create, check-ins, time jumps with a deadline sweep,
-//! pause, unpause, update, delete, check-ins to deleted tokens) are applied both to the real
-//! service — on [`MemoryStorage`] (1,000 cases), on PostgreSQL and on SQLite (fewer: each
-//! case needs a clean database), a [`ManualClock`] and [`SequentialTokens`] — and to a
-//! small model written here from docs/rules.md#time-and-periods, #state-machine and
-//! #smart-alerts. After every step the
-//! status, `checked_in_at`, the deadline and the events that step emitted must agree.
+//! pause, unpause, update, delete, check-ins to deleted tokens) are applied both to the
+//! real service — on [`MemoryStorage`] (1,000 cases), on PostgreSQL and on SQLite (fewer:
+//! each case needs a clean database), a [`ManualClock`] and [`SequentialTokens`] — and to a
+//! small model written here from docs/rules.md#time-and-periods,
+//! docs/rules.md#state-machine and docs/rules.md#smart-alerts. After every step the status,
+//! `checked_in_at`, the deadline and the events that step emitted must agree.
 //!
 //! The model computes periods on its own, in epoch milliseconds: fixed-length intervals by
 //! floor division, weeks from the Monday 1970-01-05 (1970-01-01 was a Thursday), months
