@@ -1062,7 +1062,8 @@ async fn alert_delay(count: usize) -> Result<Measured, BoxError> {
     config.store = Some(StoreKind::Memory);
     config.allow_private_webhooks = true;
     // The row jumps the clock about two minutes ahead to reach the boundary: that jump is
-    // not our downtime, which would defer the very alerts this row times (behaviour.md 8).
+    // not our downtime, which would defer the very alerts this row times
+    // (docs/rules.md#outages).
     config.outage_threshold_secs = 3_153_600_000;
     config.cases = vec![case_config(
         "alerts",

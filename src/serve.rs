@@ -1,4 +1,4 @@
-//! Serving a router on a listener with the limits of behaviour.md section 8 (Overload):
+//! Serving a router on a listener with the limits of docs/rules.md#overload:
 //! a connection that has not sent complete request headers within `header_timeout` is
 //! closed (also an idle keep-alive connection waiting for its next request), a request not
 //! complete within `request_timeout` is answered 408 ([`with_request_timeout`], a service
@@ -89,11 +89,11 @@ impl ServeOptions {
     }
 }
 
-/// behaviour.md section 8: 10 s for request headers.
+/// docs/rules.md#overload: 10 s for request headers.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// behaviour.md section 8: 30 s for a whole request.
+/// docs/rules.md#overload: 30 s for a whole request.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// behaviour.md section 8: 10,000 connections per listener.
+/// docs/rules.md#overload: 10,000 connections per listener.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 
 /// The first pause after a failed `accept`; it doubles up to [`MAX_ACCEPT_BACKOFF`] while

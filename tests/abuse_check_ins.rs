@@ -1,5 +1,5 @@
-//! Check-ins under fire (behaviour.md section 8), over real TCP on both stores: many
-//! workers sharing one check-in URL, a URL holder who flaps error and success to flood
+//! Check-ins under fire (docs/rules.md#trust-under-fire), over real TCP on both stores:
+//! many workers sharing one check-in URL, a URL holder who flaps error and success to flood
 //! alerts, and NUL bytes in every text a client can send.
 
 mod common;
@@ -86,8 +86,8 @@ async fn kept_messages(server: &Server, token: &str) -> Vec<String> {
     messages
 }
 
-/// Finding 1 of issue 9: 64 connections on one token gave 500s on PostgreSQL and lost
-/// check-ins. Every one must be answered 202 and recorded.
+/// docs/rules.md#concurrency. A regression test: 64 connections on one token once gave 500s
+/// on PostgreSQL and lost check-ins. Every one must be answered 202 and recorded.
 async fn workers_sharing_one_url_are_all_answered_and_recorded(store: Store) {
     let server = start(store, None).await;
     let token = server.create_snitch("shared queue worker", "hourly").await;
@@ -113,9 +113,9 @@ async fn workers_sharing_one_url_are_all_recorded_on_postgres() {
     workers_sharing_one_url_are_all_answered_and_recorded(Store::Postgres).await;
 }
 
-/// Finding 5 of issue 9: anyone holding a check-in URL could flap `?s=1` and plain
-/// check-ins and send tens of thousands of alerts. 1,000 flaps in one period send one
-/// errored/reporting pair; the status still follows every check-in.
+/// docs/rules.md#alert-economy. A regression test: anyone holding a check-in URL could once
+/// flap `?s=1` and plain check-ins and send tens of thousands of alerts. 1,000 flaps in one
+/// period send one errored/reporting pair; the status still follows every check-in.
 async fn flapping_sends_one_alert_pair_per_period(store: Store) {
     let clock = Arc::new(ManualClock::new(start_time()));
     let server = start(store, Some(clock.clone())).await;
@@ -163,9 +163,9 @@ async fn flapping_sends_one_alert_pair_per_period_on_postgres() {
     flapping_sends_one_alert_pair_per_period(Store::Postgres).await;
 }
 
-/// Finding 2 of issue 9: NUL gave 500s on PostgreSQL and lost check-ins, while the memory
-/// store took it. Now both answer alike: 422 naming the attribute for API text, 404 for
-/// ids, and check-ins recorded with U+FFFD.
+/// docs/rules.md#hostile-input. A regression test: NUL once gave 500s on PostgreSQL and
+/// lost check-ins, while the memory store took it. Now both answer alike: 422 naming the
+/// attribute for API text, 404 for ids, and check-ins recorded with U+FFFD.
 async fn nul_bytes_get_the_same_clear_answers(store: Store) {
     let server = start(store, None).await;
     let nul = "can't contain a NUL character";

@@ -1,6 +1,6 @@
-//! Delivery isolation (behaviour.md section 8): one case's dead hooks must not hold back
-//! another case's alerts. Real time, real TCP: a real server, a "black hole" that accepts
-//! connections and never answers, a real HTTP receiver and a real SMTP server.
+//! Delivery isolation (docs/rules.md#delivery-isolation): one case's dead hooks must not
+//! hold back another case's alerts. Real time, real TCP: a real server, a "black hole" that
+//! accepts connections and never answers, a real HTTP receiver and a real SMTP server.
 
 mod common;
 
@@ -24,7 +24,8 @@ const WAIT: Duration = Duration::from_secs(10);
 const CAPS: &str = "webhook_concurrency = 16\nemail_concurrency = 8\n\
                     delivery_cap_per_case = 4\ndelivery_cap_per_destination = 8\n";
 const CAP_PER_CASE: usize = 4;
-/// behaviour.md section 8: another case's alerts may be delayed by at most a second.
+/// docs/rules.md#delivery-isolation: another case's alerts may be delayed by at most a
+/// second.
 const ISOLATION: Duration = Duration::from_secs(1);
 
 const BULLY_KEY: &str = "bully-key-000000000000000000000000001";

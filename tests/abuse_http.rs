@@ -1,5 +1,5 @@
-//! Hostile and overloading clients over real TCP (behaviour.md section 8, "Hostile input"
-//! and "Overload"): partial headers, idle keep-alive connections, huge declared bodies,
+//! Hostile and overloading clients over real TCP (docs/rules.md#hostile-input
+//! and #overload): partial headers, idle keep-alive connections, huge declared bodies,
 //! slow bodies, more connections than the cap, malformed paths and wrong methods. Every
 //! server here runs with short timeouts so that each test takes a few seconds at most.
 

@@ -1,8 +1,8 @@
-//! End-to-end tests of alerts (behaviour.md sections 3 and 5, api-v1.md section 6): a real
-//! server on loopback, a real HTTP receiver for its webhooks and a real SMTP server
-//! ([`SmtpSink`]) for its e-mails, in real time. Events are driven through the check-in
-//! endpoint and the API; what was sent is read back from the receivers and from
-//! `GET /v1/snitches/<token>/events`.
+//! End-to-end tests of alerts (docs/rules.md#state-machine,
+//! docs/rules.md#alerts-and-webhooks): a real server on loopback, a real HTTP receiver for
+//! its webhooks and a real SMTP server ([`SmtpSink`]) for its e-mails, in real time. Events
+//! are driven through the check-in endpoint and the API; what was sent is read back from
+//! the receivers and from `GET /v1/snitches/<token>/events`.
 
 mod common;
 
@@ -570,7 +570,7 @@ async fn a_redirecting_receiver_counts_as_failure() {
 }
 
 /// A hook at a private address, with the guard on, fails at once: one attempt, recorded
-/// as failed with the reason, never retried (behaviour.md section 8).
+/// as failed with the reason, never retried (docs/rules.md#private-addresses).
 #[tokio::test]
 async fn a_private_address_hook_is_refused_by_default() {
     let sink = SmtpSink::start().await;

@@ -1,5 +1,6 @@
-//! Black-box tests of the v1 JSON API (api-v1.md sections 4, 5 and 7, behaviour.md
-//! sections 3, 6 and 7) against a real server on port 0, over HTTP.
+//! Black-box tests of the v1 JSON API (docs/api.md; docs/rules.md#state-machine,
+//! docs/rules.md#api-details, docs/rules.md#administration) against a real server on port
+//! 0, over HTTP.
 
 mod common;
 

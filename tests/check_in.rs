@@ -1,5 +1,5 @@
-//! Black-box tests of the check-in endpoint (behaviour.md section 2) and of what
-//! check-ins and missed deadlines do to a snitch (section 3), against a real server.
+//! Black-box tests of the check-in endpoint (docs/rules.md#check-ins) and of what
+//! check-ins and missed deadlines do to a snitch (#state-machine), against a real server.
 
 mod common;
 
@@ -370,7 +370,7 @@ async fn each_silent_period_of_a_failed_snitch_emits_one_more_missing() {
         .await
         .expect("tick");
     // Periods ending 03:10, 03:15, 03:20 and 03:25 had no check-in: caught up at once,
-    // they are one snitch.missing counting them (behaviour.md section 8).
+    // they are one snitch.missing counting them (docs/rules.md#catch-up).
     assert_eq!(
         server.event_types(&token).await,
         ["snitch.reporting", "snitch.missing"]

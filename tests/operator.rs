@@ -1,6 +1,7 @@
-//! The operator surface (issue 13) on real servers: the check-in history endpoint with a
-//! configured length, `/healthz` and `/readyz` on every listener, `GET /metrics` on
-//! `metrics_listen`, and the OpenAPI document (served = committed `openapi.json`).
+//! The operator surface (history, health, metrics, OpenAPI) on real servers: the check-in
+//! history endpoint with a configured length, `/healthz` and `/readyz` on every listener,
+//! `GET /metrics` on `metrics_listen`, and the OpenAPI document (served = committed
+//! `openapi.json`).
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Our own downtime is not the job's fault (behaviour.md section 8): deadlines that fall
+//! Our own downtime is not the job's fault (docs/rules.md#outages): deadlines that fall
 //! inside an outage send no alert, and each affected snitch is due again as if it had
 //! checked in when service resumed. A property test on the service, and a server whose
 //! process stalls (its clock jumps) over the API.

@@ -1169,7 +1169,7 @@ async fn two_servers_share_one_database_and_a_killed_one_loses_no_missing() {
         .filter(|h| h.kind == "snitch.missing" && h.timestamp == wire(deadline))
         .count();
     // The two due points the lease jump passed at once: one catch-up snitch.missing per
-    // snitch, for the later one (behaviour.md section 8), none for the earlier.
+    // snitch, for the later one (docs/rules.md#catch-up), none for the earlier.
     let later = deadline + chrono::Duration::minutes(2);
     let wait = Deadline::after(WAIT, format!("a snitch.missing for {later} per snitch"));
     loop {
@@ -1205,7 +1205,7 @@ async fn two_servers_share_one_database_and_a_killed_one_loses_no_missing() {
 }
 
 // ---------------------------------------------------------------------------------------
-// 5. Our own downtime (behaviour.md section 8): no page storm after a restart
+// 5. Our own downtime (docs/rules.md#outages): no page storm after a restart
 
 /// When the snitch answers its deadline, parsed.
 fn deadline_of(snitch: &Value) -> DateTime<Utc> {

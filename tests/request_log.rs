@@ -1,6 +1,6 @@
-//! The structured log (issue 13), in a test binary of its own: `tracing` caches which
-//! call sites are enabled per process, so a subscriber set for one thread only sees them
-//! reliably when no other test runs beside it.
+//! The structured log (README.md, "Logs"), in a test binary of its own: `tracing` caches
+//! which call sites are enabled per process, so a subscriber set for one thread only sees
+//! them reliably when no other test runs beside it.
 
 mod common;
 

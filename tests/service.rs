@@ -656,12 +656,12 @@ fn one_snitch_store(
     store
 }
 
-/// Times never go backwards for a snitch (the regression of issue 15): a check-in that
-/// read the clock just before a period boundary, then lost its save to a newer check-in
-/// committed just after the boundary (another server), is retried from a fresh read. It
-/// must count at the newer one's time: stamped at its own, older time it would move
-/// `checked_in_at` and `anchor_at` back across the boundary and the deadline a period
-/// earlier, which could send a false `snitch.missing`.
+/// Times never go backwards for a snitch (docs/rules.md#check-in-transitions; a regression
+/// test): a check-in that read the clock just before a period boundary, then lost its save
+/// to a newer check-in committed just after the boundary (another server), is retried from
+/// a fresh read. It must count at the newer one's time: stamped at its own, older time it
+/// would move `checked_in_at` and `anchor_at` back across the boundary and the deadline a
+/// period earlier, which could send a false `snitch.missing`.
 #[tokio::test]
 async fn a_check_in_retried_after_a_newer_one_committed_never_moves_times_back() {
     use std::sync::Mutex;

@@ -1,11 +1,12 @@
 //! A reference-model state-machine property test of [`SnitchService`].
 //!
 //! Random sequences of operations (create, check-ins, time jumps with a deadline sweep,
-//! pause, unpause, update, delete, check-ins to deleted tokens) are applied both to the real
-//! service — on [`MemoryStorage`] (1,000 cases), on PostgreSQL and on SQLite (fewer: each
-//! case needs a clean database), a [`ManualClock`] and [`SequentialTokens`] — and to a
-//! small model written here from behaviour.md sections 1, 3 and 4. After every step the
-//! status, `checked_in_at`, the deadline and the events that step emitted must agree.
+//! pause, unpause, update, delete, check-ins to deleted tokens) are applied both to the
+//! real service — on [`MemoryStorage`] (1,000 cases), on PostgreSQL and on SQLite (fewer:
+//! each case needs a clean database), a [`ManualClock`] and [`SequentialTokens`] — and to a
+//! small model written here from docs/rules.md#time-and-periods,
+//! docs/rules.md#state-machine and docs/rules.md#smart-alerts. After every step the status,
+//! `checked_in_at`, the deadline and the events that step emitted must agree.
 //!
 //! The model computes periods on its own, in epoch milliseconds: fixed-length intervals by
 //! floor division, weeks from the Monday 1970-01-05 (1970-01-01 was a Thursday), months
@@ -283,7 +284,7 @@ struct Model {
     pause: Option<MPause>,
     /// When the last `snitch.errored` was emitted.
     last_errored_alert: Option<i64>,
-    /// Whether the error it is in was announced (behaviour.md 8, alert economy).
+    /// Whether the error it is in was announced (docs/rules.md#alert-economy).
     error_announced: bool,
     /// When the last `snitch.reporting` after an error was emitted.
     last_recovery_alert: Option<i64>,
@@ -371,7 +372,7 @@ impl Model {
 
     /// [`Model::advance`], stopping early once the step holds `max_events` events.
     fn advance_at_most(&mut self, now: i64, max_events: usize) {
-        // behaviour.md 8, "Catch-up is one event": due points passed one after another
+        // docs/rules.md#catch-up: due points passed one after another
         // in one step make one missing, for the latest, counting them.
         let mut run_open = false;
         while self.step_events.len() < max_events {
@@ -422,9 +423,10 @@ impl Model {
         if success {
             self.checked_in_at = Some(now);
         }
-        // behaviour.md 3: "Without error notices it counts as a success check-in" (except
-        // that checked_in_at holds only successful check-ins). That holds while paused too:
-        // it ends an `until: healthy` pause, and makes an unpause resume as healthy.
+        // docs/rules.md#check-in-transitions: without error notices an error counts as a
+        // success (except that checked_in_at holds only successful check-ins). That holds
+        // while paused too: it ends an `until: healthy` pause, and makes an unpause resume
+        // as healthy.
         let counts_as_success = success || !error_notices;
         if let Some(pause) = &mut self.pause {
             if !counts_as_success {
@@ -441,8 +443,9 @@ impl Model {
         let previous = self.status;
         if counts_as_success {
             self.status = St::Healthy;
-            // behaviour.md 8: a recovery from an error is announced only if the error was,
-            // and at most once per period; recoveries from anything else always are.
+            // docs/rules.md#alert-economy: a recovery from an error is announced only if
+            // the error was, and at most once per period; recoveries from anything else
+            // always are.
             let announce = match previous {
                 St::Healthy => false,
                 St::Errored => {

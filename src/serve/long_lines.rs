@@ -1,7 +1,7 @@
 //! Check-ins with request lines too long for hyper.
 //!
 //! A check-in is never refused for its message: the message is cut to 256 characters
-//! (docs/rules.md, check-ins). hyper refuses a request target over 65,534 bytes (414) and
+//! (docs/rules.md#check-ins). hyper refuses a request target over 65,534 bytes (414) and
 //! a head over its read buffer (431), both with an empty body and without the check-in
 //! ever reaching us. [`LongRequestLines`] sits between the socket and hyper on the
 //! check-in listener: it reads each request head itself (up to [`MAX_HEAD_BYTES`]), and

@@ -95,7 +95,7 @@ pub struct Config {
     #[serde(default = "default_retry_give_up_after_secs")]
     pub retry_give_up_after_secs: u64,
     /// No server of the store alive for longer than this is an outage: deadlines inside
-    /// it are deferred, not announced (behaviour.md section 8).
+    /// it are deferred, not announced (docs/rules.md#outages).
     #[serde(default = "default_outage_threshold_secs")]
     pub outage_threshold_secs: u64,
     /// Webhook deliveries in flight at once, in all.
@@ -496,7 +496,7 @@ impl Config {
         }
     }
 
-    /// How the dispatcher shares its delivery slots (behaviour.md section 8).
+    /// How the dispatcher shares its delivery slots (docs/rules.md#delivery-isolation).
     pub fn dispatcher_options(&self) -> DispatcherOptions {
         DispatcherOptions::default()
             .with_retry(self.retry_policy())

@@ -1,4 +1,4 @@
-//! Intervals and their UTC-aligned periods (behaviour.md section 1).
+//! Intervals and their UTC-aligned periods (docs/rules.md#time-and-periods).
 //!
 //! Every interval cuts time into fixed periods `[start, end)`: minute intervals at minutes
 //! divisible by N within each hour, hour intervals at hours divisible by N from midnight,

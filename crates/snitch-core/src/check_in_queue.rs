@@ -2,13 +2,13 @@
 //!
 //! Many workers may share one check-in URL. Saved one by one, their changes would all be
 //! computed from the same version and all but one refused as stale, again and again
-//! (behaviour.md section 8: every concurrent check-in is answered and recorded). Instead,
-//! the first check-in of a token *leads*: it saves its own check-in, and the check-ins that
-//! arrive meanwhile queue behind it. When its save is done, the leader hands the whole
-//! queue to one of the queued callers, who saves them as one change (the state machine
-//! steps through them in order) and answers them all. So one snitch costs one save per
-//! round, however many callers share it, and nobody waits for more than the save in flight
-//! and its own.
+//! (docs/rules.md#concurrency: every concurrent check-in is answered and recorded).
+//! Instead, the first check-in of a token *leads*: it saves its own check-in, and the
+//! check-ins that arrive meanwhile queue behind it. When its save is done, the leader hands
+//! the whole queue to one of the queued callers, who saves them as one change (the state
+//! machine steps through them in order) and answers them all. So one snitch costs one save
+//! per round, however many callers share it, and nobody waits for more than the save in
+//! flight and its own.
 //!
 //! Other writers of a snitch (API updates, pauses, the dashboard) take their turn in the
 //! same queue ([`CheckInQueues::writer_turn`]): a save computed from a read that a

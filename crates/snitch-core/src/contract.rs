@@ -81,7 +81,7 @@ macro_rules! storage_contract_tests {
             the_history_length_is_the_changes_keep_check_ins,
             a_history_trimmed_again_and_again_keeps_the_newest,
             a_sweep_keeps_the_servers_history_and_tells_the_hooks,
-            // Trust under fire (behaviour.md section 8), through the service.
+            // Trust under fire (docs/rules.md#trust-under-fire), through the service.
             concurrent_check_ins_of_one_snitch_are_all_recorded,
             check_ins_and_api_writes_of_one_snitch_all_succeed,
             nul_in_api_text_is_refused_on_every_store,
@@ -1275,8 +1275,8 @@ async fn created(service: &SnitchService, case: &Case) -> Snitch {
     service.create(case, &fields).await.expect("create")
 }
 
-/// behaviour.md 8: many workers checking in to one snitch at once are all answered and
-/// all recorded; the first one reports, the rest are silent.
+/// docs/rules.md#concurrency: many workers checking in to one snitch at once are all
+/// answered and all recorded; the first one reports, the rest are silent.
 pub async fn concurrent_check_ins_of_one_snitch_are_all_recorded(store: Arc<dyn Storage>) {
     const WORKERS: usize = 64;
     let (service, acme) = service_with_case(&store).await;
@@ -1378,8 +1378,8 @@ pub async fn check_ins_and_api_writes_of_one_snitch_all_succeed(store: Arc<dyn S
     assert_eq!(tags, added, "every tag added");
 }
 
-/// behaviour.md 8: U+0000 in a text field of the API is a validation problem, decided
-/// before any store sees it, so every store answers alike.
+/// docs/rules.md#hostile-input: U+0000 in a text field of the API is a validation problem,
+/// decided before any store sees it, so every store answers alike.
 pub async fn nul_in_api_text_is_refused_on_every_store(store: Arc<dyn Storage>) {
     let (service, acme) = service_with_case(&store).await;
     let nul = |attribute: &str| Validation::new(attribute, CONTAINS_NUL);
@@ -1447,8 +1447,8 @@ pub async fn nul_in_api_text_is_refused_on_every_store(store: Arc<dyn Storage>) 
     assert!(store.webhooks(&acme.id).await.expect("read").is_empty());
 }
 
-/// behaviour.md 8: a check-in is never refused for its text; NUL in the message or the
-/// exit status is stored as U+FFFD and read back alike on every store.
+/// docs/rules.md#hostile-input: a check-in is never refused for its text; NUL in the
+/// message or the exit status is stored as U+FFFD and read back alike on every store.
 pub async fn nul_in_check_ins_is_kept_as_a_replacement_character(store: Arc<dyn Storage>) {
     let (service, acme) = service_with_case(&store).await;
     let s = created(&service, &acme).await;
@@ -2286,7 +2286,7 @@ pub async fn concurrent_claims_share_the_due_snitches(store: Arc<dyn Storage>) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Liveness and outages (behaviour.md section 8, "Our own downtime")
+// Liveness and outages (docs/rules.md#outages)
 // ---------------------------------------------------------------------------------------
 
 fn secs(n: i64) -> Timestamp {

@@ -1,9 +1,9 @@
-//! Errors of the service, each with the stable `type` of api-v1.md section 7.
+//! Errors of the service, each with its stable `type` (docs/api.md#errors).
 
 use crate::storage::StorageError;
 use crate::validation::Validations;
 
-/// The stable, machine-readable error types of api-v1.md section 7.
+/// The stable, machine-readable error types of the API (docs/api.md#errors).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorType {

@@ -1,4 +1,4 @@
-//! Our own downtime (behaviour.md section 8): servers record in the store that they are
+//! Our own downtime (docs/rules.md#outages): servers record in the store that they are
 //! alive, and a span in which no server of the store was alive for longer than the
 //! outage threshold is an [`Outage`]. Deadlines that fell inside an outage send no alert:
 //! the snitch gets a fresh deadline as if it had checked in when service resumed.

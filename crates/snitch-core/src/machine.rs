@@ -1,4 +1,4 @@
-//! The state machine of behaviour.md sections 3 and 4, as pure functions.
+//! The state machine (docs/rules.md#state-machine, #smart-alerts), as pure functions.
 //!
 //! Each step takes a snitch and the instant it happens at and returns the new snitch and
 //! the events it emits. Nothing here reads a clock or touches storage; the service loads,
@@ -6,9 +6,9 @@
 //!
 //! Deadlines: a snitch whose last check-in (or resume) fell in period P is due in period
 //! P+1, at the *due point* of that period: its end for `basic`, or the learned point of
-//! section 4 for `smart`. When a due point passes with no check-in the snitch is missing,
-//! and it becomes due in the following period, so a snitch that stays silent emits one
-//! `snitch.missing` per period.
+//! `docs/rules.md#smart-alerts` for `smart`. When a due point passes with no check-in the
+//! snitch is missing, and it becomes due in the following period, so a snitch that stays
+//! silent emits one `snitch.missing` per period.
 
 use chrono::Duration;
 
@@ -139,7 +139,7 @@ pub fn advance(snitch: &Snitch, now: Timestamp) -> Step {
     advance_through(snitch, now, &[])
 }
 
-/// [`advance`], knowing our own `outages` (behaviour.md section 8):
+/// [`advance`], knowing our own `outages` (docs/rules.md#outages, #catch-up):
 /// - a due point inside an outage is not the job's fault: no event, and the snitch is due
 ///   again as if it had checked in when service resumed (the outage's end). The same
 ///   holds when only part of the period the job had to check in fell inside the outage
@@ -213,8 +213,8 @@ fn announce_missed(s: &mut Snitch, events: &mut Vec<Event>, run: Option<MissedRu
     }
 }
 
-/// Records a check-in at `check_in.at` (behaviour.md section 3). Call [`advance`] first so
-/// that deadlines passed before it are accounted for.
+/// Records a check-in at `check_in.at` (docs/rules.md#check-in-transitions). Call
+/// [`advance`] first so that deadlines passed before it are accounted for.
 pub fn check_in(snitch: &Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
     check_in_owned(snitch.clone(), check_in, plan)
 }
@@ -235,8 +235,9 @@ pub fn check_in_owned(mut s: Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
         .smart_offsets_ms
         .push((now - period.start()).num_milliseconds());
 
-    // Without error notices an error check-in counts as a success (behaviour.md section
-    // 3), also for ending a pause; `checked_in_at` still only moves on a real success.
+    // Without error notices an error check-in counts as a success
+    // (docs/rules.md#check-in-transitions), also for ending a pause; `checked_in_at` still
+    // only moves on a real success.
     let counts_as_success = success || !plan.error_notices;
     if let Some(pause) = &mut s.state.pause {
         if !counts_as_success {
@@ -274,9 +275,9 @@ pub fn check_in_owned(mut s: Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
         }
     } else {
         s.state.status = Status::Healthy;
-        // Alert economy (behaviour.md section 8): a recovery from an error is announced
-        // only if the error was, and at most once per period; any other recovery (from
-        // pending, failed or a pause) always is.
+        // Alert economy (docs/rules.md#alert-economy): a recovery from an error is
+        // announced only if the error was, and at most once per period; any other recovery
+        // (from pending, failed or a pause) always is.
         let announce = match previous {
             Status::Healthy => false,
             Status::Errored => {
@@ -306,7 +307,7 @@ pub fn check_in_owned(mut s: Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
     Step::new(s, events)
 }
 
-/// Pauses a snitch until `until` (behaviour.md section 3). A pending snitch cannot be
+/// Pauses a snitch until `until` (docs/rules.md#pause). A pending snitch cannot be
 /// paused; pausing a paused snitch only replaces `until`.
 pub fn pause(snitch: &Snitch, until: PauseUntil, now: Timestamp) -> Result<Step, Validations> {
     if let PauseUntil::At(t) = until {
@@ -360,9 +361,9 @@ fn resume(s: &mut Snitch, at: Timestamp) {
     s.state.deadline_at = Some(deadline_after(s, at));
 }
 
-/// Recomputes the deadline after the interval or alert type changed (behaviour.md
-/// section 3, "Update"). Learned offsets belong to the old periods, so a new interval
-/// forgets them.
+/// Recomputes the deadline after the interval or alert type changed
+/// (docs/rules.md#update-and-delete). Learned offsets belong to the old periods, so a new
+/// interval forgets them.
 pub fn reschedule(snitch: &Snitch, interval_changed: bool, now: Timestamp) -> Step {
     let mut s = snitch.clone();
     if interval_changed {
@@ -525,7 +526,7 @@ mod tests {
         assert_eq!(Status::Failed.webhook_name(), "missing");
 
         // Two more passed before anyone looked (catch-up): one event for the latest,
-        // counting both (behaviour.md section 8).
+        // counting both (docs/rules.md#catch-up).
         let later = advance(&next.snitch, at("2026-11-22T03:26:00Z"));
         assert_eq!(
             kinds(&later),

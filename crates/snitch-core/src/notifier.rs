@@ -13,7 +13,7 @@ use crate::types::{Case, EmailAddress};
 /// Most failures are *transient* (a timeout, a refused connection, a 5xx): the dispatcher
 /// retries them with backoff until the retry window closes. A *permanent* one (a target
 /// refused as private, a URL or recipient that cannot be sent to at all) can never
-/// succeed by trying again: the delivery is given up at once (behaviour.md section 8).
+/// succeed by trying again: the delivery is given up at once (docs/rules.md#delivery).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{detail}")]
 pub struct NotifyError {
@@ -50,7 +50,7 @@ pub trait Notifier: Send + Sync {
 }
 
 /// Who gets the e-mail for an event: the snitch's `alert_email` override when it has one,
-/// else every team member of the case (api-v1.md section 1).
+/// else every team member of the case (docs/rules.md#e-mail-alerts).
 pub fn alert_recipients<'a>(case: &'a Case, event: &'a Event) -> &'a [EmailAddress] {
     if event.alert_email.is_empty() {
         &case.members

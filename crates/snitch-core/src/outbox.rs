@@ -1,6 +1,6 @@
 //! The outbox: every event becomes deliveries (one per webhook, one e-mail), stored with
 //! the state change that emitted it and retried until delivered or given up
-//! (behaviour.md section 5).
+//! (docs/rules.md#delivery).
 
 use chrono::Duration;
 
@@ -134,7 +134,7 @@ impl Delivery {
 }
 
 /// What one [`crate::Storage::claim_deliveries`] may take, so that deliveries are
-/// scheduled fairly (behaviour.md section 8, "Delivery isolation"): a dispatcher passes
+/// scheduled fairly (docs/rules.md#delivery-isolation): a dispatcher passes
 /// what it has in flight, and the claim never takes more than fits under each cap.
 ///
 /// A due pending delivery is claimed when it passes three rounds, each over the due

@@ -6,9 +6,9 @@ use crate::types::{
     SnitchName, Status, Tags, Token,
 };
 
-/// How many check-in offsets smart alerts learn from (behaviour.md section 4).
+/// How many check-in offsets smart alerts learn from (docs/rules.md#smart-alerts).
 pub const SMART_OFFSETS_KEPT: usize = 10;
-/// How many check-ins a store keeps per snitch (behaviour.md section 2).
+/// How many check-ins a store keeps per snitch (docs/rules.md#check-ins).
 pub const CHECK_INS_KEPT: usize = 100;
 
 /// A monitor of one job: what the user configured and where the state machine stands.
@@ -46,7 +46,7 @@ pub struct Snitch {
     pub(crate) version: u64,
 }
 
-/// Where a snitch stands in the state machine of behaviour.md section 3.
+/// Where a snitch stands in the state machine (docs/rules.md#state-machine).
 ///
 /// Read-only outside this crate, like [`Snitch`]: read through accessors, built outside
 /// only through [`Snitch::restore`].
@@ -74,7 +74,7 @@ pub struct SnitchState {
     /// (the period of the current interval, so an interval change cannot double it).
     pub(crate) last_errored_alert_at: Option<Timestamp>,
     /// Whether the error the snitch is in (while `errored`) was announced: a recovery is
-    /// announced only if its error was (behaviour.md section 8, "Alert economy").
+    /// announced only if its error was (docs/rules.md#alert-economy).
     pub(crate) error_announced: bool,
     /// When the last `snitch.reporting` after an error was emitted: at most one per period.
     pub(crate) last_recovery_alert_at: Option<Timestamp>,
@@ -216,7 +216,7 @@ pub struct Pause {
     pub checked_in_while_paused: bool,
 }
 
-/// When a pause ends (api-v1.md 4.3).
+/// When a pause ends (docs/rules.md#pause).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PauseUntil {
     /// At the next successful check-in.
@@ -521,7 +521,7 @@ impl CheckIn {
     }
 }
 
-/// What happened to a snitch, as webhooks name it (api-v1.md 6.2).
+/// What happened to a snitch, as webhooks name it (docs/api.md#webhook-payload).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum EventKind {
@@ -594,7 +594,7 @@ pub struct Event {
     /// The check-in that caused it, for `snitch.reporting` and `snitch.errored`.
     pub check_in: Option<CheckIn>,
     /// For `snitch.missing`: how many due points passed with no check-in, announced at
-    /// once (behaviour.md section 8, "Catch-up is one event"); 0 for other kinds.
+    /// once (docs/rules.md#catch-up); 0 for other kinds.
     pub missed_periods: u64,
 }
 

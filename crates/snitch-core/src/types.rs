@@ -1,4 +1,4 @@
-//! Domain values, each built only by parsing, with the limits of behaviour.md section 6.
+//! Domain values, each built only by parsing, with the limits of docs/rules.md#limits.
 //!
 //! A value of one of these types is valid by construction: code that holds a `Tag` never
 //! checks its length again. Parse errors are [`Validation`]s naming the API attribute.
@@ -30,7 +30,7 @@ pub const TOKEN_CHARS: usize = 20;
 /// The validation message of a missing or blank attribute.
 pub const BLANK: &str = "can't be blank";
 /// Text fields of the API refuse U+0000: no store has to hold it, and stores that cannot
-/// (PostgreSQL) behave as the others do (behaviour.md section 8).
+/// (PostgreSQL) behave as the others do (docs/rules.md#hostile-input).
 pub const CONTAINS_NUL: &str = "can't contain a NUL character";
 
 /// Refuses text with a NUL character, naming `attribute`.
@@ -162,7 +162,7 @@ impl Tags {
         self.0.contains(tag)
     }
 
-    /// True when every tag of `filter` is here (the list filter of api-v1.md 4.2).
+    /// True when every tag of `filter` is here (the list filter, docs/rules.md#listing).
     pub fn contains_all(&self, filter: &[Tag]) -> bool {
         filter.iter().all(|t| self.contains(t))
     }
@@ -266,7 +266,7 @@ impl AlertEmails {
         Ok(AlertEmails(list.into()))
     }
 
-    /// Parses the comma-separated string form of api-v1.md 4.1.
+    /// Parses the comma-separated string form (docs/rules.md#request-parsing).
     pub fn parse_comma_separated(raw: &str) -> Result<Self, Validation> {
         let parts: Vec<&str> = raw.split(',').collect();
         Self::parse(&parts)
@@ -336,7 +336,7 @@ pub fn parse_interval(raw: &str) -> Result<Interval, Validation> {
 /// The validation message of `smart` with an interval shorter than an hour.
 pub const SMART_NEEDS_HOUR: &str = "smart alerts need an interval of an hour or longer";
 
-/// `smart` is allowed only for `hourly` and longer intervals (behaviour.md section 4).
+/// `smart` is allowed only for `hourly` and longer intervals (docs/rules.md#smart-alerts).
 pub fn check_alert_type_fits(alert_type: AlertType, interval: Interval) -> Result<(), Validation> {
     if alert_type == AlertType::Smart && interval.is_sub_hourly() {
         Err(Validation::new("alert_type", SMART_NEEDS_HOUR))
@@ -389,7 +389,7 @@ impl fmt::Display for Token {
     }
 }
 
-/// A snitch's status as the API shows it (api-v1.md 3.1).
+/// A snitch's status as the API shows it (docs/rules.md#statuses).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Status {

@@ -1,4 +1,4 @@
-//! Webhook registrations of a case (behaviour.md section 7).
+//! Webhook registrations of a case (docs/rules.md#administration).
 
 use std::fmt;
 

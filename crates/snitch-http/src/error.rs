@@ -1,4 +1,4 @@
-//! API errors and their bodies: `{type, error[, validations]}` (api-v1.md section 7).
+//! API errors and their bodies: `{type, error[, validations]}` (docs/api.md#errors).
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -9,8 +9,8 @@ use snitch_core::{ErrorType, ServiceError, Validations};
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ApiError {
-    /// A typed error of api-v1.md section 7 (`kind` is its stable `type`), or one of the
-    /// protocol errors the table does not list: `method_not_allowed` (405),
+    /// A typed error (docs/api.md#errors; `kind` is its stable `type`), among them the
+    /// protocol errors Dead Man's Snitch does not list: `method_not_allowed` (405),
     /// `payload_too_large` (413), `request_timeout` (408).
     Typed {
         /// The HTTP status.

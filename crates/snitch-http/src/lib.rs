@@ -215,7 +215,8 @@ impl ApiState {
     }
 }
 
-/// The v1 API of api-v1.md section 4 and the webhooks extension of behaviour.md section 7.
+/// The v1 API (docs/api.md#endpoints) and its extensions (webhooks, history, events,
+/// outages).
 pub fn api_router(state: ApiState) -> Router {
     Router::new()
         .route("/v1/snitches", get(list_snitches).post(create_snitch))
@@ -264,7 +265,7 @@ pub fn api_router(state: ApiState) -> Router {
         .with_state(state)
 }
 
-/// The check-in endpoint of behaviour.md section 2: `GET|POST|HEAD /<token>`, counting
+/// The check-in endpoint (docs/rules.md#check-ins): `GET|POST|HEAD /<token>`, counting
 /// in metrics of its own (see [`check_in_router_with_metrics`]).
 pub fn check_in_router(service: SnitchService) -> Router {
     check_in_router_with_metrics(service, Arc::new(Metrics::new()))
@@ -973,7 +974,7 @@ fn check_in_params(
     params
 }
 
-/// `GET|POST|HEAD /<token>`: records a check-in (behaviour.md section 2).
+/// `GET|POST|HEAD /<token>`: records a check-in (docs/rules.md#check-ins).
 async fn check_in(State(state): State<Arc<CheckInState>>, req: Request) -> Response {
     let started = Instant::now();
     let method = observe::method_name(req.method());

@@ -3,10 +3,10 @@
 //! served at `GET /v1/openapi.json` and committed as `openapi.json` at the repository root
 //! (a test fails when the two differ; `SNITCH_BLESS=1` rewrites the file).
 //!
-//! Request bodies are read by hand (compat rules of behaviour.md section 6: `null`s, the
-//! string form of `alert_email`, `type.interval`), so their schemas are the types below,
-//! which document what a client may send; every response type is the one the handler
-//! serializes.
+//! Request bodies are read by hand (the compat rules of docs/rules.md#request-parsing:
+//! `null`s, the string form of `alert_email`, `type.interval`), so their schemas are the
+//! types below, which document what a client may send; every response type is the one the
+//! handler serializes.
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -16,7 +16,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::RefOr;
 use utoipa::{Modify, OpenApi, ToResponse, ToSchema};
 
-/// The body of every API error (api-v1.md section 7).
+/// The body of every API error (docs/api.md#errors).
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Error)]
 pub struct ErrorJson {

@@ -1,4 +1,4 @@
-//! The JSON wire format of api-v1.md and the compat rules of behaviour.md section 6.
+//! The JSON wire format (docs/api.md) and the compat rules of docs/rules.md#api-details.
 //! The core knows nothing of JSON: requests become [`SnitchFields`] here, and snitches
 //! become [`SnitchJson`].
 
@@ -28,7 +28,7 @@ pub struct TypeJson {
     pub interval: &'static str,
 }
 
-/// A snitch as the API shows it (api-v1.md 2.1 plus the extras of behaviour.md).
+/// A snitch as the API shows it (docs/api.md#snitch-json).
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Snitch)]
 #[non_exhaustive]
@@ -87,7 +87,7 @@ impl SnitchJson {
             alert_type: s.alert_type().as_str(),
             alert_email: s.alert_email().iter().map(|e| e.to_string()).collect(),
             created_at: format_time(s.created_at()),
-            // Null while pending or paused (behaviour.md section 4).
+            // Null while pending or paused (docs/rules.md#deadlines).
             deadline_at: format_opt(s.state().deadline_at()),
         }
     }
@@ -241,7 +241,7 @@ pub fn event_json(event: &Event, deliveries: &[Delivery]) -> Value {
     serde_json::to_value(EventJson::new(event, deliveries)).unwrap_or(Value::Null)
 }
 
-/// An outage as the caller's case saw it (`GET /v1/outages`, behaviour.md section 8).
+/// An outage as the caller's case saw it (`GET /v1/outages`, docs/rules.md#outages).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct OutageJson {
     /// When no server of the store was alive any more, RFC 3339 UTC.

@@ -17,13 +17,19 @@
 //! start beside it, up to [`PgStorageOptions::max_concurrent_batches`], each on a
 //! connection of its own: one slow transaction never holds up every save.
 //!
+//! While busy, the batching task keeps its connections from one batch to the next (sqlx
+//! tests a connection returned to the pool with a round trip, and the next batch got a
+//! cold backend), only while the pool has another for reads, and returns them all once
+//! it has been idle for `HELD_IDLE` (20 ms). A batch does all its work, its fallback and
+//! its trims included, on one connection, so it never waits for a second one.
+//!
 //! Every reply goes out only after `COMMIT` returned: an `Ok` means the change is
 //! durable, and when the commit (or anything outside a single change) fails, every change
 //! of the batch gets an error, never an `Ok`: [`StorageError::CommitOutcomeUnknown`] when
 //! the `COMMIT` got no answer (it may have committed), [`StorageError::Backend`] otherwise
 //! (rolled back). Serialization failures and deadlocks (SQLSTATE 40001, 40P01), whether of
 //! one change or of the whole batch, were rolled back by Postgres and are applied again,
-//! a bounded number of times, before anyone is answered.
+//! at most `ATTEMPTS` (5) times, before anyone is answered.
 //!
 //! The changes of a batch apply one after another, ordered by token, and changes to one
 //! snitch in the order they were queued: two of them behave as two sequential saves, the

@@ -1,9 +1,9 @@
 //! The dispatcher: claims due deliveries from the outbox, sends each through its channel's
 //! notifier with bounded concurrency, records every attempt, and schedules retries.
 //!
-//! Each delivery runs in its own task. Scheduling is fair (behaviour.md section 8,
-//! "Delivery isolation"): the dispatcher counts what it has in flight per (case, channel
-//! kind) and per webhook destination (`host:port`), and each claim
+//! Each delivery runs in its own task. Scheduling is fair
+//! (docs/rules.md#delivery-isolation): the dispatcher counts what it has in flight per
+//! (case, channel kind) and per webhook destination (`host:port`), and each claim
 //! ([`Storage::claim_deliveries`] with [`ClaimLimits`]) takes only what fits under those
 //! caps, looking past a flooded case or destination to the others. Webhooks and e-mails
 //! have separate budgets, so a case's dead hooks hold at most `per_case_channel` webhook

@@ -1,4 +1,4 @@
-//! E-mail alerts (behaviour.md section 5, api-v1.md section 1).
+//! E-mail alerts (docs/rules.md#e-mail-alerts).
 //!
 //! [`render_email`] turns an [`Event`](snitch_core::Event) into a plain-text alert;
 //! [`SmtpEmailNotifier`] (feature `smtp`, lettre) sends it through a real SMTP server;

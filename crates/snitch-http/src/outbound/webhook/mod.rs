@@ -1,4 +1,4 @@
-//! Webhook deliveries over HTTP(S): api-v1.md section 6 and behaviour.md section 5.
+//! Webhook deliveries over HTTP(S): docs/rules.md#webhooks and #delivery.
 //!
 //! [`WebhookNotifier`] POSTs every event to a hook URL as JSON ([`webhook_body`]) with
 //! `Content-Type: application/json`, a `User-Agent` naming Snitch, and

@@ -16,9 +16,9 @@ use super::payload::{webhook_body, EVENT_ID_HEADER};
 use super::signature::{signature_header, SIGNATURE_HEADER};
 use crate::outbound::loggable_id;
 
-/// The hard timeout of a delivery attempt (api-v1.md 6.3).
+/// The hard timeout of a delivery attempt (docs/rules.md#webhooks).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long connecting may take (behaviour.md section 8).
+/// How long connecting may take (docs/rules.md#delivery-isolation).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `Snitch/<version> (+https://github.com/snitch-rs/snitch)`.

@@ -1,4 +1,4 @@
-//! The JSON body of a webhook request (api-v1.md 6.1).
+//! The JSON body of a webhook request (docs/api.md#webhook-payload).
 
 use serde_json::{json, Value};
 use snitch_core::{Event, EventKind};
@@ -8,8 +8,8 @@ use crate::wire::{format_time, tag_names};
 /// The header carrying the event id, the same on every retry.
 pub const EVENT_ID_HEADER: &str = "Snitch-Event-Id";
 
-/// The JSON body of api-v1.md 6.1 for an event. A `snitch.missing` that stands for
-/// several due points carries `missed_periods` in `data` (behaviour.md section 8).
+/// The JSON body of a webhook request for an event. A `snitch.missing` that stands for
+/// several due points carries `missed_periods` in `data` (docs/rules.md#catch-up).
 pub fn webhook_body(event: &Event) -> Value {
     let mut body = json!({
         "type": event.kind.as_str(),
