@@ -228,6 +228,12 @@ async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         config.check_in_base(),
         running.check_in_addr
     );
+    if config.ui && cfg!(feature = "ui") {
+        println!(
+            "Snitch dashboard: {}/ui/",
+            config.base_url().trim_end_matches('/')
+        );
+    }
     if let Some(addr) = running.metrics_addr {
         println!("Snitch metrics:   http://{addr}/metrics");
     }

@@ -1493,3 +1493,168 @@ async fn changing_the_interval_moves_the_deadline() {
         .expect("tick");
     assert_eq!(server.status_of(&token).await, "failed");
 }
+
+// ---------------------------------------------------------------------------------------
+// What real clients send
+
+/// Every API path answers the same with one trailing slash (the `snitchit` CLI sends
+/// `/v1/snitches/`; Rails, which the reference service runs on, routes it).
+#[tokio::test]
+async fn every_api_path_answers_alike_with_a_trailing_slash() {
+    let server = Server::start().await;
+    let created = json_ok(
+        server
+            .post_json("/v1/snitches/", &json!({"name": "n", "interval": "daily"}))
+            .await,
+    )
+    .await;
+    let token = token_of(&created);
+    let listed = json_ok(server.get("/v1/snitches/").await).await;
+    assert_eq!(listed.as_array().map(Vec::len), Some(1));
+    let one = json_ok(server.get(&format!("/v1/snitches/{token}/")).await).await;
+    assert_eq!(one["token"], token.as_str());
+    let tags = json_ok(
+        server
+            .post_json(&format!("/v1/snitches/{token}/tags/"), &json!(["a b", "c"]))
+            .await,
+    )
+    .await;
+    assert_eq!(tags, json!(["a b", "c"]));
+    let left = json_ok(
+        server
+            .request(Method::DELETE, &format!("/v1/snitches/{token}/tags/a+b/"))
+            .send()
+            .await
+            .expect("answered"),
+    )
+    .await;
+    assert_eq!(left, json!(["c"]));
+    for path in [
+        format!("/v1/snitches/{token}/events/"),
+        format!("/v1/snitches/{token}/check_ins/"),
+        "/v1/webhooks/".to_owned(),
+        "/v1/outages/".to_owned(),
+    ] {
+        let response = server.get(&path).await;
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+    }
+    server.check_in(&token, "").await;
+    assert_no_content(
+        server
+            .request(Method::POST, &format!("/v1/snitches/{token}/pause/"))
+            .send()
+            .await
+            .expect("answered"),
+    )
+    .await;
+    assert_no_content(server.delete(&format!("/v1/snitches/{token}/")).await).await;
+    // Two slashes are another path.
+    let response = server.get("/v1/snitches//").await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+}
+
+/// Blank tags (`[""]`, what `snitchit` sends for "no tags") are dropped, not refused;
+/// tags and names with control characters are refused, naming the attribute.
+#[tokio::test]
+async fn blank_tags_are_dropped_and_control_characters_refused() {
+    let server = Server::start().await;
+    let created = json_ok(
+        server
+            .post_json(
+                "/v1/snitches",
+                &json!({"name": "n", "interval": "daily", "tags": ["", "  ", "db"]}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(created["tags"], json!(["db"]));
+    let token = token_of(&created);
+    let updated = json_ok(
+        server
+            .patch_json(&format!("/v1/snitches/{token}"), &json!({"tags": [""]}))
+            .await,
+    )
+    .await;
+    assert_eq!(updated["tags"], json!([]));
+
+    let refused = assert_invalid(
+        server
+            .post_json(
+                "/v1/snitches",
+                &json!({"name": "a\r\nX-Inj: 1", "interval": "daily", "tags": ["a\r\nX-Inj: 1"]}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(
+        refused,
+        [
+            (
+                "name".to_owned(),
+                "can't contain control characters".to_owned()
+            ),
+            (
+                "tags".to_owned(),
+                "can't contain control characters".to_owned()
+            ),
+        ]
+    );
+    let refused = assert_invalid(
+        server
+            .post_json(
+                &format!("/v1/snitches/{token}/tags"),
+                &json!(["ok", "tab\there"]),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(attributes(&refused), ["tags"]);
+    // Notes may hold line breaks.
+    let noted = json_ok(
+        server
+            .patch_json(
+                &format!("/v1/snitches/{token}"),
+                &json!({"notes": "one\r\ntwo"}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(noted["notes"], "one\r\ntwo");
+}
+
+/// The array forms of PHP and Rails clients (`tags[]=a&tags[]=b`, `tags[0]=a`) filter the
+/// list as `tags=a,b` does: every tag required.
+#[tokio::test]
+async fn array_forms_of_the_tag_filter_are_honoured() {
+    let server = Server::start().await;
+    for (name, tags) in [
+        ("ab", json!(["a", "b"])),
+        ("a", json!(["a"])),
+        ("none", json!([])),
+    ] {
+        server
+            .create(json!({"name": name, "interval": "daily", "tags": tags}))
+            .await;
+    }
+    let names = |list: Value| -> Vec<String> {
+        list.as_array()
+            .expect("a list")
+            .iter()
+            .map(|s| s["name"].as_str().unwrap_or("").to_owned())
+            .collect()
+    };
+    for (query, expected) in [
+        ("tags=a,b", vec!["ab"]),
+        ("tags[]=a&tags[]=b", vec!["ab"]),
+        ("tags%5B%5D=a&tags%5B%5D=b", vec!["ab"]),
+        ("tags[0]=a&tags[1]=b", vec!["ab"]),
+        ("tags[]=a", vec!["ab", "a"]),
+        ("tags[0]=a", vec!["ab", "a"]),
+        ("tags=", vec!["ab", "a", "none"]),
+        ("tags[]=", vec!["ab", "a", "none"]),
+        ("other=x", vec!["ab", "a", "none"]),
+    ] {
+        let list = json_ok(server.get(&format!("/v1/snitches?{query}")).await).await;
+        assert_eq!(names(list), expected, "{query}");
+    }
+}

@@ -113,6 +113,13 @@ async fn health_is_on_every_listener_and_metrics_on_their_own() {
     server.check_in(&token, "m=ok").await;
     server.check_in(&token, "s=2").await;
     server.get(&format!("/v1/snitches/{token}")).await;
+    // Dashboard pages are counted by their route template too.
+    let login = server
+        .anonymous(Method::GET, "/ui/login")
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(login.status(), StatusCode::OK);
     let (status, text) = body_text(&format!("{metrics}/metrics")).await;
     assert_eq!(status, StatusCode::OK);
     for line in [
@@ -120,6 +127,7 @@ async fn health_is_on_every_listener_and_metrics_on_their_own() {
         "snitch_check_ins_total{outcome=\"error\"} 1",
         "snitch_api_requests_total{method=\"POST\",route=\"/v1/snitches\",status=\"200\"} 1",
         "snitch_api_requests_total{method=\"GET\",route=\"/v1/snitches/{token}\",status=\"200\"} 1",
+        "snitch_api_requests_total{method=\"GET\",route=\"/ui/login\",status=\"200\"} 1",
         "snitch_events_total{kind=\"snitch.reporting\"} 1",
         "snitch_events_total{kind=\"snitch.errored\"} 1",
         "snitch_snitches{status=\"errored\"} 1",

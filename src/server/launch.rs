@@ -160,12 +160,22 @@ pub async fn launch_with_clock(
     let fd_limit = raise_fd_limit();
     options.max_connections = fitting_max_connections(options.max_connections, 2, fd_limit);
     if options.max_connections < config.max_connections {
-        tracing::warn!(
-            configured = config.max_connections,
-            used = options.max_connections,
-            fd_limit,
-            "max_connections lowered to fit the limit of open files"
-        );
+        // Expected on a default start under a small file limit; a warning only when the
+        // operator asked for more than the machine allows.
+        if config.max_connections == crate::serve::DEFAULT_MAX_CONNECTIONS {
+            tracing::info!(
+                used = options.max_connections,
+                fd_limit,
+                "max_connections set to fit the limit of open files"
+            );
+        } else {
+            tracing::warn!(
+                configured = config.max_connections,
+                used = options.max_connections,
+                fd_limit,
+                "max_connections lowered to fit the limit of open files"
+            );
+        }
     }
     let api_server = tokio::spawn(serve(api, api_app, options, stopped(stop_rx.clone())));
     let check_in_server = tokio::spawn(serve(

@@ -375,7 +375,7 @@ impl SnitchService {
         let mut tags = Vec::new();
         let mut problems = Validations::new();
         for part in raw.split(',').filter(|p| !p.trim().is_empty()) {
-            if let Some(tag) = problems.check(Tag::parse(part)) {
+            if let Some(tag) = problems.check(Tag::parse_stored(part)) {
                 tags.push(tag);
             }
         }

@@ -42,6 +42,21 @@ pub(crate) fn refuse_nul(attribute: &str, raw: &str) -> Result<(), Validation> {
     }
 }
 
+/// Names and tags refuse control characters (line breaks, tabs, escapes): they are shown
+/// on one line in alerts, chat messages and pages, where a line break would let a name
+/// pass for a line of ours (docs/rules.md#hostile-input).
+pub const CONTAINS_CONTROL: &str = "can't contain control characters";
+
+/// Refuses text with a NUL character (named as such) or another control character.
+fn refuse_control(attribute: &str, raw: &str) -> Result<(), Validation> {
+    refuse_nul(attribute, raw)?;
+    if raw.chars().any(char::is_control) {
+        Err(Validation::new(attribute, CONTAINS_CONTROL))
+    } else {
+        Ok(())
+    }
+}
+
 /// Text a job sent that is kept, never refused: NUL becomes U+FFFD, since not every store
 /// can hold it.
 fn replace_nul(raw: &str) -> String {
@@ -57,8 +72,16 @@ fn too_long(max: usize) -> String {
 pub struct SnitchName(Arc<str>);
 
 impl SnitchName {
-    /// Parses a name: trimmed, not blank, at most [`NAME_MAX_CHARS`], no NUL.
+    /// Parses a name: trimmed, not blank, at most [`NAME_MAX_CHARS`], no control
+    /// character.
     pub fn parse(raw: &str) -> Result<Self, Validation> {
+        refuse_control("name", raw)?;
+        Self::parse_stored(raw)
+    }
+
+    /// A name as a store holds it: the rules of [`SnitchName::parse`] but for control
+    /// characters, which names saved before they were refused may hold.
+    pub fn parse_stored(raw: &str) -> Result<Self, Validation> {
         refuse_nul("name", raw)?;
         let name = raw.trim();
         if name.is_empty() {
@@ -82,8 +105,16 @@ impl SnitchName {
 pub struct Tag(Arc<str>);
 
 impl Tag {
-    /// Parses a tag: trimmed, not blank, no comma, at most [`TAG_MAX_CHARS`], no NUL.
+    /// Parses a tag: trimmed, not blank, no comma, at most [`TAG_MAX_CHARS`], no control
+    /// character.
     pub fn parse(raw: &str) -> Result<Self, Validation> {
+        refuse_control("tags", raw)?;
+        Self::parse_stored(raw)
+    }
+
+    /// A tag as a store holds it: the rules of [`Tag::parse`] but for control characters,
+    /// which tags saved before they were refused may hold.
+    pub fn parse_stored(raw: &str) -> Result<Self, Validation> {
         refuse_nul("tags", raw)?;
         let tag = raw.trim();
         if tag.is_empty() {
@@ -121,18 +152,31 @@ impl fmt::Display for Tag {
 pub struct Tags(Arc<[Tag]>);
 
 impl Tags {
-    /// Parses a whole list; the first problem found is reported.
+    /// Parses a whole list; the first problem found is reported. Blank tags (empty or
+    /// whitespace only) are dropped, not refused: some clients send `[""]` for "no tag".
     pub fn parse<S: AsRef<str>>(raw: &[S]) -> Result<Self, Validation> {
         let mut tags = Tags::default();
         tags.extend_parsed(raw)?;
         Ok(tags)
     }
 
-    /// Appends tags not already present, keeping order; fails without change if a tag is
-    /// invalid or the result would exceed the limit.
+    /// A list as a store holds it (see [`Tag::parse_stored`]).
+    pub fn parse_stored<S: AsRef<str>>(raw: &[S]) -> Result<Self, Validation> {
+        let mut tags = Vec::with_capacity(raw.len());
+        for r in raw {
+            let tag = Tag::parse_stored(r.as_ref())?;
+            if !tags.contains(&tag) {
+                tags.push(tag);
+            }
+        }
+        Ok(Tags(tags.into()))
+    }
+
+    /// Appends tags not already present, keeping order, dropping blank ones; fails
+    /// without change if a tag is invalid or the result would exceed the limit.
     pub fn extend_parsed<S: AsRef<str>>(&mut self, raw: &[S]) -> Result<(), Validation> {
         let mut next = self.0.to_vec();
-        for r in raw {
+        for r in raw.iter().filter(|r| !r.as_ref().trim().is_empty()) {
             let tag = Tag::parse(r.as_ref())?;
             if !next.contains(&tag) {
                 next.push(tag);
@@ -620,7 +664,11 @@ mod tests {
 
     #[test]
     fn tags_reject_blank_commas_length_and_count() {
-        assert_eq!(Tags::parse(&[""]), Err(Validation::new("tags", BLANK)));
+        assert_eq!(Tag::parse(""), Err(Validation::new("tags", BLANK)));
+        // In a list, blank tags are dropped: some clients send `[""]` for "no tags".
+        assert!(Tags::parse(&["", "  "]).expect("dropped").is_empty());
+        let tags = Tags::parse(&["a", "", " \t ", "b"]).expect("dropped");
+        assert_eq!(tags.iter().map(Tag::as_str).collect::<Vec<_>>(), ["a", "b"]);
         assert!(Tags::parse(&["a,b"]).is_err());
         assert!(Tags::parse(&["x".repeat(64)]).is_ok());
         assert!(Tags::parse(&["x".repeat(65)]).is_err());
@@ -632,6 +680,33 @@ mod tests {
         );
         assert!(tags.extend_parsed(&["t50"]).is_err());
         assert_eq!(tags.len(), 50, "a failed extend changes nothing");
+    }
+
+    #[test]
+    fn names_and_tags_refuse_control_characters_notes_keep_line_breaks() {
+        fn control<T>(attribute: &str) -> Result<T, Validation> {
+            Err(Validation::new(attribute, CONTAINS_CONTROL))
+        }
+        for raw in [
+            "a\r\nX-Inj: 1",
+            "tab\there",
+            "esc\u{1b}[31m",
+            "del\u{7f}",
+            "c1\u{85}",
+        ] {
+            assert_eq!(SnitchName::parse(raw), control("name"), "{raw:?}");
+            assert_eq!(Tag::parse(raw), control("tags"), "{raw:?}");
+            assert_eq!(Tags::parse(&[raw]), control("tags"), "{raw:?}");
+            // What a store held before the rule still reads back.
+            assert!(SnitchName::parse_stored(raw).is_ok());
+            assert!(Tags::parse_stored(&[raw]).is_ok());
+        }
+        // NUL keeps its own message.
+        assert_eq!(
+            SnitchName::parse("a\0"),
+            Err(Validation::new("name", CONTAINS_NUL))
+        );
+        assert!(Notes::parse("line one\r\nline two\tindented").is_ok());
     }
 
     #[test]

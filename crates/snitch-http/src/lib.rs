@@ -22,13 +22,12 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, delete, get, post};
+use axum::routing::{any, delete, get, post, MethodRouter};
 use axum::{Json, Router};
 use base64::Engine;
 use governor::clock::{Clock as _, DefaultClock};
 use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
-use serde::Deserialize;
 use serde_json::Value;
 use snitch_core::{Case, CheckInMessage, Outcome, ServiceError, SnitchService, Token, Validations};
 use tower_http::catch_panic::CatchPanicLayer;
@@ -218,25 +217,35 @@ impl ApiState {
 /// The v1 API (docs/api.md#endpoints) and its extensions (webhooks, history, events,
 /// outages).
 pub fn api_router(state: ApiState) -> Router {
-    Router::new()
-        .route("/v1/snitches", get(list_snitches).post(create_snitch))
-        .route(
+    // Every path answers alike with one trailing slash (Rails routes both, and clients
+    // such as snitchit send `/v1/snitches/`).
+    let routes: [(&str, MethodRouter<ApiState>); 12] = [
+        ("/v1/snitches", get(list_snitches).post(create_snitch)),
+        (
             "/v1/snitches/{token}",
             get(get_snitch).patch(update_snitch).delete(delete_snitch),
-        )
-        .route("/v1/snitches/{token}/tags", post(add_tags))
-        .route("/v1/snitches/{token}/tags/{tag}", delete(remove_tag))
-        .route("/v1/snitches/{token}/pause", post(pause))
-        .route("/v1/snitches/{token}/unpause", post(unpause))
-        .route("/v1/snitches/{token}/events", get(list_events))
-        .route(
+        ),
+        ("/v1/snitches/{token}/tags", post(add_tags)),
+        ("/v1/snitches/{token}/tags/{tag}", delete(remove_tag)),
+        ("/v1/snitches/{token}/pause", post(pause)),
+        ("/v1/snitches/{token}/unpause", post(unpause)),
+        ("/v1/snitches/{token}/events", get(list_events)),
+        (
             "/v1/snitches/{token}/check_ins",
             get(history::list_check_ins),
-        )
-        .route("/v1/webhooks", get(list_webhooks).post(create_webhook))
-        .route("/v1/webhooks/{id}", delete(delete_webhook))
-        .route("/v1/outages", get(list_outages))
-        .route("/v1/openapi.json", get(openapi::openapi_json))
+        ),
+        ("/v1/webhooks", get(list_webhooks).post(create_webhook)),
+        ("/v1/webhooks/{id}", delete(delete_webhook)),
+        ("/v1/outages", get(list_outages)),
+        ("/v1/openapi.json", get(openapi::openapi_json)),
+    ];
+    let mut router = Router::new();
+    for (path, methods) in routes {
+        router = router
+            .route(&format!("{path}/"), methods.clone())
+            .route(path, methods);
+    }
+    router
         // After the routes: it applies to those registered before it.
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .fallback(|| async { ApiError::not_found() })
@@ -513,9 +522,21 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
     }
 }
 
-#[derive(Deserialize)]
-struct ListQuery {
-    tags: Option<String>,
+/// The tag filter of a list: `tags=a,b` as DMS documents it, and the array forms of PHP
+/// and Rails clients (`tags[]=a&tags[]=b`, `tags[0]=a`), all one AND filter.
+fn list_tag_filter(query: Option<&str>) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        let is_tags = key == "tags"
+            || key
+                .strip_prefix("tags[")
+                .and_then(|k| k.strip_suffix(']'))
+                .is_some_and(|index| index.bytes().all(|b| b.is_ascii_digit()));
+        if is_tags && !value.is_empty() {
+            parts.push(value.into_owned());
+        }
+    }
+    parts.join(",")
 }
 
 /// Lists the case's snitches.
@@ -539,10 +560,8 @@ async fn list_snitches(
     Authed(case): Authed,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Vec<SnitchJson>>, ApiError> {
-    // Decoded by hand so that a malformed query is a clear 422, not a bare 400.
-    let query: ListQuery = serde_urlencoded::from_str(query.as_deref().unwrap_or(""))
-        .map_err(|_| ApiError::invalid_attribute("tags", "must be a comma-separated list"))?;
-    let filter = SnitchService::parse_tag_filter(query.tags.as_deref().unwrap_or(""))?;
+    // Decoded by hand: every form of the filter, and never a bare 400.
+    let filter = SnitchService::parse_tag_filter(&list_tag_filter(query.as_deref()))?;
     let snitches = state.inner.service.list(&case, &filter).await?;
     Ok(Json(snitches.iter().map(|s| state.json(s)).collect()))
 }
@@ -721,7 +740,9 @@ async fn remove_tag(
     // The raw segments of `…/<token>/tags/<tag>`, decoded exactly once here: axum's path
     // parameters are already percent-decoded, and decoding those again would turn a
     // form-encoded literal plus (`%2B`) into a space.
-    let mut segments = uri.path().rsplitn(4, '/');
+    let path = uri.path();
+    let path = path.strip_suffix('/').unwrap_or(path);
+    let mut segments = path.rsplitn(4, '/');
     let (Some(tag), Some("tags"), Some(token)) =
         (segments.next(), segments.next(), segments.next())
     else {

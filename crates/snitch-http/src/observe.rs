@@ -5,8 +5,8 @@
 //! client cannot grow the number of series (unknown methods are `OTHER`, paths that match
 //! no route `unmatched`).
 
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{Method, StatusCode};
@@ -23,6 +23,43 @@ pub struct Observer {
     metrics: Option<Arc<Metrics>>,
     /// Whether a successful request is logged at debug, not info (accepted check-ins).
     routine_when_accepted: bool,
+    /// Check-ins for unknown tokens (404 on the check-in listener): each logged at debug,
+    /// a count of them at info at most once a minute. A flood of them (a deleted snitch's
+    /// job, a scanner) would otherwise write a log line each.
+    unknown_tokens: Option<Arc<Mutex<UnknownTokens>>>,
+}
+
+/// How often the count of check-ins for unknown tokens is logged at most.
+pub const UNKNOWN_TOKENS_SUMMARY_EVERY: Duration = Duration::from_secs(60);
+
+/// Check-ins for unknown tokens counted since the last summary.
+#[derive(Debug)]
+pub(crate) struct UnknownTokens {
+    since: Option<Instant>,
+    count: u64,
+}
+
+impl UnknownTokens {
+    pub(crate) fn new() -> Self {
+        UnknownTokens {
+            since: None,
+            count: 0,
+        }
+    }
+
+    /// Counts one at `now`; the count and the span it covers when a summary is due (the
+    /// first one counted was at least [`UNKNOWN_TOKENS_SUMMARY_EVERY`] ago).
+    pub(crate) fn count(&mut self, now: Instant) -> Option<(u64, Duration)> {
+        let since = *self.since.get_or_insert(now);
+        self.count += 1;
+        let span = now.saturating_duration_since(since);
+        if span < UNKNOWN_TOKENS_SUMMARY_EVERY {
+            return None;
+        }
+        let count = std::mem::take(&mut self.count);
+        self.since = Some(now);
+        Some((count, span))
+    }
 }
 
 impl Observer {
@@ -32,6 +69,7 @@ impl Observer {
             listener: "api",
             metrics: Some(metrics),
             routine_when_accepted: false,
+            unknown_tokens: None,
         }
     }
 
@@ -42,6 +80,7 @@ impl Observer {
             listener: "check_in",
             metrics: None,
             routine_when_accepted: true,
+            unknown_tokens: Some(Arc::new(Mutex::new(UnknownTokens::new()))),
         }
     }
 }
@@ -85,7 +124,23 @@ impl Observer {
         // An accepted check-in is recorded in the snitch's history already, and comes by
         // the thousand a second: logged at debug. Everything else (API calls, refused
         // check-ins) at info.
-        if self.routine_when_accepted && status.is_success() {
+        let unknown_token = status == StatusCode::NOT_FOUND && self.unknown_tokens.is_some();
+        if let Some(unknown) = self.unknown_tokens.as_ref().filter(|_| unknown_token) {
+            let due = unknown
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .count(started);
+            if let Some((count, span)) = due {
+                tracing::info!(
+                    target: "snitch::request",
+                    listener = self.listener,
+                    count,
+                    "{count} check-ins for unknown tokens in the last {} s",
+                    span.as_secs()
+                );
+            }
+        }
+        if (self.routine_when_accepted && status.is_success()) || unknown_token {
             tracing::debug!(
                 target: "snitch::request",
                 listener = self.listener,
@@ -111,4 +166,30 @@ impl Observer {
 
 fn latency_ms(started: Instant) -> f64 {
     started.elapsed().as_secs_f64() * 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A flood of check-ins for unknown tokens is summed up once a minute at most.
+    #[test]
+    fn unknown_tokens_are_summed_up_once_a_minute() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut unknown = UnknownTokens::new();
+        for ms in 0..12_034 {
+            assert_eq!(unknown.count(at(ms * 4)), None, "{ms}");
+        }
+        assert_eq!(
+            unknown.count(at(60_000)),
+            Some((12_035, Duration::from_secs(60)))
+        );
+        assert_eq!(unknown.count(at(60_001)), None);
+        assert_eq!(unknown.count(at(119_999)), None);
+        assert_eq!(
+            unknown.count(at(120_000)),
+            Some((3, Duration::from_secs(60)))
+        );
+    }
 }

@@ -339,6 +339,7 @@ pub(crate) fn without_credentials(url: &str) -> String {
             let _ = parsed.set_username("");
             let _ = parsed.set_password(None);
             mask_query_values(&mut parsed);
+            mask_secret_segments(&mut parsed);
             parsed.to_string()
         }
         Err(_) => url.to_owned(),
@@ -355,6 +356,7 @@ pub(crate) fn password_masked(url: &str) -> String {
                 let _ = parsed.set_password(Some(MASK));
             }
             mask_query_values(&mut parsed);
+            mask_secret_segments(&mut parsed);
             parsed.to_string()
         }
         Err(_) => url.to_owned(),
@@ -375,12 +377,49 @@ fn mask_query_values(url: &mut url::Url) {
     url.set_query(Some(&masked.join("&")));
 }
 
+/// How many characters of a secret path segment are kept to recognise the hook by.
+const SECRET_SEGMENT_KEPT: usize = 4;
+
+/// Whether a path segment looks like a secret: chat hooks (Slack, Discord, Mattermost,
+/// Teams) carry their credential in the path. A long run of URL-safe characters mixing
+/// letters and digits is one; words (`incoming-webhooks`) and plain numbers (ids) are not.
+fn is_secret_segment(segment: &str) -> bool {
+    segment.len() >= 16
+        && segment
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        && segment.bytes().any(|b| b.is_ascii_digit())
+        && segment.bytes().any(|b| b.is_ascii_alphabetic())
+}
+
+/// Masks each secret-looking path segment but for its first few characters.
+fn mask_secret_segments(url: &mut url::Url) {
+    let Some(segments) = url.path_segments() else {
+        return;
+    };
+    let segments: Vec<String> = segments.map(str::to_owned).collect();
+    if !segments.iter().any(|s| is_secret_segment(s)) {
+        return;
+    }
+    let masked: Vec<String> = segments
+        .iter()
+        .map(|s| {
+            if is_secret_segment(s) {
+                format!("{}{MASK}", &s[..SECRET_SEGMENT_KEPT])
+            } else {
+                s.clone()
+            }
+        })
+        .collect();
+    url.set_path(&masked.join("/"));
+}
+
 /// A hook as the API shows it; its secret is never shown.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct WebhookJson {
     /// The hook's id (for `DELETE /v1/webhooks/<id>`).
     pub id: String,
-    /// The URL with its password and query values masked (`***`).
+    /// The URL with its password, query values and secret path segments masked (`***`).
     pub url: String,
     /// When the hook was registered, RFC 3339 UTC.
     pub created_at: String,
@@ -433,6 +472,31 @@ mod tests {
             password_masked("https://hooks.acme.test/x"),
             "https://hooks.acme.test/x"
         );
+    }
+
+    #[test]
+    fn secrets_in_the_paths_of_chat_hooks_are_masked() {
+        for (url, shown) in [
+            (
+                "https://hooks.slack.com/services/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",
+                "https://hooks.slack.com/services/T0A1B2C3D/B0E4F5G6H/a1B2***",
+            ),
+            (
+                "https://discord.com/api/webhooks/1234567890123456789/AbC-9xYz_0123456789abcdefABCDEF",
+                "https://discord.com/api/webhooks/1234567890123456789/AbC-***",
+            ),
+            (
+                "https://chat.acme.test/hooks/x9k2m4p6q8r0s1t3u5v7w9y1z3",
+                "https://chat.acme.test/hooks/x9k2***",
+            ),
+            (
+                "https://hooks.acme.test/incoming-webhooks/deploys",
+                "https://hooks.acme.test/incoming-webhooks/deploys",
+            ),
+        ] {
+            assert_eq!(password_masked(url), shown);
+            assert_eq!(without_credentials(url), shown);
+        }
     }
 
     #[test]

@@ -458,8 +458,8 @@ impl SnitchRow {
         Ok(Snitch::restore(SnitchRecord {
             token: token(&self.token)?,
             case_id: case_id(&self.case_id)?,
-            name: SnitchName::parse(&self.name).map_err(invalid("name"))?,
-            tags: Tags::parse(&self.tags).map_err(invalid("tags"))?,
+            name: SnitchName::parse_stored(&self.name).map_err(invalid("name"))?,
+            tags: Tags::parse_stored(&self.tags).map_err(invalid("tags"))?,
             notes: Notes::parse(&self.notes).map_err(invalid("notes"))?,
             interval: self
                 .interval
@@ -653,9 +653,9 @@ impl EventRecord {
             at: self.at,
             case_id: case_id(&self.case_id)?,
             token: token(&self.token)?,
-            name: SnitchName::parse(&self.name).map_err(invalid("event name"))?,
+            name: SnitchName::parse_stored(&self.name).map_err(invalid("event name"))?,
             notes: Notes::parse(&self.notes).map_err(invalid("event notes"))?,
-            tags: Tags::parse(&self.tags).map_err(invalid("event tags"))?,
+            tags: Tags::parse_stored(&self.tags).map_err(invalid("event tags"))?,
             alert_email: AlertEmails::parse(&self.alert_email)
                 .map_err(invalid("event alert emails"))?,
             status: status("event status", &self.status)?,

@@ -250,6 +250,8 @@ pub fn ui_router(state: UiState) -> Router {
     let at = |path: &str| format!("{base}{path}");
     let not_found = state.clone();
     let for_refusal = state.clone();
+    // Dashboard requests are logged and counted by route template as the API's are.
+    let observer = crate::observe::Observer::api(state.api.inner.metrics.clone());
     let mut router = Router::new()
         .route(&at("/"), get(index))
         .route(&at("/login"), get(login_form).post(login))
@@ -317,6 +319,10 @@ pub fn ui_router(state: UiState) -> Router {
         .layer(axum::middleware::map_response(security_headers))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::new())
+        .layer(axum::middleware::from_fn_with_state(
+            observer,
+            crate::observe::observe,
+        ))
         .with_state(state)
 }
 

@@ -99,7 +99,7 @@ pub fn render_email(event: &Event, check_in_base: Option<&str>) -> EmailContent 
         );
     }
     if !event.tags.is_empty() {
-        let tags: Vec<&str> = event.tags.iter().map(|t| t.as_str()).collect();
+        let tags: Vec<String> = event.tags.iter().map(|t| one_line(t.as_str())).collect();
         let _ = writeln!(text, "Tags:           {}", tags.join(", "));
     }
     if let Some(check_in) = &event.check_in {
@@ -115,22 +115,34 @@ pub fn render_email(event: &Event, check_in_base: Option<&str>) -> EmailContent 
             }
         }
         if let Some(message) = &check_in.message {
-            let _ = writeln!(
-                text,
-                "  Message:      {}",
-                message.as_str().replace('\n', "\n                ")
-            );
+            let _ = writeln!(text, "  Message:");
+            text.push_str(&quoted_lines(message.as_str(), "  > "));
         }
     }
     let notes = event.notes.as_str().trim_end();
     if !notes.is_empty() {
-        let _ = writeln!(text, "\nNotes:\n{notes}");
+        let _ = writeln!(text, "\nNotes:");
+        text.push_str(&quoted_lines(notes, "  > "));
     }
     let _ = write!(
         text,
         "\n-- \nSent by Snitch to the snitch's alert_email list, or to its team.\n"
     );
     EmailContent { subject, text }
+}
+
+/// Text a user or a job wrote, each of its lines behind `prefix` (and any other control
+/// character a space), so that none of it can pass for a line of ours.
+fn quoted_lines(s: &str, prefix: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 16);
+    for line in s.split([
+        '\n', '\r', '\u{2028}', '\u{2029}', '\u{85}', '\u{b}', '\u{c}',
+    ]) {
+        out.push_str(prefix);
+        out.push_str(&one_line(line));
+        out.push('\n');
+    }
+    out
 }
 
 /// Header values and one-line fields must not break lines.
@@ -162,7 +174,7 @@ mod tests {
             "Token:          abcdefghij0123456789\n",
             "Check-in URL:   https://nosnch.in/abcdefghij0123456789\n",
             "Tags:           db, nightly\n",
-            "Notes:\nRuns pg_dump on db1.\nCall Ann if it fails.\n",
+            "Notes:\n  > Runs pg_dump on db1.\n  > Call Ann if it fails.\n",
         ] {
             assert!(text.contains(expected), "{expected:?} not in:\n{text}");
         }
@@ -196,7 +208,7 @@ mod tests {
             "The check-in:\n  Time:         2026-11-21T23:04:00.000Z\n",
             "  Outcome:      error\n",
             "  Exit status:  2\n",
-            "  Message:      pg_dump: disk full\n",
+            "  Message:\n  > pg_dump: disk full\n",
         ] {
             assert!(
                 mail.text.contains(expected),
@@ -232,8 +244,43 @@ mod tests {
     #[tokio::test]
     async fn a_name_cannot_break_the_subject_line() {
         let mut e = event(EventKind::Missing, Status::Failed, Status::Healthy);
-        e.name = SnitchName::parse("a\r\nBcc: eve@example.test").expect("name");
+        // Names with control characters are refused now; one saved before may hold them.
+        e.name = SnitchName::parse_stored("a\r\nBcc: eve@example.test").expect("name");
         let mail = render_email(&e, None);
         assert!(!mail.subject.contains(['\r', '\n']), "{:?}", mail.subject);
+    }
+
+    /// Every text a user or a job wrote (tags, notes, the check-in's message) stays inside
+    /// its own field: no line of the body starts with it, so it cannot pass for ours.
+    #[tokio::test]
+    async fn user_text_never_starts_a_line_of_the_body() {
+        let mut e = errored();
+        e.check_in = Some(CheckIn::new(
+            t("2026-11-21T23:04:00Z"),
+            Outcome::from_exit_status(Some("2")),
+            snitch_core::CheckInMessage::truncating("ok\r\nStatus:         healthy\rX-Inj: 1"),
+        ));
+        e.tags = snitch_core::Tags::parse_stored(&["a\r\nX-Inj: 1", "db"]).expect("tags");
+        e.notes = snitch_core::Notes::parse("fine\nEvent:          snitch.reporting\r\n\nbye")
+            .expect("notes");
+        let mail = render_email(&e, None);
+        for line in mail.text.lines() {
+            assert!(
+                !line.starts_with("X-Inj")
+                    && !line.starts_with("Event:          snitch.reporting")
+                    && !line.starts_with("Status:         healthy"),
+                "{line:?} in:\n{}",
+                mail.text
+            );
+        }
+        assert!(
+            mail.text.contains("Tags:           a  X-Inj: 1, db\n"),
+            "{}",
+            mail.text
+        );
+        assert!(mail
+            .text
+            .contains("  > fine\n  > Event:          snitch.reporting\n"));
+        assert!(mail.text.contains("  > ok\n"), "{}", mail.text);
     }
 }

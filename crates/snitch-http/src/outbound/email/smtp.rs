@@ -178,7 +178,7 @@ mod tests {
         for expected in [
             "Status:         missing (was healthy)\r\n",
             "Check-in URL:   https://nosnch.in/abcdefghij0123456789\r\n",
-            "Notes:\r\nRuns pg_dump on db1.\r\n",
+            "Notes:\r\n  > Runs pg_dump on db1.\r\n",
         ] {
             assert!(body.contains(expected), "{expected:?} not in:\n{body}");
         }
@@ -195,7 +195,7 @@ mod tests {
         let mail = sink.next_mail(WAIT).await.expect("a message");
         assert!(
             mail.body()
-                .contains("Notes:\r\nbefore\r\n.\r\n..two\r\nafter\r\n"),
+                .contains("Notes:\r\n  > before\r\n  > .\r\n  > ..two\r\n  > after\r\n"),
             "{}",
             mail.body()
         );
