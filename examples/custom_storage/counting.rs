@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use snitch::core::{
-    ApiKeyRecord, Attempt, AttemptResult, CaseOutage, Change, CheckIn, ClaimLimits, Outage, Tag,
-    Timestamp, Webhook,
+    ApiKeyRecord, Attempt, AttemptResult, CaseOutage, Change, CheckIn, ClaimLimits, Outage,
+    PendingCheckIns, StoreStats, Tag, Timestamp, Webhook,
 };
 use snitch::prelude::{Case, CaseId, Delivery, Event, Snitch, Storage, StorageError, Token};
 
@@ -123,9 +123,31 @@ impl Storage for CountingStorage {
         self.inner.snitches(case, tags).await
     }
 
+    async fn snitch_with_case(
+        &self,
+        token: &Token,
+    ) -> Result<Option<(Snitch, Option<Case>)>, StorageError> {
+        self.called("snitch_with_case");
+        self.inner.snitch_with_case(token).await
+    }
+
+    async fn step_in_place(
+        &self,
+        token: &Token,
+        pending: &mut PendingCheckIns,
+    ) -> Option<Result<Option<Change>, StorageError>> {
+        self.called("step_in_place");
+        self.inner.step_in_place(token, pending).await
+    }
+
     async fn save(&self, change: &Change) -> Result<(), StorageError> {
         self.called("save");
         self.inner.save(change).await
+    }
+
+    async fn save_all(&self, changes: &[Change]) -> Vec<Result<(), StorageError>> {
+        self.called("save_all");
+        self.inner.save_all(changes).await
     }
 
     async fn delete_snitch(&self, token: &Token) -> Result<bool, StorageError> {
@@ -237,5 +259,15 @@ impl Storage for CountingStorage {
     async fn deliveries(&self, event_ids: &[String]) -> Result<Vec<Delivery>, StorageError> {
         self.called("deliveries");
         self.inner.deliveries(event_ids).await
+    }
+
+    async fn check_ready(&self) -> Result<(), StorageError> {
+        self.called("check_ready");
+        self.inner.check_ready().await
+    }
+
+    async fn stats(&self) -> Result<StoreStats, StorageError> {
+        self.called("stats");
+        self.inner.stats().await
     }
 }

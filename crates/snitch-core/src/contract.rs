@@ -24,6 +24,7 @@ use chrono::{Duration, TimeZone, Utc};
 use futures::future::join_all;
 
 use crate::calendar::{Interval, Timestamp};
+use crate::check_in_step::PendingCheckIns;
 use crate::clock::ManualClock;
 use crate::error::ServiceError;
 use crate::liveness::{CaseOutage, Outage};
@@ -32,7 +33,7 @@ use crate::outbox::{
     deliveries_for, Attempt, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery,
     DeliveryState,
 };
-use crate::service::{PendingCheckIns, SnitchFields, SnitchService};
+use crate::service::{SnitchFields, SnitchService};
 use crate::snitch::{CheckIn, Event, EventKind, PauseUntil, Snitch, CHECK_INS_KEPT};
 use crate::storage::{ApiKeyRecord, Change, Storage, StorageError, StoreStats};
 use crate::types::{

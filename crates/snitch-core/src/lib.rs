@@ -9,6 +9,7 @@
 
 pub mod calendar;
 mod check_in_queue;
+pub mod check_in_step;
 pub mod clock;
 #[cfg(feature = "test-support")]
 pub mod contract;
@@ -26,6 +27,7 @@ pub mod validation;
 pub mod webhook;
 
 pub use calendar::{period_of, Interval, Period, Timestamp};
+pub use check_in_step::PendingCheckIns;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{ErrorType, ServiceError};
 pub use liveness::{CaseOutage, Outage};
@@ -33,7 +35,7 @@ pub use notifier::{Notifier, NotifyError};
 pub use outbox::{
     Attempt, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery, DeliveryState, RetryPolicy,
 };
-pub use service::{PendingCheckIns, SnitchFields, SnitchService, SweepReport};
+pub use service::{SnitchFields, SnitchService, SweepReport};
 pub use snitch::{
     CheckIn, Event, EventKind, InvalidSnitch, Pause, PauseUntil, Snitch, SnitchRecord, SnitchState,
 };

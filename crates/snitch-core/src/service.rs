@@ -13,11 +13,12 @@ use futures::channel::oneshot;
 
 use crate::calendar::{Interval, Timestamp};
 use crate::check_in_queue::{answer, CheckInQueues, Entry, Leadership, SharedError, Turn};
+use crate::check_in_step::{prepare, PendingCheckIns};
 use crate::clock::{to_millis, Clock};
 use crate::error::ServiceError;
 use crate::liveness::{heartbeat_interval, CaseOutage, Outage, DEFAULT_OUTAGE_THRESHOLD};
 use crate::machine::{self, Step};
-use crate::outbox::{deliveries_for, Delivery};
+use crate::outbox::Delivery;
 use crate::snitch::{CheckIn, Event, PauseUntil, Snitch};
 use crate::storage::{Change, Storage, StorageError};
 use crate::tokens::{RandomTokens, TokenSource};
@@ -1055,104 +1056,5 @@ fn ensure_active(case: &Case) -> Result<(), ServiceError> {
         Err(ServiceError::AccountOnHold)
     } else {
         Ok(())
-    }
-}
-
-/// What every change gets before it is saved, by a check-in, an API call or the sweep
-/// alike: the deliveries of its events and the server's history length.
-fn prepare(change: &mut Change, case: &Case, hooks: &[Webhook], keep_check_ins: usize) {
-    change.deliveries = change
-        .events
-        .iter()
-        .flat_map(|e| deliveries_for(e, case, hooks))
-        .collect();
-    change.keep_check_ins = keep_check_ins;
-}
-
-/// Check-ins of one snitch waiting to be stepped and saved as one change, as the service
-/// hands them to [`Storage::step_in_place`].
-#[derive(Debug)]
-pub struct PendingCheckIns {
-    batch: Vec<CheckIn>,
-    outages: Vec<Outage>,
-    /// The case's webhooks, once read: a change with events needs them.
-    hooks: Option<Vec<Webhook>>,
-    keep_check_ins: usize,
-    /// The wake-up time of the snitch `step` stepped, before the step.
-    wake_before: Option<Option<Timestamp>>,
-    /// The case whose webhooks `step` needed and did not have.
-    hooks_wanted: Option<CaseId>,
-}
-
-impl PendingCheckIns {
-    /// Check-ins of one snitch, in order, stepped with the known `outages`; `hooks`
-    /// are the case's webhooks when already read; the change keeps the newest
-    /// `keep_check_ins` check-ins. The service makes these; a store's tests may too.
-    pub fn new(
-        batch: Vec<CheckIn>,
-        outages: Vec<Outage>,
-        hooks: Option<Vec<Webhook>>,
-        keep_check_ins: usize,
-    ) -> Self {
-        PendingCheckIns {
-            batch,
-            outages,
-            hooks,
-            keep_check_ins,
-            wake_before: None,
-            hooks_wanted: None,
-        }
-    }
-
-    /// The change these check-ins make of `snitch` (stored, of `case`: `None` when the
-    /// case is not stored), ready to save; `None` when it has events and the case's
-    /// webhooks are not read yet (the service reads them and tries again).
-    pub fn step(&mut self, snitch: &Snitch, case: Option<&Case>) -> Option<Change> {
-        let orphan;
-        let case = match case {
-            Some(case) => case,
-            // A snitch whose case is gone still records check-ins.
-            None => {
-                orphan = Case::new(snitch.case_id.clone());
-                &orphan
-            }
-        };
-        let mut change = self.change_from(snitch, case);
-        let hooks = match &self.hooks {
-            Some(hooks) => hooks.as_slice(),
-            None if change.events.is_empty() => &[],
-            None => {
-                self.hooks_wanted = Some(case.id.clone());
-                return None;
-            }
-        };
-        prepare(&mut change, case, hooks, self.keep_check_ins);
-        self.wake_before = Some(snitch.wake_at());
-        Some(change)
-    }
-
-    /// The change these check-ins make of `snitch`, without deliveries: one copy of it,
-    /// stepped in place through every check-in in order.
-    fn change_from(&self, snitch: &Snitch, case: &Case) -> Change {
-        // Times never go backwards for a snitch: a check-in read the clock before a newer
-        // one (on this server or another) was saved counts as at that one's time.
-        let mut floor = snitch.state.last_check_in_at.max(snitch.state.anchor_at);
-        let mut stamped = Vec::with_capacity(self.batch.len());
-        let mut step = Step::new(snitch.clone(), Vec::new());
-        for check_in in &self.batch {
-            let at = floor.map_or(check_in.at, |f| f.max(check_in.at));
-            floor = Some(at);
-            let check_in = CheckIn {
-                at,
-                ..check_in.clone()
-            };
-            step = step
-                .then_owned(|s| machine::advance_through_owned(s, at, &self.outages))
-                .then_owned(|s| machine::check_in_owned(s, &check_in, &case.plan));
-            stamped.push(check_in);
-        }
-        let mut change = Change::new(snitch, step.snitch, stamped, step.events);
-        change.deferred_by = step.deferred_by;
-        change
     }
 }

@@ -15,9 +15,9 @@
 use async_trait::async_trait;
 
 use crate::calendar::Timestamp;
+use crate::check_in_step::PendingCheckIns;
 use crate::liveness::{CaseOutage, Outage};
 use crate::outbox::{Attempt, AttemptResult, ClaimLimits, Delivery};
-use crate::service::PendingCheckIns;
 use crate::snitch::{CheckIn, Event, Snitch};
 use crate::types::{Case, CaseId, Status, Tag, Token};
 use crate::webhook::Webhook;
@@ -294,26 +294,15 @@ pub struct ApiKeyRecord {
 ///
 /// Object-safe: hosts hold an `Arc<dyn Storage>`.
 ///
-/// # Required and provided methods
+/// # Every method is required
 ///
-/// The methods without a default are the core of a store: cases and API keys, snitches
-/// and their changes, the deadline index ([`Storage::due`], [`Storage::next_wake_at`]),
-/// history, webhooks and the outbox. Methods added later have a default where one is
-/// sane, so a store written against an older version keeps compiling and running:
+/// No method has a default: a default weaker than the real thing (a heartbeat that finds
+/// no outage, a readiness check that skips migrations, stats without the outbox depth)
+/// would quietly weaken every store that forgot it, and every decorator that wraps a store
+/// and forwards only what it knew of. A store that has nothing better may answer with the
+/// generic versions in [`fallback`], by name, so the choice is visible where it is made.
 ///
-/// - [`Storage::claim_due`]: [`Storage::due`] without a lease. Correct for any number of
-///   sweepers, because saves are versioned (two sweepers of one snitch make one change
-///   and one [`StorageError::Conflict`]), but several servers then repeat each other's
-///   work.
-/// - [`Storage::record_api_key_use`]: records nothing (`last_used_at` stays unset).
-/// - [`Storage::heartbeat`], [`Storage::record_stop`], [`Storage::outages`],
-///   [`Storage::case_outages`]: a store that keeps no liveness; it never finds an
-///   outage, so deadlines that fall in our own downtime are announced when service
-///   resumes, as if the job had missed them.
-///
-/// The contract suite (`storage_contract_tests!`) tests every method, these included: a
-/// store that keeps a default fails the tests of that feature. The defaults get a store
-/// running; the contract defines a complete one.
+/// The contract suite (`storage_contract_tests!`) tests every method.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait Storage: Send + Sync {
@@ -339,12 +328,7 @@ pub trait Storage: Send + Sync {
 
     /// Records uses of keys: each key's `last_used_at` becomes the later of the stored one
     /// and the given one. Unknown ids are ignored (the key may be gone).
-    ///
-    /// Provided: records nothing.
-    async fn record_api_key_use(&self, uses: &[(String, Timestamp)]) -> Result<(), StorageError> {
-        let _ = uses;
-        Ok(())
-    }
+    async fn record_api_key_use(&self, uses: &[(String, Timestamp)]) -> Result<(), StorageError>;
 
     /// Stores a new snitch, unless its case already holds `max_snitches`
     /// ([`StorageError::LimitReached`]); the count and the insert are one atomic step.
@@ -357,68 +341,31 @@ pub trait Storage: Send + Sync {
     /// [`StorageError::UnknownCase`]) none is stored.
     ///
     /// When a batch breaks more than one rule, which error is reported is unspecified.
-    ///
-    /// Provided: checks every snitch against what is stored, then inserts them one after
-    /// another, and deletes those it inserted if one fails (all or nothing only when nothing
-    /// else writes meanwhile, and the deletes succeed). The built-in stores do it in one
-    /// atomic step.
+    /// ([`fallback::insert_snitches`] is a version that is all or nothing only when
+    /// nothing else writes meanwhile.)
     async fn insert_snitches(
         &self,
         snitches: &[Snitch],
         max_snitches: u32,
-    ) -> Result<(), StorageError> {
-        let mut per_case: std::collections::HashMap<&CaseId, u64> = Default::default();
-        let mut seen = std::collections::HashSet::new();
-        for snitch in snitches {
-            if !seen.insert(snitch.token()) || self.snitch(snitch.token()).await?.is_some() {
-                return Err(StorageError::DuplicateToken);
-            }
-            *per_case.entry(snitch.case_id()).or_default() += 1;
-        }
-        for (case, adding) in per_case {
-            if self.case(case).await?.is_none() {
-                return Err(StorageError::UnknownCase(case.clone()));
-            }
-            let held = self.snitches(case, &[]).await?.len() as u64;
-            if held + adding > u64::from(max_snitches) {
-                return Err(StorageError::LimitReached { max: max_snitches });
-            }
-        }
-        for (done, snitch) in snitches.iter().enumerate() {
-            if let Err(e) = self.insert_snitch(snitch, max_snitches).await {
-                for inserted in &snitches[..done] {
-                    // Best effort: the first error is the one to report.
-                    let _ = self.delete_snitch(inserted.token()).await;
-                }
-                return Err(e);
-            }
-        }
-        Ok(())
-    }
+    ) -> Result<(), StorageError>;
 
     /// The snitch with this token, if stored.
     async fn snitch(&self, token: &Token) -> Result<Option<Snitch>, StorageError>;
 
     /// The snitch and its case (`None` when the case is not stored), as one read: what a
-    /// check-in needs. The default reads one after the other; a store that can read both
-    /// at once (one query, one lock) should.
+    /// check-in needs. A store that cannot read both at once (one query, one lock) may
+    /// answer [`fallback::snitch_with_case`], one read after the other.
     async fn snitch_with_case(
         &self,
         token: &Token,
-    ) -> Result<Option<(Snitch, Option<Case>)>, StorageError> {
-        let Some(snitch) = self.snitch(token).await? else {
-            return Ok(None);
-        };
-        let case = self.case(&snitch.case_id).await?;
-        Ok(Some((snitch, case)))
-    }
+    ) -> Result<Option<(Snitch, Option<Case>)>, StorageError>;
 
     /// A check-in's read, step and save as one operation, for a store that can step the
     /// stored snitch where it lies: under one lock, with no copy of it read out first
     /// (the memory store). The store calls [`PendingCheckIns::step`] once with the stored
     /// snitch and its case, and saves the change it answers (if any).
     ///
-    /// The default answers `None`: the store cannot, and the service reads with
+    /// A store that cannot answers `None`, and the service reads with
     /// [`Storage::snitch_with_case`] and saves with [`Storage::save`]. A store that can
     /// answers `Some`: [`StorageError::NotFound`] when no snitch has `token`, otherwise
     /// the change `step` answered, applied exactly as [`Storage::save`] would apply it.
@@ -427,11 +374,9 @@ pub trait Storage: Send + Sync {
     /// unknown).
     async fn step_in_place(
         &self,
-        _token: &Token,
-        _pending: &mut PendingCheckIns,
-    ) -> Option<Result<Option<Change>, StorageError>> {
-        None
-    }
+        token: &Token,
+        pending: &mut PendingCheckIns,
+    ) -> Option<Result<Option<Change>, StorageError>>;
 
     /// The case's snitches that carry every tag of `tags` (all of them when empty),
     /// oldest first (by `created_at`, then by order of insertion).
@@ -445,16 +390,10 @@ pub trait Storage: Send + Sync {
 
     /// Applies changes, each as [`Storage::save`] would, and gives each one's result, in
     /// order: one change refused (stale, gone) never stops the others, and changes to one
-    /// snitch apply in order, the second seeing what the first wrote. The default saves
-    /// one after another; a store that can apply many at once (one statement, one
-    /// commit) should.
-    async fn save_all(&self, changes: &[Change]) -> Vec<Result<(), StorageError>> {
-        let mut results = Vec::with_capacity(changes.len());
-        for change in changes {
-            results.push(self.save(change).await);
-        }
-        results
-    }
+    /// snitch apply in order, the second seeing what the first wrote. A store that cannot
+    /// apply many at once (one statement, one commit) may answer [`fallback::save_all`],
+    /// one save after another.
+    async fn save_all(&self, changes: &[Change]) -> Vec<Result<(), StorageError>>;
 
     /// Removes a snitch with its check-ins and events; `false` when there was none.
     async fn delete_snitch(&self, token: &Token) -> Result<bool, StorageError>;
@@ -467,17 +406,12 @@ pub trait Storage: Send + Sync {
     /// until `lease_until`, or until the snitch is saved, no other call returns them, so
     /// sweepers on several servers share the work; a dead sweeper's snitches come back
     /// when its lease ends. Earliest first.
-    ///
-    /// Provided: [`Storage::due`], without a lease (see the trait's documentation).
     async fn claim_due(
         &self,
         now: Timestamp,
         lease_until: Timestamp,
         limit: usize,
-    ) -> Result<Vec<Snitch>, StorageError> {
-        let _ = lease_until;
-        self.due(now, limit).await
-    }
+    ) -> Result<Vec<Snitch>, StorageError>;
 
     /// The earliest [`Snitch::wake_at`] of all snitches, so a scheduler knows how long it
     /// may sleep.
@@ -529,66 +463,122 @@ pub trait Storage: Send + Sync {
     /// `threshold` before `now`, stores the outage from then to `now` and returns it.
     /// A store no server ever recorded has no outage. Of servers racing after one outage,
     /// exactly one gets it.
-    ///
-    /// Provided: keeps nothing and finds no outage.
     async fn heartbeat(
         &self,
         server: &str,
         now: Timestamp,
         threshold: chrono::Duration,
-    ) -> Result<Option<Outage>, StorageError> {
-        let _ = (server, now, threshold);
-        Ok(None)
-    }
+    ) -> Result<Option<Outage>, StorageError>;
 
     /// Records that `server` stopped cleanly at `at`, its last moment alive, so the next
     /// start measures the downtime exactly.
-    ///
-    /// Provided: keeps nothing.
-    async fn record_stop(&self, server: &str, at: Timestamp) -> Result<(), StorageError> {
-        let _ = (server, at);
-        Ok(())
-    }
+    async fn record_stop(&self, server: &str, at: Timestamp) -> Result<(), StorageError>;
 
     /// The outages that ended at or after `since`, oldest first.
-    ///
-    /// Provided: none.
-    async fn outages(&self, since: Timestamp) -> Result<Vec<Outage>, StorageError> {
-        let _ = since;
-        Ok(Vec::new())
-    }
+    async fn outages(&self, since: Timestamp) -> Result<Vec<Outage>, StorageError>;
 
     /// The most recent outages, newest first, at most `limit`, each with how many of the
     /// case's snitches it deferred (counted from saved [`Change::deferred_by`]; 0 when
     /// none).
-    ///
-    /// Provided: none.
     async fn case_outages(
         &self,
         case: &CaseId,
         limit: usize,
-    ) -> Result<Vec<CaseOutage>, StorageError> {
-        let _ = (case, limit);
-        Ok(Vec::new())
-    }
+    ) -> Result<Vec<CaseOutage>, StorageError>;
 
     /// The deliveries of these events (any state), in the order they were stored.
     async fn deliveries(&self, event_ids: &[String]) -> Result<Vec<Delivery>, StorageError>;
 
     /// Whether the store can serve now: it answers and, for a database, every migration
-    /// of this build is applied (`GET /readyz`). The default asks for
-    /// [`Storage::next_wake_at`], so any store that answers is ready.
-    async fn check_ready(&self) -> Result<(), StorageError> {
-        self.next_wake_at().await.map(|_| ())
-    }
+    /// of this build is applied and the settings its durability depends on hold
+    /// (`GET /readyz`). A decorator forwards it: answering for itself would hide the
+    /// store's state.
+    async fn check_ready(&self) -> Result<(), StorageError>;
 
     /// Snitches by status and the outbox depth, for metrics. Called at each scrape, never
-    /// on a request path. The default reads every case's snitches (O(n)) and cannot tell
-    /// the outbox depth; the built-in stores count in the database.
-    async fn stats(&self) -> Result<StoreStats, StorageError> {
+    /// on a request path. The built-in stores count in the database;
+    /// [`fallback::stats_by_scan`] reads every case's snitches and cannot tell the outbox
+    /// depth.
+    async fn stats(&self) -> Result<StoreStats, StorageError>;
+}
+
+/// Generic versions of a few [`Storage`] methods, in terms of the others, for a store
+/// that has nothing better. Each is weaker than a store's own (slower, or not atomic, or
+/// blind to something), as its doc says; a store answers with one by name.
+pub mod fallback {
+    use super::{Change, Storage, StorageError, StoreStats};
+    use crate::snitch::Snitch;
+    use crate::types::{Case, CaseId, Token};
+
+    /// [`Storage::snitch_with_case`] as two reads, one after the other.
+    pub async fn snitch_with_case(
+        store: &(impl Storage + ?Sized),
+        token: &Token,
+    ) -> Result<Option<(Snitch, Option<Case>)>, StorageError> {
+        let Some(snitch) = store.snitch(token).await? else {
+            return Ok(None);
+        };
+        let case = store.case(&snitch.case_id).await?;
+        Ok(Some((snitch, case)))
+    }
+
+    /// [`Storage::save_all`] as one [`Storage::save`] after another.
+    pub async fn save_all(
+        store: &(impl Storage + ?Sized),
+        changes: &[Change],
+    ) -> Vec<Result<(), StorageError>> {
+        let mut results = Vec::with_capacity(changes.len());
+        for change in changes {
+            results.push(store.save(change).await);
+        }
+        results
+    }
+
+    /// [`Storage::insert_snitches`] as checks against what is stored, then one insert
+    /// after another, deleting those it inserted if one fails: all or nothing only when
+    /// nothing else writes meanwhile and the deletes succeed.
+    pub async fn insert_snitches(
+        store: &(impl Storage + ?Sized),
+        snitches: &[Snitch],
+        max_snitches: u32,
+    ) -> Result<(), StorageError> {
+        let mut per_case: std::collections::HashMap<&CaseId, u64> = Default::default();
+        let mut seen = std::collections::HashSet::new();
+        for snitch in snitches {
+            if !seen.insert(snitch.token()) || store.snitch(snitch.token()).await?.is_some() {
+                return Err(StorageError::DuplicateToken);
+            }
+            *per_case.entry(snitch.case_id()).or_default() += 1;
+        }
+        for (case, adding) in per_case {
+            if store.case(case).await?.is_none() {
+                return Err(StorageError::UnknownCase(case.clone()));
+            }
+            let held = store.snitches(case, &[]).await?.len() as u64;
+            if held + adding > u64::from(max_snitches) {
+                return Err(StorageError::LimitReached { max: max_snitches });
+            }
+        }
+        for (done, snitch) in snitches.iter().enumerate() {
+            if let Err(e) = store.insert_snitch(snitch, max_snitches).await {
+                for inserted in &snitches[..done] {
+                    // Best effort: the first error is the one to report.
+                    let _ = store.delete_snitch(inserted.token()).await;
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Storage::stats`] by reading every case's snitches (O(n)), without the outbox
+    /// depth.
+    pub async fn stats_by_scan(
+        store: &(impl Storage + ?Sized),
+    ) -> Result<StoreStats, StorageError> {
         let mut counts = Vec::new();
-        for case in self.cases().await? {
-            for snitch in self.snitches(&case.id, &[]).await? {
+        for case in store.cases().await? {
+            for snitch in store.snitches(&case.id, &[]).await? {
                 counts.push((snitch.status(), 1));
             }
         }

@@ -680,6 +680,16 @@ impl Storage for MemoryStorage {
             Some(inner.pending_deliveries),
         ))
     }
+
+    async fn save_all(&self, changes: &[Change]) -> Vec<Result<(), StorageError>> {
+        // Each save takes the write lock for an instant: one after another is the same.
+        snitch_core::storage::fallback::save_all(self, changes).await
+    }
+
+    async fn check_ready(&self) -> Result<(), StorageError> {
+        // Memory has no migrations and no settings to check: it is ready while it answers.
+        Ok(())
+    }
 }
 
 #[cfg(test)]

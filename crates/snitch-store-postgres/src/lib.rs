@@ -1099,4 +1099,13 @@ impl Storage for PgStorage {
         .map(DeliveryRow::into_delivery)
         .collect()
     }
+
+    async fn step_in_place(
+        &self,
+        _token: &Token,
+        _pending: &mut snitch_core::PendingCheckIns,
+    ) -> Option<Result<Option<Change>, StorageError>> {
+        // A database store reads, steps and saves with a version check instead.
+        None
+    }
 }
