@@ -17,6 +17,7 @@ pub mod liveness;
 pub mod machine;
 pub mod notifier;
 pub mod outbox;
+pub mod schedule;
 pub mod service;
 pub mod snitch;
 pub mod storage;
@@ -33,6 +34,7 @@ pub use notifier::{Notifier, NotifyError};
 pub use outbox::{
     Attempt, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery, DeliveryState, RetryPolicy,
 };
+pub use schedule::{CronSchedule, ScheduleError};
 pub use service::{PendingCheckIns, SnitchFields, SnitchService, SweepReport};
 pub use snitch::{
     CheckIn, Event, EventKind, InvalidSnitch, Pause, PauseUntil, Snitch, SnitchRecord, SnitchState,
