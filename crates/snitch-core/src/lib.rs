@@ -1,5 +1,5 @@
 //! The domain of Snitch, a monitor of scheduled jobs: snitches, their UTC-aligned periods,
-//! the state machine that turns check-ins and missed deadlines into events, and the
+//! cron schedules in IANA time zones ([`CronSchedule`]), the state machine that turns check-ins and missed deadlines into events, and the
 //! contracts ([`Storage`], [`Clock`], [`Notifier`]) that adapters implement.
 //!
 //! This crate does no I/O, never reads the wall clock (time comes from a [`Clock`] or a

@@ -185,11 +185,7 @@ impl Fields {
             .max()
             .unwrap_or(31);
         if first_day > 29 && first_day > longest {
-            let months: Vec<&str> = self
-                .months
-                .iter_values()
-                .map(|m| month_display(m))
-                .collect();
+            let months: Vec<&str> = self.months.iter_values().map(month_display).collect();
             return Err((
                 Field::DayOfMonth,
                 format!(
@@ -250,7 +246,7 @@ impl Fields {
         if self.weekdays.last_of & (1 << weekday) != 0 && day + 7 > last {
             return true;
         }
-        let nth = (day + 6) / 7;
+        let nth = day.div_ceil(7);
         self.weekdays.nth & (1 << (weekday * 5 + nth - 1)) != 0
     }
 

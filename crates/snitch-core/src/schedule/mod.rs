@@ -23,9 +23,12 @@
 //! the IANA database, maps wall clock times to instants. Nothing here reads the clock or
 //! the file system: every instant is an argument.
 //!
-//! Searches look at most [`HORIZON_YEARS`] years of wall clock time ahead, as cronsim
-//! does; an expression that matches no later time within them (only `0 0 * 2 MON#5`-like
-//! rarities near the end of jiff's range, year 9999, get there) gives `None`.
+//! Every search is bounded. It looks at most [`HORIZON_YEARS`] years of wall clock time
+//! ahead, as cronsim does, and gives `None` when nothing matches within them. Since an
+//! expression that matches no date at all is refused, and the calendar repeats every 400
+//! years, that happens only near the end of the supported range (croner's year 5000,
+//! jiff's 9999): the rarest accepted expressions (`0 0 * 2 MON#5`: 2044, 2072, ...) still
+//! run at least every 40 years or so.
 
 mod fields;
 
@@ -233,7 +236,7 @@ impl CronSchedule {
     }
 
     /// The first expected instant strictly after `t`, or `None` when there is none within
-    /// [`HORIZON_YEARS`] of wall clock time (or past jiff's range, year 9999).
+    /// [`HORIZON_YEARS`] of wall clock time (or past year 5000, where croner stops).
     pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let t = to_jiff(t)?;
         let next = if self.fixed_time {
