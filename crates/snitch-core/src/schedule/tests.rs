@@ -666,3 +666,10 @@ fn expressions_that_match_no_day_are_refused() {
     // With L as well, the L half still runs.
     assert!(CronSchedule::parse("0 0 LW,L * */7", "UTC").is_ok());
 }
+
+#[test]
+fn schedules_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync + Clone + 'static>() {}
+    shared::<CronSchedule>();
+    shared::<ScheduleError>();
+}
