@@ -1,5 +1,5 @@
 //! The domain of Snitch, a monitor of scheduled jobs: snitches, their UTC-aligned periods,
-//! the state machine that turns check-ins and missed deadlines into events, and the
+//! cron schedules in IANA time zones ([`CronSchedule`]), the state machine that turns check-ins and missed deadlines into events, and the
 //! contracts ([`Storage`], [`Clock`], [`Notifier`]) that adapters implement.
 //!
 //! This crate does no I/O, never reads the wall clock (time comes from a [`Clock`] or a
@@ -18,6 +18,7 @@ pub mod liveness;
 pub mod machine;
 pub mod notifier;
 pub mod outbox;
+pub mod schedule;
 pub mod service;
 pub mod snitch;
 pub mod storage;
@@ -35,6 +36,7 @@ pub use notifier::{Notifier, NotifyError};
 pub use outbox::{
     Attempt, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery, DeliveryState, RetryPolicy,
 };
+pub use schedule::{CronSchedule, ScheduleError};
 pub use service::{SnitchFields, SnitchService, SweepReport};
 pub use snitch::{
     CheckIn, Event, EventKind, InvalidSnitch, Pause, PauseUntil, Snitch, SnitchRecord, SnitchState,
