@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use snitch_core::{CheckIn, Outcome};
 use utoipa::ToSchema;
 
+use crate::api::Authed;
 use crate::wire::format_time;
-use crate::{ApiError, ApiState, Authed};
+use crate::{ApiError, ApiState};
 
 /// One check-in as the API shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -37,8 +37,9 @@ use maud::Markup;
 use snitch_core::{Case, ServiceError, SnitchFields, SnitchService, Validations};
 use tower_http::catch_panic::CatchPanicLayer;
 
+use crate::api::whole_secs;
 use crate::auth_limit::client_of;
-use crate::{refusal, whole_secs, ApiState, Refusal, MAX_BODY_BYTES};
+use crate::{refusal, ApiState, Refusal, MAX_BODY_BYTES};
 use pages::{Frame, SignedInView, SnitchForm};
 use session::{random_secret, same_secret, Sessions, MAX_SESSIONS};
 
