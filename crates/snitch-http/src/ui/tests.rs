@@ -16,6 +16,7 @@ use tower::ServiceExt;
 
 use super::*;
 use crate::{api_router, ApiConfig, ApiKeys, AuthFailureLimit};
+use session::random_secret;
 
 const KEY: &str = "ui-test-key-0123456789abcdef0123456789";
 
