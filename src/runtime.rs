@@ -462,17 +462,24 @@ impl SnitchRuntime {
         }
     }
 
-    /// The v1 API (`/v1/…`, with `/v1/openapi.json`) and `/healthz`, `/readyz`, ready to
-    /// serve or to `nest` under a prefix.
+    /// The v1 API (`/v1/…`, with `/v1/openapi.json`), ready to serve or to `nest` under a
+    /// prefix. `/healthz` and `/readyz` are [`SnitchRuntime::health_router`]'s: merge it
+    /// once into each router you serve on its own address, so routers merged together
+    /// never mount a path twice.
     pub fn api_router(&self) -> Router {
-        api_router(self.api.clone()).merge(health_router(self.health.clone()))
+        api_router(self.api.clone())
     }
 
-    /// The check-in endpoint (`/<token>`) and `/healthz`, `/readyz`, ready to serve or to
-    /// `nest` under the prefix that [`SnitchBuilder::check_in_base`] names.
+    /// The check-in endpoint (`/<token>`), ready to serve or to `nest` under the prefix that
+    /// [`SnitchBuilder::check_in_base`] names (health: see [`SnitchRuntime::api_router`]).
     pub fn check_in_router(&self) -> Router {
         check_in_router_with_metrics(self.service.clone(), self.metrics.metrics.clone())
-            .merge(health_router(self.health.clone()))
+    }
+
+    /// `GET /healthz` and `GET /readyz` (what the store and the sweep say), without
+    /// authentication.
+    pub fn health_router(&self) -> Router {
+        health_router(self.health.clone())
     }
 
     /// What [`SnitchRuntime::check_in_router`] answers, as a bare service for a listener that
@@ -482,10 +489,10 @@ impl SnitchRuntime {
             .with_health(health_router(self.health.clone()))
     }
 
-    /// `GET /metrics` (Prometheus) and `/healthz`, `/readyz`: serve it on an address only
-    /// operators reach (the server's `metrics_listen`).
+    /// `GET /metrics` (Prometheus): serve it on an address only operators reach (the
+    /// server's `metrics_listen`), with [`SnitchRuntime::health_router`] merged in.
     pub fn metrics_router(&self) -> Router {
-        metrics_router(self.metrics.clone()).merge(health_router(self.health.clone()))
+        metrics_router(self.metrics.clone())
     }
 
     /// The metrics this runtime counts in.
@@ -512,9 +519,21 @@ impl SnitchRuntime {
         &self.service
     }
 
-    /// The API's shared state (switch maintenance mode with it).
-    pub fn api_state(&self) -> &ApiState {
-        &self.api
+    /// Switches the API's maintenance mode (503 for every API call and dashboard page;
+    /// check-ins keep working).
+    pub fn set_maintenance(&self, on: bool) {
+        self.api.set_maintenance(on);
+    }
+
+    /// Whether the API is in maintenance mode.
+    pub fn maintenance(&self) -> bool {
+        self.api.maintenance()
+    }
+
+    /// The API's state, for the server's own handle on maintenance mode.
+    #[cfg(feature = "server")]
+    pub(crate) fn api_state_for_launch(&self) -> ApiState {
+        self.api.clone()
     }
 
     /// The API keys: make one for a case with [`ApiKeys::create`].

@@ -1326,7 +1326,7 @@ async fn maintenance_mode_is_503_while_check_ins_keep_working() {
     assert_eq!(response.status(), StatusCode::ACCEPTED);
 
     // Switched off at run time, the API answers again and shows the check-in.
-    server.running.api.set_maintenance(false);
+    server.running.set_maintenance(false);
     let snitch = server.get_ok(&format!("/v1/snitches/{token}")).await;
     assert_eq!(snitch["status"], "healthy");
     assert_eq!(snitch["checked_in_at"], "2026-11-22T03:00:00.123Z");

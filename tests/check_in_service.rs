@@ -111,7 +111,7 @@ async fn the_bare_service_answers_every_request_as_the_router_does() {
     let made = snitch.service().create(&case, &fields).await.expect("made");
     let token = made.token().as_str().to_owned();
 
-    let routed = serve_on_loopback(snitch.check_in_router()).await;
+    let routed = serve_on_loopback(snitch.check_in_router().merge(snitch.health_router())).await;
     let bare = serve_on_loopback(snitch.check_in_service()).await;
 
     let too_long = "a".repeat(10_000);

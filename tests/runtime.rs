@@ -133,3 +133,39 @@ async fn no_demo_case_beside_cases_made_with_the_admin_commands() {
         "kept from the first start"
     );
 }
+
+/// The runtime's routers go together on one address (a host serving them all): the API,
+/// the dashboard, metrics and health merged, check-ins nested under their prefix. No path
+/// is mounted twice, so nothing panics, and health is where it was merged, once.
+#[cfg(feature = "ui")]
+#[tokio::test]
+async fn every_router_merges_into_one_with_health_once() {
+    use tower::ServiceExt;
+    let snitch = SnitchRuntime::builder(Arc::new(MemoryStorage::new()))
+        .build()
+        .await
+        .expect("starts");
+    let all = snitch
+        .api_router()
+        .nest("/check-in", snitch.check_in_router())
+        .merge(snitch.metrics_router())
+        .merge(snitch.ui_router())
+        .merge(snitch.health_router());
+    for path in ["/healthz", "/metrics", "/v1/openapi.json", "/ui/login"] {
+        let response = all
+            .clone()
+            .oneshot(
+                axum::http::Request::get(path)
+                    .body(axum::body::Body::empty())
+                    .expect("a request"),
+            )
+            .await
+            .expect("answered");
+        assert_eq!(response.status(), axum::http::StatusCode::OK, "{path}");
+    }
+    // The maintenance switch, without reaching into the API's state.
+    snitch.set_maintenance(true);
+    assert!(snitch.maintenance());
+    snitch.set_maintenance(false);
+    snitch.shutdown().await;
+}

@@ -4,9 +4,8 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use snitch::core::{
-    CheckInMessage, ErrorType, EventKind, SequentialTokens, ServiceError, Tag, Validation,
-};
+use snitch::core::{CheckInMessage, EventKind, SequentialTokens, ServiceError, Tag, Validation};
+use snitch::http::ErrorType;
 use snitch::prelude::{
     Case, CaseId, ManualClock, Outcome, SnitchFields, SnitchService, Status, Storage,
 };
@@ -94,7 +93,7 @@ async fn create_reports_every_problem_at_once() {
         .create(&w.acme, &SnitchFields::default())
         .await
         .expect_err("nothing given");
-    assert_eq!(err.error_type(), Some(ErrorType::ResourceInvalid));
+    assert_eq!(ErrorType::of(&err), Some(ErrorType::ResourceInvalid));
     assert_eq!(
         problems(err),
         [
@@ -177,14 +176,14 @@ async fn the_plan_limit_and_holds_refuse_with_their_types() {
         .create(&w.acme, &fields("one too many", "hourly"))
         .await
         .expect_err("over the plan");
-    assert_eq!(err.error_type(), Some(ErrorType::PlanLimitReached));
+    assert_eq!(ErrorType::of(&err), Some(ErrorType::PlanLimitReached));
 
     let token = w.service.list(&w.acme, &[]).await.expect("list")[0]
         .token()
         .clone();
     w.acme.on_hold = true;
     let err = w.service.list(&w.acme, &[]).await.expect_err("on hold");
-    assert_eq!(err.error_type(), Some(ErrorType::AccountOnHold));
+    assert_eq!(ErrorType::of(&err), Some(ErrorType::AccountOnHold));
     assert!(matches!(
         w.service.get(&w.acme, token.as_str()).await,
         Err(ServiceError::AccountOnHold)
@@ -209,7 +208,7 @@ async fn another_cases_snitch_is_not_found() {
     let token = s.token().as_str();
     let not_found = |r: Result<(), ServiceError>| {
         assert_eq!(
-            r.expect_err("not owned").error_type(),
+            ErrorType::of(&r.expect_err("not owned")),
             Some(ErrorType::ResourceNotFound)
         )
     };
@@ -268,7 +267,7 @@ async fn tags_keep_order_drop_duplicates_and_filter_the_list() {
         .add_tags(&w.acme, a.token().as_str(), &[])
         .await
         .expect_err("one or more tags");
-    assert_eq!(err.error_type(), Some(ErrorType::ResourceInvalid));
+    assert_eq!(ErrorType::of(&err), Some(ErrorType::ResourceInvalid));
 
     let filter = SnitchService::parse_tag_filter("prod,eu west").expect("valid filter");
     let listed = w.service.list(&w.acme, &filter).await.expect("list");
@@ -760,7 +759,7 @@ async fn a_check_in_whose_commit_outcome_is_unknown_is_never_saved_twice() {
                 matches!(&err, ServiceError::Storage(e) if e.is_outcome_unknown()),
                 "{err:?}"
             );
-            assert_eq!(err.error_type(), Some(ErrorType::ServiceUnavailable));
+            assert_eq!(ErrorType::of(&err), Some(ErrorType::ServiceUnavailable));
             assert_eq!(*current.lock().expect("not poisoned"), v1);
         }
     }

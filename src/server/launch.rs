@@ -32,12 +32,17 @@ pub struct Running {
     pub demo_key: Option<String>,
     /// The service, for operations without HTTP.
     pub service: SnitchService,
-    /// The API's state (maintenance mode).
-    pub api: ApiState,
+    api: ApiState,
     task: JoinHandle<Result<(), std::io::Error>>,
 }
 
 impl Running {
+    /// Switches the API's maintenance mode (503 for every API call; check-ins keep
+    /// working) while the server runs.
+    pub fn set_maintenance(&self, on: bool) {
+        self.api.set_maintenance(on);
+    }
+
     /// Waits until the server has shut down and every accepted request was answered.
     pub async fn wait(self) -> Result<(), ServerError> {
         match self.task.await {
@@ -107,7 +112,7 @@ pub async fn launch_with_clock(
         return Err(e.into());
     }
 
-    let api_router = snitch.api_router();
+    let api_router = snitch.api_router().merge(snitch.health_router());
     // The dashboard shares the API's listener, under `/ui/`.
     #[cfg(feature = "ui")]
     let api_router = if config.ui {
@@ -125,7 +130,9 @@ pub async fn launch_with_clock(
     // The listener serves check-ins alone: the bare service, unless request spans are
     // wanted (the router's `TraceLayer`, with the matched route in each span).
     let check_ins = if request_spans_wanted() {
-        Either::Left(traced(snitch.check_in_router()))
+        Either::Left(traced(
+            snitch.check_in_router().merge(snitch.health_router()),
+        ))
     } else {
         Either::Right(snitch.check_in_service())
     };
@@ -188,7 +195,7 @@ pub async fn launch_with_clock(
     ));
     let metrics_server = metrics_listener.map(|listener| {
         let app = with_request_timeout(
-            snitch.metrics_router(),
+            snitch.metrics_router().merge(snitch.health_router()),
             config.request_timeout(),
             request_timeout_text,
         );
@@ -199,7 +206,7 @@ pub async fn launch_with_clock(
     });
 
     let service = snitch.service().clone();
-    let api_state = snitch.api_state().clone();
+    let api_state = snitch.api_state_for_launch();
     let task = tokio::spawn(async move {
         shutdown.await;
         tracing::info!("shutting down: finishing requests in flight");

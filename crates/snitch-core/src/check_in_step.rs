@@ -23,7 +23,7 @@ pub(crate) fn prepare(change: &mut Change, case: &Case, hooks: &[Webhook], keep_
 }
 
 /// Check-ins of one snitch waiting to be stepped and saved as one change, as the service
-/// hands them to [`Storage::step_in_place`].
+/// hands them to [`Storage::step_in_place`](crate::Storage::step_in_place).
 #[derive(Debug)]
 pub struct PendingCheckIns {
     pub(crate) batch: Vec<CheckIn>,

@@ -3,41 +3,6 @@
 use crate::storage::StorageError;
 use crate::validation::Validations;
 
-/// The stable, machine-readable error types of the API (docs/api.md#errors).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ErrorType {
-    /// `api_key_invalid`: a missing or invalid key (401).
-    ApiKeyInvalid,
-    /// `plan_limit_reached`: the case holds its plan's maximum of snitches (402).
-    PlanLimitReached,
-    /// `account_on_hold`: the case is on hold (402).
-    AccountOnHold,
-    /// `resource_not_found`: no such resource of the case (404).
-    ResourceNotFound,
-    /// `resource_invalid`: invalid attributes, with validations (422).
-    ResourceInvalid,
-    /// `rate_limited`: too many requests (429).
-    RateLimited,
-    /// `service_unavailable`: maintenance, or a store that is down (503).
-    ServiceUnavailable,
-}
-
-impl ErrorType {
-    /// The `type` of the error body, e.g. `resource_not_found`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorType::ApiKeyInvalid => "api_key_invalid",
-            ErrorType::PlanLimitReached => "plan_limit_reached",
-            ErrorType::AccountOnHold => "account_on_hold",
-            ErrorType::ResourceNotFound => "resource_not_found",
-            ErrorType::ResourceInvalid => "resource_invalid",
-            ErrorType::RateLimited => "rate_limited",
-            ErrorType::ServiceUnavailable => "service_unavailable",
-        }
-    }
-}
-
 /// Why an operation of the service failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -61,22 +26,6 @@ pub enum ServiceError {
     /// outcome of a commit is unknown, no stable type (500) otherwise.
     #[error(transparent)]
     Storage(#[from] StorageError),
-}
-
-impl ServiceError {
-    /// The stable type for the API, or `None` for an internal failure.
-    pub fn error_type(&self) -> Option<ErrorType> {
-        match self {
-            ServiceError::NotFound => Some(ErrorType::ResourceNotFound),
-            ServiceError::Invalid(_) => Some(ErrorType::ResourceInvalid),
-            ServiceError::PlanLimitReached { .. } => Some(ErrorType::PlanLimitReached),
-            ServiceError::AccountOnHold => Some(ErrorType::AccountOnHold),
-            ServiceError::Storage(e) if e.is_transient() || e.is_outcome_unknown() => {
-                Some(ErrorType::ServiceUnavailable)
-            }
-            ServiceError::Storage(_) => None,
-        }
-    }
 }
 
 impl From<Validations> for ServiceError {

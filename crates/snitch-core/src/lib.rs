@@ -30,7 +30,7 @@ pub mod webhook;
 pub use calendar::{period_of, Interval, Period, Timestamp};
 pub use check_in_step::PendingCheckIns;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use error::{ErrorType, ServiceError};
+pub use error::ServiceError;
 pub use liveness::{CaseOutage, Outage};
 pub use notifier::{Notifier, NotifyError};
 pub use outbox::{

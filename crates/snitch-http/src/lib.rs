@@ -1,5 +1,5 @@
 //! The HTTP side of Snitch: the v1 JSON API ([`api_router`]) and the check-in endpoint
-//! ([`check_in_router`]) as mountable axum routers over a [`SnitchService`].
+//! ([`check_in_router`]) as mountable axum routers over a [`SnitchService`](snitch_core::SnitchService).
 //!
 //! The two live on separate routers because they live on separate hosts (`base_url` and
 //! `check_in_base`): a host application nests or serves each wherever it likes.
@@ -28,7 +28,7 @@ pub mod wire;
 pub use api::{api_router, ApiConfig, ApiState, RateLimit};
 pub use auth_limit::AuthFailureLimit;
 pub use check_in::{check_in_router, check_in_router_with_metrics, CheckInService};
-pub use error::ApiError;
+pub use error::{ApiError, ErrorType};
 pub use keys::{ApiKeys, KeyDigest};
 pub use metrics::Metrics;
 

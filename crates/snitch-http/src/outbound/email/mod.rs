@@ -3,7 +3,7 @@
 //! [`render_email`] turns an [`Event`](snitch_core::Event) into a plain-text alert;
 //! [`SmtpEmailNotifier`] (feature `smtp`, lettre) sends it through a real SMTP server;
 //! [`LogEmailNotifier`] writes it to the log when no SMTP server is configured.
-//! [`smtp_sink`] (feature `test-support`) is a tiny SMTP server that keeps what it
+//! `smtp_sink` (feature `test-support`) is a tiny SMTP server that keeps what it
 //! receives, for tests and for trying Snitch locally without a mail server.
 //!
 //! The parts: `render.rs` (the content), `smtp.rs`, `log.rs`, `smtp_sink.rs`.
