@@ -6,13 +6,14 @@
 mod common;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
 use reqwest::header::ALLOW;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use snitch::prelude::SnitchFields;
+use snitch::prelude::{ManualClock, SnitchFields};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -302,7 +303,12 @@ async fn check_ins_on_the_wire_have_their_length_and_decode_their_token() {
 
 #[tokio::test]
 async fn failed_authentication_is_rate_limited_per_client_address() {
-    let server = server("auth_failures_per_minute = 1\nauth_failures_burst = 2\n").await;
+    // The limiter reads the server's clock: time moves only when the test moves it.
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let top = format!(
+        "{NO_RATE_LIMIT}{MANUAL_TIME}auth_failures_per_minute = 1\nauth_failures_burst = 2\n"
+    );
+    let server = Server::launch(&top, &default_cases(), clock.clone()).await;
     let token = server.create_snitch("n", "daily").await;
     let wrong = "wrong-key-000000000000000000000000000";
     for _ in 0..2 {
@@ -310,20 +316,27 @@ async fn failed_authentication_is_rate_limited_per_client_address() {
         assert_error(response, StatusCode::UNAUTHORIZED, "api_key_invalid").await;
     }
     let response = send(server.request_as(wrong, Method::GET, "/v1/snitches")).await;
-    let retry_after: u64 = response
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .expect("Retry-After")
-        .to_str()
-        .expect("ascii")
-        .parse()
-        .expect("whole seconds");
-    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    let retry_after = |response: &reqwest::Response| -> u64 {
+        response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .expect("Retry-After")
+            .to_str()
+            .expect("ascii")
+            .parse()
+            .expect("whole seconds")
+    };
+    assert_eq!(retry_after(&response), 60);
     assert_error(response, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
     // While blocked, the address's correct key is refused too; check-ins are not limited.
+    clock.advance(chrono::Duration::seconds(45));
     let response = server.get("/v1/snitches").await;
+    assert_eq!(retry_after(&response), 15);
     assert_error(response, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
     server.check_in(&token, "").await;
+    // The block ends when the refill comes.
+    clock.advance(chrono::Duration::seconds(15));
+    json_ok(server.get("/v1/snitches").await).await;
 
     // Another address (127.0.0.2 is loopback too on Linux) has its own bucket.
     #[cfg(target_os = "linux")]

@@ -25,9 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, delete, get, post, MethodRouter};
 use axum::{Json, Router};
 use base64::Engine;
-use governor::clock::{Clock as _, DefaultClock};
-use governor::state::keyed::DefaultKeyedStateStore;
-use governor::{Quota, RateLimiter};
+use governor::Quota;
 use serde_json::Value;
 use snitch_core::{Case, CheckInMessage, Outcome, ServiceError, SnitchService, Token, Validations};
 use tower_http::catch_panic::CatchPanicLayer;
@@ -46,7 +44,7 @@ pub mod ui;
 pub mod wire;
 
 pub use auth_limit::AuthFailureLimit;
-use auth_limit::FailureLimiter;
+use auth_limit::{keyed_limiter, FailureLimiter, KeyedLimiter, LimitClock};
 pub use error::ApiError;
 pub use keys::{ApiKeys, KeyDigest};
 use metrics::CheckInOutcome;
@@ -138,8 +136,6 @@ impl ApiConfig {
     }
 }
 
-type KeyedLimiter = RateLimiter<KeyDigest, DefaultKeyedStateStore<KeyDigest>, DefaultClock>;
-
 /// What the API handlers share. Keep a clone to switch maintenance mode at run time.
 #[derive(Clone)]
 pub struct ApiState {
@@ -149,7 +145,10 @@ pub struct ApiState {
 struct ApiInner {
     service: SnitchService,
     keys: Arc<ApiKeys>,
-    limiter: KeyedLimiter,
+    /// Requests per key, on the service's clock.
+    limiter: KeyedLimiter<KeyDigest>,
+    /// The limiter's clock, for how long a refused request must wait.
+    limit_clock: LimitClock,
     failures: FailureLimiter,
     maintenance: AtomicBool,
     check_in_base: String,
@@ -181,12 +180,14 @@ impl ApiState {
     ) -> Self {
         let quota =
             Quota::per_second(config.rate_limit.per_second).allow_burst(config.rate_limit.burst);
+        let limit_clock = LimitClock::new(service.clock().clone());
         ApiState {
             inner: Arc::new(ApiInner {
                 service,
                 keys,
-                limiter: RateLimiter::keyed(quota),
-                failures: FailureLimiter::new(config.auth_failures),
+                limiter: keyed_limiter(quota, limit_clock.clone()),
+                failures: FailureLimiter::new(config.auth_failures, limit_clock.clone()),
+                limit_clock,
                 maintenance: AtomicBool::new(config.maintenance),
                 check_in_base: config.check_in_base,
                 metrics,
@@ -459,7 +460,7 @@ impl FromRequestParts<ApiState> for Authed {
             });
         };
         if let Err(not_until) = state.inner.limiter.check_key(&digest) {
-            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            let wait = state.inner.limit_clock.wait(&not_until);
             return Err(ApiError::rate_limited(whole_secs(wait)));
         }
         let case = state

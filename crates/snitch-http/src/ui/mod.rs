@@ -32,7 +32,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use governor::clock::{Clock as _, DefaultClock};
 use maud::Markup;
 use snitch_core::{Case, ServiceError, SnitchFields, SnitchService, Validations};
 use tower_http::catch_panic::CatchPanicLayer;
@@ -121,7 +120,11 @@ impl UiState {
     pub fn new(api: ApiState, mut config: UiConfig) -> Self {
         config.base_path = config.base_path.trim_end_matches('/').to_owned();
         UiState {
-            sessions: Arc::new(Sessions::new(config.session_ttl, MAX_SESSIONS)),
+            sessions: Arc::new(Sessions::new(
+                config.session_ttl,
+                MAX_SESSIONS,
+                api.inner.service.clock().clone(),
+            )),
             api,
             config: Arc::new(config),
         }
@@ -409,7 +412,7 @@ impl FromRequestParts<UiState> for SignedIn {
             return Err(to_login());
         };
         if let Err(not_until) = api.limiter.check_key(&digest) {
-            let wait = whole_secs(not_until.wait_time_from(DefaultClock::default().now()));
+            let wait = whole_secs(api.limit_clock.wait(&not_until));
             let mut r = ui.error_page(
                 None,
                 StatusCode::TOO_MANY_REQUESTS,
