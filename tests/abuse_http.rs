@@ -7,12 +7,13 @@ mod common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use reqwest::header::ALLOW;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
+use snitch::core::clock::monotonic_now;
 use snitch::prelude::{ManualClock, SnitchFields};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -78,7 +79,7 @@ async fn a_partial_or_missing_request_header_is_closed_after_the_header_timeout(
     let addrs = [server.running.api_addr, server.running.check_in_addr];
     for addr in addrs {
         for sent in [&b"GET /v1/snitches HTTP/1.1\r\nHost: t\r\n"[..], b""] {
-            let started = Instant::now();
+            let started = monotonic_now();
             let mut stream = connect(addr, sent).await;
             let answer = read_until_closed(&mut stream).await;
             let elapsed = started.elapsed();
@@ -112,7 +113,7 @@ async fn a_huge_declared_length_without_a_body_is_413_at_once() {
          Content-Type: application/json\r\nContent-Length: 10000000000\r\n\r\n",
         basic_auth(ACME_KEY)
     );
-    let started = Instant::now();
+    let started = monotonic_now();
     let mut stream = connect(server.running.api_addr, request.as_bytes()).await;
     let answer = read_until_closed(&mut stream).await;
     // At once: a 408 would mean the server waited for the body.
@@ -147,7 +148,7 @@ async fn a_slow_body_is_408_within_the_request_timeout() {
          Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"name\":",
         basic_auth(ACME_KEY)
     );
-    let started = Instant::now();
+    let started = monotonic_now();
     let mut stream = connect(server.running.api_addr, request.as_bytes()).await;
     let answer = read_until_closed(&mut stream).await;
     let elapsed = started.elapsed();
@@ -192,7 +193,7 @@ async fn beyond_max_connections_new_connections_wait_and_are_served_later() {
     };
     let token = service.create(&acme, &fields).await.expect("created");
     let token = token.token().to_string();
-    let started = Instant::now();
+    let started = monotonic_now();
     // 50 silent connections: 20 are accepted, 30 wait in the backlog.
     let mut idle = Vec::new();
     for _ in 0..50 {

@@ -14,7 +14,6 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Path, RawQuery, Request, State};
@@ -27,6 +26,7 @@ use axum::{Json, Router};
 use base64::Engine;
 use governor::Quota;
 use serde_json::Value;
+use snitch_core::clock::monotonic_now;
 use snitch_core::{Case, CheckInMessage, Outcome, ServiceError, SnitchService, Token, Validations};
 use tower_http::catch_panic::CatchPanicLayer;
 
@@ -998,7 +998,7 @@ fn check_in_params(
 
 /// `GET|POST|HEAD /<token>`: records a check-in (docs/rules.md#check-ins).
 async fn check_in(State(state): State<Arc<CheckInState>>, req: Request) -> Response {
-    let started = Instant::now();
+    let started = monotonic_now();
     let method = observe::method_name(req.method());
     // The template as the host sees it (under the prefix it nests the router at).
     let route = req.extensions().get::<MatchedPath>().cloned();
@@ -1018,7 +1018,7 @@ async fn check_in(State(state): State<Arc<CheckInState>>, req: Request) -> Respo
 
 /// Any other path: 404, or 413 when it declares a body over the limit (as every path).
 async fn unmatched_check_in(State(state): State<Arc<CheckInState>>, req: Request) -> Response {
-    let started = Instant::now();
+    let started = monotonic_now();
     let response = match refusal(&req) {
         Some(Refusal::TooLarge) => too_large_text(),
         Some(Refusal::NotFound) | None => not_found_text(),
