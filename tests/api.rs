@@ -746,21 +746,9 @@ async fn pause_until_a_time_resumes_at_that_time() {
     assert_eq!(server.status_of(&token).await, "paused");
 
     // 04:00Z is the resume time.
-    clock.set(at("2026-11-22T03:59:59.999Z"));
-    server
-        .running
-        .service
-        .tick(clock.now())
-        .await
-        .expect("tick");
+    server.tick_at(&clock, at("2026-11-22T03:59:59.999Z")).await;
     assert_eq!(server.status_of(&token).await, "paused");
-    clock.set(at("2026-11-22T04:00:00.000Z"));
-    server
-        .running
-        .service
-        .tick(clock.now())
-        .await
-        .expect("tick");
+    server.tick_at(&clock, at("2026-11-22T04:00:00.000Z")).await;
     let snitch = server.get_ok(&path).await;
     assert_eq!(snitch["status"], "healthy");
     assert!(snitch["deadline_at"].is_string());
@@ -1405,24 +1393,12 @@ async fn unpause_restores_the_status_from_before_the_pause() {
     let token = server.create_snitch("n", "hourly").await;
     let path = format!("/v1/snitches/{token}");
     server.check_in(&token, "").await;
-    clock.set(at("2026-11-22T05:00:00.000Z"));
-    server
-        .running
-        .service
-        .tick(clock.now())
-        .await
-        .expect("tick");
+    server.tick_at(&clock, at("2026-11-22T05:00:00.000Z")).await;
     assert_eq!(server.status_of(&token).await, "failed");
 
     assert_no_content(server.post_json(&format!("{path}/pause"), &json!({})).await).await;
     // No missing alerts while paused.
-    clock.set(at("2026-11-22T09:10:00.000Z"));
-    server
-        .running
-        .service
-        .tick(clock.now())
-        .await
-        .expect("tick");
+    server.tick_at(&clock, at("2026-11-22T09:10:00.000Z")).await;
     assert_no_content(send(server.request(Method::POST, &format!("{path}/unpause"))).await).await;
     let snitch = server.get_ok(&path).await;
     assert_eq!(snitch["status"], "failed");
@@ -1461,13 +1437,7 @@ async fn changing_the_interval_moves_the_deadline() {
     .await;
     // Last check-in on the 22nd: due by the end of the 23rd.
     assert_eq!(updated["deadline_at"], "2026-11-24T00:00:00.000Z");
-    clock.set(at("2026-11-22T05:00:00.000Z"));
-    server
-        .running
-        .service
-        .tick(clock.now())
-        .await
-        .expect("tick");
+    server.tick_at(&clock, at("2026-11-22T05:00:00.000Z")).await;
     assert_eq!(server.status_of(&token).await, "healthy");
 
     let updated = json_ok(
