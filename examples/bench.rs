@@ -32,6 +32,7 @@ use axum::routing::post;
 use axum::Router;
 use clap::{Parser, ValueEnum};
 use hyper::Uri;
+use snitch::core::clock::monotonic_now;
 use snitch::core::machine;
 use snitch::core::{
     CheckIn, EmailAddress, Interval, RandomTokens, SnitchName, Tags, Timestamp, TokenSource,
@@ -320,7 +321,7 @@ struct Row {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
-    let started = Instant::now();
+    let started = monotonic_now();
     let load_at_start = load_average();
     let sizes = if args.quick {
         Sizes::quick()
@@ -340,7 +341,7 @@ async fn main() {
     let mut rows = Vec::new();
     for id in selected {
         eprintln!("== {} {}", id.number(), id.title(&sizes));
-        let row_started = Instant::now();
+        let row_started = monotonic_now();
         let result = run_row(id, &sizes, &database_url).await;
         let (figure, met) = match result {
             Ok(m) => (m.figure, Some(m.met)),
@@ -911,7 +912,7 @@ impl Snitches {
     /// batch at a time; the time it took.
     async fn insert(&self, storage: Arc<dyn Storage>) -> Result<Duration, BoxError> {
         const BATCH: usize = 10_000;
-        let started = Instant::now();
+        let started = monotonic_now();
         let progress = Progress::start("inserted", self.population.total);
         let done = progress.counter();
         for first in (0..self.population.total).step_by(BATCH) {
@@ -931,7 +932,7 @@ impl Snitches {
     async fn sweep(&self, storage: Arc<dyn Storage>) -> Result<Duration, BoxError> {
         let clock = Arc::new(ManualClock::new(self.boundary));
         let service = SnitchService::new(storage, clock);
-        let started = Instant::now();
+        let started = monotonic_now();
         let report = service.tick(self.boundary).await?;
         let took = started.elapsed();
         let due = self.population.due;
@@ -1027,9 +1028,9 @@ impl Receiver {
 
     /// Waits until `done` holds, or for at most `timeout`; whether it holds.
     async fn wait_for(&self, timeout: Duration, done: impl Fn(&Arrivals) -> bool) -> bool {
-        let give_up = Instant::now() + timeout;
+        let give_up = monotonic_now() + timeout;
         while !self.arrivals(&done) {
-            if Instant::now() >= give_up {
+            if monotonic_now() >= give_up {
                 return false;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -1184,7 +1185,7 @@ async fn time_list(api: SocketAddr, sizes: &Sizes) -> Result<(Latency, usize), B
     }
     let mut micros = Vec::with_capacity(sizes.api_requests);
     for _ in 0..sizes.api_requests {
-        let sent = Instant::now();
+        let sent = monotonic_now();
         let body = list().await?.error_for_status()?.bytes().await?;
         micros.push(as_micros(sent.elapsed()));
         body_bytes = body.len();
@@ -1460,7 +1461,7 @@ impl ChildServer {
             }
         });
         let mut addrs: Vec<Option<SocketAddr>> = vec![None; prefixes.len()];
-        let give_up = Instant::now() + START_TIMEOUT;
+        let give_up = monotonic_now() + START_TIMEOUT;
         while addrs.iter().any(Option::is_none) {
             match listening.try_recv() {
                 Ok(line) => {
@@ -1468,7 +1469,7 @@ impl ChildServer {
                         addrs[i] = Some(listening_addr(&line)?);
                     }
                 }
-                Err(std::sync::mpsc::TryRecvError::Empty) if Instant::now() < give_up => {
+                Err(std::sync::mpsc::TryRecvError::Empty) if monotonic_now() < give_up => {
                     if let Some(status) = server.child.try_wait()? {
                         return Err(format!("{name} exited before listening: {status}").into());
                     }
@@ -1511,7 +1512,7 @@ impl ChildServer {
             if let Some(status) = self.child.try_wait()? {
                 return Err(format!("{} exited while starting: {status}", self.name).into());
             }
-            if Instant::now() >= give_up {
+            if monotonic_now() >= give_up {
                 return Err(format!("{} is not healthy at {url}: {last}", self.name).into());
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -1,11 +1,40 @@
 #!/usr/bin/env bash
-# Runs every test of the workspace: the one test command of README.md and .ci/run.
+# Runs the tests of the workspace: the one test command of README.md and .ci/run.
+#
+#   bash scripts/test.sh            # everything: every cargo test, the browser test, fuzzing
+#   bash scripts/test.sh --quick    # the quick tier, while editing (see CONTRIBUTING.md)
+#   bash scripts/test.sh <args>     # cargo test with these arguments (a filter, --test api…)
+#
 # The Postgres store's tests need PostgreSQL on 127.0.0.1:5432: started here when it is
 # down; the run fails loudly, never skips, when it cannot be.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 url=$(bash scripts/ensure-postgres.sh | sed -n 's/^DATABASE_URL=//p')
 export DATABASE_URL="${DATABASE_URL:-$url}"
+
+# The quick tier: every crate's unit tests and the integration tests that run in-process
+# on the memory, SQLite and (template-copied) PostgreSQL stores. Left to the whole suite:
+# the tests that start server processes or run for seconds by design (process restarts,
+# kill -9, outages in real time, timeouts of hanging peers, the model test's thousands of
+# random runs), doc tests, building the examples (the benchmark among them), the browser
+# test and fuzzing. Further arguments go to cargo test (a filter, say).
+QUICK_TESTS=(
+    # tests/ of the facade
+    api check_in check_in_service service runtime ui operator request_log outages
+    custom_storage alerts abuse_http
+    # the stores' own: the storage contract, the Postgres check-in cache
+    contract required_methods_only check_in_cache
+)
+
+if [ "${1:-}" = "--quick" ]; then
+    shift
+    targets=(--lib)
+    for name in "${QUICK_TESTS[@]}"; do
+        targets+=(--test "$name")
+    done
+    exec cargo test --workspace --all-features "${targets[@]}" "$@"
+fi
+
 cargo test --workspace --all-features "$@"
 
 # With arguments (a filter, say) only the cargo tests run; without, every test does: the

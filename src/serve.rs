@@ -358,7 +358,7 @@ mod tests {
         let server = tokio::spawn(serve(listener, app, ServeOptions::default(), async {
             let _ = stopped.await;
         }));
-        let started = std::time::Instant::now();
+        let started = snitch_core::clock::monotonic_now();
         let mut stream = TcpStream::connect(addr).await.expect("connect");
         stream
             .write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")

@@ -6,13 +6,15 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use common::*;
 use reqwest::header::ALLOW;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use snitch::prelude::SnitchFields;
+use snitch::core::clock::monotonic_now;
+use snitch::prelude::{ManualClock, SnitchFields};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -77,7 +79,7 @@ async fn a_partial_or_missing_request_header_is_closed_after_the_header_timeout(
     let addrs = [server.running.api_addr, server.running.check_in_addr];
     for addr in addrs {
         for sent in [&b"GET /v1/snitches HTTP/1.1\r\nHost: t\r\n"[..], b""] {
-            let started = Instant::now();
+            let started = monotonic_now();
             let mut stream = connect(addr, sent).await;
             let answer = read_until_closed(&mut stream).await;
             let elapsed = started.elapsed();
@@ -111,7 +113,7 @@ async fn a_huge_declared_length_without_a_body_is_413_at_once() {
          Content-Type: application/json\r\nContent-Length: 10000000000\r\n\r\n",
         basic_auth(ACME_KEY)
     );
-    let started = Instant::now();
+    let started = monotonic_now();
     let mut stream = connect(server.running.api_addr, request.as_bytes()).await;
     let answer = read_until_closed(&mut stream).await;
     // At once: a 408 would mean the server waited for the body.
@@ -146,7 +148,7 @@ async fn a_slow_body_is_408_within_the_request_timeout() {
          Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"name\":",
         basic_auth(ACME_KEY)
     );
-    let started = Instant::now();
+    let started = monotonic_now();
     let mut stream = connect(server.running.api_addr, request.as_bytes()).await;
     let answer = read_until_closed(&mut stream).await;
     let elapsed = started.elapsed();
@@ -191,7 +193,7 @@ async fn beyond_max_connections_new_connections_wait_and_are_served_later() {
     };
     let token = service.create(&acme, &fields).await.expect("created");
     let token = token.token().to_string();
-    let started = Instant::now();
+    let started = monotonic_now();
     // 50 silent connections: 20 are accepted, 30 wait in the backlog.
     let mut idle = Vec::new();
     for _ in 0..50 {
@@ -302,7 +304,12 @@ async fn check_ins_on_the_wire_have_their_length_and_decode_their_token() {
 
 #[tokio::test]
 async fn failed_authentication_is_rate_limited_per_client_address() {
-    let server = server("auth_failures_per_minute = 1\nauth_failures_burst = 2\n").await;
+    // The limiter reads the server's clock: time moves only when the test moves it.
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let top = format!(
+        "{NO_RATE_LIMIT}{MANUAL_TIME}auth_failures_per_minute = 1\nauth_failures_burst = 2\n"
+    );
+    let server = Server::launch(&top, &default_cases(), clock.clone()).await;
     let token = server.create_snitch("n", "daily").await;
     let wrong = "wrong-key-000000000000000000000000000";
     for _ in 0..2 {
@@ -310,20 +317,27 @@ async fn failed_authentication_is_rate_limited_per_client_address() {
         assert_error(response, StatusCode::UNAUTHORIZED, "api_key_invalid").await;
     }
     let response = send(server.request_as(wrong, Method::GET, "/v1/snitches")).await;
-    let retry_after: u64 = response
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .expect("Retry-After")
-        .to_str()
-        .expect("ascii")
-        .parse()
-        .expect("whole seconds");
-    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    let retry_after = |response: &reqwest::Response| -> u64 {
+        response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .expect("Retry-After")
+            .to_str()
+            .expect("ascii")
+            .parse()
+            .expect("whole seconds")
+    };
+    assert_eq!(retry_after(&response), 60);
     assert_error(response, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
     // While blocked, the address's correct key is refused too; check-ins are not limited.
+    clock.advance(chrono::Duration::seconds(45));
     let response = server.get("/v1/snitches").await;
+    assert_eq!(retry_after(&response), 15);
     assert_error(response, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
     server.check_in(&token, "").await;
+    // The block ends when the refill comes.
+    clock.advance(chrono::Duration::seconds(15));
+    json_ok(server.get("/v1/snitches").await).await;
 
     // Another address (127.0.0.2 is loopback too on Linux) has its own bucket.
     #[cfg(target_os = "linux")]

@@ -16,9 +16,10 @@ use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::{Client, StatusCode};
+use snitch::core::clock::monotonic_now;
 use sqlx::PgPool;
 
 /// How long a revocation (or a new key) may take to reach a running server: it reloads
@@ -66,9 +67,9 @@ impl Store {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", server_binary().display()));
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = monotonic_now() + Duration::from_secs(60);
         while child.try_wait().expect("wait").is_none() {
-            if Instant::now() > deadline {
+            if monotonic_now() > deadline {
                 let _ = child.kill();
                 panic!("`server {}` did not finish within 60 s", args.join(" "));
             }
@@ -174,9 +175,9 @@ impl Store {
                 let _ = tx.send(line);
             }
         });
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = monotonic_now() + Duration::from_secs(30);
         let api = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.saturating_duration_since(monotonic_now());
             let line = rx
                 .recv_timeout(left)
                 .unwrap_or_else(|_| panic!("{label} did not print its address within 30 s"));
@@ -249,7 +250,7 @@ impl ServerProcess {
     /// Polls `GET /v1/snitches` with `key` until it answers `want`, at most
     /// [`KEY_PROPAGATION`]; how long it took.
     async fn await_status(&self, client: &Client, key: &str, want: StatusCode) -> Duration {
-        let started = Instant::now();
+        let started = monotonic_now();
         loop {
             let got = self.list_status(client, key).await;
             if got == want {
@@ -359,7 +360,7 @@ async fn sqlite_keys_are_made_listed_used_and_revoked_on_a_running_server() {
     let server = store.start_server("server");
     assert_eq!(server.list_status(&client, &key).await, StatusCode::OK);
     // The server records uses with its key refresh: `keys list` shows the use.
-    let started = Instant::now();
+    let started = monotonic_now();
     loop {
         let rows = store.list_keys("acme");
         let row = rows.iter().find(|r| r[0] == id).expect("listed");

@@ -746,21 +746,9 @@ async fn pause_until_a_time_resumes_at_that_time() {
     assert_eq!(server.status_of(&token).await, "paused");
 
     // 04:00Z is the resume time.
-    clock.set(at("2026-11-22T03:59:59.999Z"));
-    server
-        .running
-        .service
-        .tick(clock.now())
-        .await
-        .expect("tick");
+    server.tick_at(&clock, at("2026-11-22T03:59:59.999Z")).await;
     assert_eq!(server.status_of(&token).await, "paused");
-    clock.set(at("2026-11-22T04:00:00.000Z"));
-    server
-        .running
-        .service
-        .tick(clock.now())
-        .await
-        .expect("tick");
+    server.tick_at(&clock, at("2026-11-22T04:00:00.000Z")).await;
     let snitch = server.get_ok(&path).await;
     assert_eq!(snitch["status"], "healthy");
     assert!(snitch["deadline_at"].is_string());
@@ -1238,36 +1226,29 @@ async fn a_body_over_64_kib_is_413() {
 
 #[tokio::test]
 async fn too_many_requests_are_429_rate_limited_per_key() {
-    let top = "rate_limit_per_second = 1\nrate_limit_burst = 2\n";
-    let server = Server::start_with(top, &default_cases()).await;
-    let started = std::time::Instant::now();
+    // The limiter reads the server's clock: time moves only when the test moves it.
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let top = format!("rate_limit_per_second = 1\nrate_limit_burst = 2\n{MANUAL_TIME}");
+    let server = Server::launch(&top, &default_cases(), clock.clone()).await;
     for _ in 0..2 {
         json_ok(server.get("/v1/snitches").await).await;
     }
-    // The third request within a second is refused. (Only on a machine so slow that a
-    // second passed, a refilled token may let it through; then the next one is refused.)
-    let response = loop {
-        let response = server.get("/v1/snitches").await;
-        if response.status() == StatusCode::TOO_MANY_REQUESTS {
-            break response;
-        }
-        let elapsed = started.elapsed();
-        assert!(
-            elapsed >= std::time::Duration::from_secs(1),
-            "allowed beyond the burst after {elapsed:?}"
-        );
-        assert!(
-            elapsed < std::time::Duration::from_secs(30),
-            "never limited"
-        );
-    };
+    // The third request within the second is refused until a token is refilled.
+    let response = server.get("/v1/snitches").await;
     let retry_after = response
         .headers()
         .get(RETRY_AFTER)
         .map(|v| v.to_str().expect("ascii").to_owned())
         .expect("Retry-After header");
-    let seconds: u64 = retry_after.parse().expect("whole seconds");
-    assert!((1..=2).contains(&seconds), "{seconds}");
+    assert_eq!(retry_after, "1");
+    assert_error(response, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    clock.advance(Duration::milliseconds(999));
+    let response = server.get("/v1/snitches").await;
+    assert_error(response, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    // A second on, one token is back: one request, and only one.
+    clock.advance(Duration::milliseconds(1));
+    json_ok(server.get("/v1/snitches").await).await;
+    let response = server.get("/v1/snitches").await;
     assert_error(response, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
 
     // Other keys have their own buckets: another case's, and the same case's second key.
@@ -1412,24 +1393,12 @@ async fn unpause_restores_the_status_from_before_the_pause() {
     let token = server.create_snitch("n", "hourly").await;
     let path = format!("/v1/snitches/{token}");
     server.check_in(&token, "").await;
-    clock.set(at("2026-11-22T05:00:00.000Z"));
-    server
-        .running
-        .service
-        .tick(clock.now())
-        .await
-        .expect("tick");
+    server.tick_at(&clock, at("2026-11-22T05:00:00.000Z")).await;
     assert_eq!(server.status_of(&token).await, "failed");
 
     assert_no_content(server.post_json(&format!("{path}/pause"), &json!({})).await).await;
     // No missing alerts while paused.
-    clock.set(at("2026-11-22T09:10:00.000Z"));
-    server
-        .running
-        .service
-        .tick(clock.now())
-        .await
-        .expect("tick");
+    server.tick_at(&clock, at("2026-11-22T09:10:00.000Z")).await;
     assert_no_content(send(server.request(Method::POST, &format!("{path}/unpause"))).await).await;
     let snitch = server.get_ok(&path).await;
     assert_eq!(snitch["status"], "failed");
@@ -1468,13 +1437,7 @@ async fn changing_the_interval_moves_the_deadline() {
     .await;
     // Last check-in on the 22nd: due by the end of the 23rd.
     assert_eq!(updated["deadline_at"], "2026-11-24T00:00:00.000Z");
-    clock.set(at("2026-11-22T05:00:00.000Z"));
-    server
-        .running
-        .service
-        .tick(clock.now())
-        .await
-        .expect("tick");
+    server.tick_at(&clock, at("2026-11-22T05:00:00.000Z")).await;
     assert_eq!(server.status_of(&token).await, "healthy");
 
     let updated = json_ok(

@@ -226,22 +226,10 @@ async fn a_missed_deadline_fails_the_snitch_and_emits_snitch_missing() {
     assert_eq!(snitch["deadline_at"], "2026-11-22T05:00:00.000Z");
 
     // Just before the deadline nothing happens.
-    clock.set(at("2026-11-22T04:59:59.999Z"));
-    server
-        .running
-        .service
-        .tick(clock.now())
-        .await
-        .expect("tick");
+    server.tick_at(&clock, at("2026-11-22T04:59:59.999Z")).await;
     assert_eq!(server.status_of(&token).await, "healthy");
 
-    clock.set(at("2026-11-22T05:00:00.000Z"));
-    server
-        .running
-        .service
-        .tick(clock.now())
-        .await
-        .expect("tick");
+    server.tick_at(&clock, at("2026-11-22T05:00:00.000Z")).await;
     let snitch = server.get_ok(&path).await;
     assert_eq!(snitch["status"], "failed");
     assert_eq!(snitch["checked_in_at"], "2026-11-22T03:00:00.123Z");
@@ -260,13 +248,7 @@ async fn a_missed_deadline_fails_the_snitch_and_emits_snitch_missing() {
     assert_eq!(events[0].previous_status.webhook_name(), "healthy");
 
     // Another silent hour: another snitch.missing, previous_status missing.
-    clock.set(at("2026-11-22T06:00:00.000Z"));
-    server
-        .running
-        .service
-        .tick(clock.now())
-        .await
-        .expect("tick");
+    server.tick_at(&clock, at("2026-11-22T06:00:00.000Z")).await;
     assert_eq!(
         server.event_types(&token).await,
         ["snitch.reporting", "snitch.missing", "snitch.missing"]
@@ -303,12 +285,15 @@ async fn the_scheduler_notices_a_missed_deadline_by_itself() {
     clock.set(at("2026-11-22T05:00:30.000Z"));
 
     // The scheduler sweeps at least once a second; poll, bounded.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = snitch::core::clock::monotonic_now() + std::time::Duration::from_secs(10);
     loop {
         if server.status_of(&token).await == "failed" {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "not swept in 10 s");
+        assert!(
+            snitch::core::clock::monotonic_now() < deadline,
+            "not swept in 10 s"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert_eq!(
@@ -362,13 +347,7 @@ async fn each_silent_period_of_a_failed_snitch_emits_one_more_missing() {
     let token = server.create_snitch("n", "5_minute").await;
     // 03:00:00.123, in [03:00, 03:05): due by 03:10; then one miss per 5 minutes.
     server.check_in(&token, "").await;
-    clock.set(at("2026-11-22T03:27:00.000Z"));
-    server
-        .running
-        .service
-        .tick(clock.now())
-        .await
-        .expect("tick");
+    server.tick_at(&clock, at("2026-11-22T03:27:00.000Z")).await;
     // Periods ending 03:10, 03:15, 03:20 and 03:25 had no check-in: caught up at once,
     // they are one snitch.missing counting them (docs/rules.md#catch-up).
     assert_eq!(
@@ -384,13 +363,7 @@ async fn each_silent_period_of_a_failed_snitch_emits_one_more_missing() {
         .expect("events");
     assert_eq!(events[0].missed_periods, 4);
     assert_eq!(events[0].at, at("2026-11-22T03:25:00Z"));
-    clock.set(at("2026-11-22T03:30:00.000Z"));
-    server
-        .running
-        .service
-        .tick(clock.now())
-        .await
-        .expect("tick");
+    server.tick_at(&clock, at("2026-11-22T03:30:00.000Z")).await;
     assert_eq!(server.event_types(&token).await.len(), 3, "one more period");
     // A second sweep at the same instant adds nothing.
     server
@@ -421,12 +394,6 @@ async fn at_most_one_errored_alert_per_period() {
         ["snitch.errored", "snitch.errored"],
         "a new period may alert again"
     );
-    clock.set(at("2026-11-22T05:59:59.999Z"));
-    server
-        .running
-        .service
-        .tick(clock.now())
-        .await
-        .expect("tick");
+    server.tick_at(&clock, at("2026-11-22T05:59:59.999Z")).await;
     assert_eq!(server.status_of(&token).await, "errored");
 }

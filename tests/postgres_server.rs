@@ -31,6 +31,7 @@ use axum::Router;
 use chrono::{DateTime, DurationRound, Utc};
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
+use snitch::core::clock::monotonic_now;
 use snitch::core::{RandomTokens, TokenSource};
 use snitch::prelude::{Clock, SystemClock};
 use snitch::server::{config_from_toml, launch_with_clock};
@@ -63,7 +64,7 @@ impl Deadline {
     fn after(within: Duration, what: impl Into<String>) -> Deadline {
         Deadline {
             what: what.into(),
-            end: Instant::now() + within,
+            end: monotonic_now() + within,
             within,
         }
     }
@@ -71,7 +72,7 @@ impl Deadline {
     /// Panics if the deadline passed (with `state` describing what was seen), else waits
     /// [`POLL`] before the caller looks again.
     async fn check(&self, state: impl FnOnce() -> String) {
-        if Instant::now() >= self.end {
+        if monotonic_now() >= self.end {
             panic!(
                 "{}: not within {:?}; last seen: {}",
                 self.what,
@@ -282,7 +283,7 @@ impl ServerProcess {
 
     /// SIGTERM, then waits for a clean exit.
     async fn terminate(mut self) {
-        let started = Instant::now();
+        let started = monotonic_now();
         self.signal("-TERM");
         let status = self.wait_exit(WAIT).await;
         assert!(
@@ -422,6 +423,21 @@ impl Api {
             .as_array()
             .expect("an array of events")
             .clone()
+    }
+
+    /// How many deliveries of the events of `tokens` are still pending.
+    async fn pending_deliveries(&self, tokens: &[String]) -> usize {
+        let mut pending = 0;
+        for token in tokens {
+            for event in self.events(token).await {
+                let deliveries = event["deliveries"].as_array().cloned().unwrap_or_default();
+                pending += deliveries
+                    .iter()
+                    .filter(|d| d["state"] == "pending")
+                    .count();
+            }
+        }
+        pending
     }
 
     async fn create(&self, name: &str, interval: &str) -> String {
@@ -568,7 +584,7 @@ fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn restart_keeps_everything_and_pending_deliveries_go_out() {
-    let started = Instant::now();
+    let started = monotonic_now();
     let db = fresh_database().await;
     let receiver = Receiver::start(false).await;
     let config = ConfigFile::write(&config_text(
@@ -745,7 +761,7 @@ async fn kill_9_loses_no_acknowledged_check_in() {
     const ACKED_BEFORE_KILL: usize = 1_000;
     const LOAD_FOR: Duration = Duration::from_secs(1);
 
-    let started = Instant::now();
+    let started = monotonic_now();
     let db = fresh_database().await;
     let config = ConfigFile::write(&config_text(&db.url, "", None));
     let server = ServerProcess::start("server", &config.path, &db.url).await;
@@ -788,7 +804,7 @@ async fn kill_9_loses_no_acknowledged_check_in() {
             other
         });
     }
-    let load_started = Instant::now();
+    let load_started = monotonic_now();
     let deadline = Deadline::after(WAIT, "the first acknowledged check-ins");
     loop {
         let n = acked.lock().expect("not poisoned").len();
@@ -966,7 +982,7 @@ async fn two_servers_share_one_database_and_a_killed_one_loses_no_missing() {
     const KILL_AFTER: i64 = 10;
     /// The longest wait for a sweep of every snitch and its deliveries.
     const SWEEP_WAIT: Duration = Duration::from_secs(20);
-    let started = Instant::now();
+    let started = monotonic_now();
     let db = fresh_database().await;
     db.migrate().await;
     let receiver = Receiver::start(true).await;
@@ -1070,15 +1086,15 @@ async fn two_servers_share_one_database_and_a_killed_one_loses_no_missing() {
     // that its dispatcher has deliveries of them in flight too). The database is looked
     // at every 2 ms: a sweep of them all takes many group commits.
     clock_a.set(deadline + chrono::Duration::milliseconds(500));
-    let jumped = Instant::now();
-    let kill_at = Instant::now() + WAIT;
+    let jumped = monotonic_now();
+    let kill_at = monotonic_now() + WAIT;
     loop {
         let n = db.missing_count().await;
         if n >= KILL_AFTER {
             break;
         }
         assert!(
-            Instant::now() < kill_at,
+            monotonic_now() < kill_at,
             "A's sweep saved {n} snitch.missing within {WAIT:?} of the jump"
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -1291,7 +1307,7 @@ async fn restart_after_downtime(store: &str, database_url: &str) {
         (due - SystemClock.now()).to_std().unwrap_or_default() + WAIT,
         "the dead job announced missing",
     );
-    let mut last_round = Instant::now();
+    let mut last_round = monotonic_now();
     loop {
         let missing: Vec<Hit> = receiver
             .hits()
@@ -1305,13 +1321,25 @@ async fn restart_after_downtime(store: &str, database_url: &str) {
             for token in &healthy {
                 api.check_in(token, "").await;
             }
-            last_round = Instant::now();
+            last_round = monotonic_now();
         }
         wait.check(|| format!("{} hits", receiver.hits().len()))
             .await;
     }
-    // Long enough for any other alert to have been delivered too.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Every delivery of every event done (none pending): the receiver has had all it
+    // will get of them, any second alert included.
+    let mut tokens = healthy.clone();
+    tokens.push(dead.clone());
+    let drained = Deadline::after(WAIT, format!("{store}: the outbox drained"));
+    loop {
+        let pending = api.pending_deliveries(&tokens).await;
+        if pending == 0 {
+            break;
+        }
+        drained
+            .check(|| format!("{pending} deliveries pending"))
+            .await;
+    }
     let hits = receiver.hits();
     let missing: Vec<&Hit> = hits.iter().filter(|h| h.kind == "snitch.missing").collect();
     assert_eq!(missing.len(), 1, "{store}: {missing:?}");

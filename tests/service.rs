@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use snitch::core::{CheckInMessage, EventKind, SequentialTokens, ServiceError, Tag, Validation};
+use snitch::core::{
+    CheckInMessage, EventKind, SequentialTokens, ServiceError, SweepReport, Tag, Validation,
+};
 use snitch::http::ErrorType;
 use snitch::prelude::{
     Case, CaseId, ManualClock, Outcome, SnitchFields, SnitchService, Status, Storage,
@@ -16,6 +18,14 @@ struct World {
     clock: Arc<ManualClock>,
     acme: Case,
     other: Case,
+}
+
+impl World {
+    /// Sets the clock to `t`, then runs the sweep at `t`.
+    async fn tick_at(&self, t: DateTime<Utc>) -> SweepReport {
+        self.clock.set(t);
+        self.service.tick(t).await.expect("sweep")
+    }
 }
 
 fn at(s: &str) -> DateTime<Utc> {
@@ -434,11 +444,9 @@ async fn the_sweep_declares_missing_snitches_once_per_period() {
         .expect("sweep");
     assert_eq!(report.events, 0);
 
-    w.clock.set(at("2026-11-22T03:02:30Z"));
-    let report = w.service.tick(w.service.now()).await.expect("sweep");
+    let report = w.tick_at(at("2026-11-22T03:02:30Z")).await;
     assert_eq!((report.snitches, report.events), (2, 2), "03:02 passed");
-    w.clock.set(at("2026-11-22T03:04:30Z"));
-    let report = w.service.tick(w.service.now()).await.expect("sweep");
+    let report = w.tick_at(at("2026-11-22T03:04:30Z")).await;
     // 03:03 and 03:04 passed for each of the two: one catch-up event each.
     assert_eq!((report.snitches, report.events), (2, 2));
     let again = w.service.tick(w.service.now()).await.expect("sweep");

@@ -15,11 +15,12 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::join_all;
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
+use snitch::core::clock::monotonic_now;
 use snitch::prelude::{Storage, Token};
 use snitch::store::sqlite::SqliteStorage;
 
@@ -73,9 +74,9 @@ impl ServerProcess {
             });
         }
         let (mut api, mut check_ins) = (None, None);
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = monotonic_now() + Duration::from_secs(30);
         while api.is_none() || check_ins.is_none() {
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.saturating_duration_since(monotonic_now());
             let line = rx
                 .recv_timeout(left)
                 .expect("the server prints its addresses within 30 s");
@@ -92,7 +93,7 @@ impl ServerProcess {
 
     /// The demo key it printed, waiting a moment for the line after the addresses.
     fn printed_key(&self) -> Option<String> {
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = monotonic_now() + Duration::from_secs(5);
         loop {
             let lines = self.stdout.lock().expect("not poisoned").clone();
             if let Some(i) = lines.iter().position(|l| l.contains("made case \"demo\"")) {
@@ -100,7 +101,7 @@ impl ServerProcess {
                     return Some(key.trim().to_owned());
                 }
             }
-            if Instant::now() > deadline {
+            if monotonic_now() > deadline {
                 return None;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -116,12 +117,12 @@ impl ServerProcess {
     }
 
     fn wait_exit(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = monotonic_now() + Duration::from_secs(30);
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
                 return status;
             }
-            assert!(Instant::now() < deadline, "the server did not exit");
+            assert!(monotonic_now() < deadline, "the server did not exit");
             std::thread::sleep(Duration::from_millis(20));
         }
     }

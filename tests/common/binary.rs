@@ -3,7 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use std::time::Instant;
+
+use snitch::core::clock::monotonic_now;
 
 /// `target/<profile>/examples/server`, built by this test process before first use: with
 /// `cargo test --test <one>` cargo builds no example, and a binary left by an
@@ -42,7 +43,7 @@ pub fn server_binary() -> &'static Path {
                 cargo.args(["--profile", other]);
             }
         }
-        let started = Instant::now();
+        let started = monotonic_now();
         let status = cargo
             .status()
             .unwrap_or_else(|e| panic!("cannot run cargo to build the server example: {e}"));

@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use reqwest::header::CONTENT_TYPE;
 use reqwest::{Client, Method, RequestBuilder, Response, StatusCode};
 use serde_json::{json, Value};
+use snitch::core::SweepReport;
 use snitch::prelude::{Case, CaseId, Clock, ManualClock, SystemClock};
 use snitch::server::{config_from_toml, launch_with_clock, Running, ServerError};
 use tokio::net::TcpListener;
@@ -121,6 +122,13 @@ impl Server {
             running,
             shutdown: Some(tx),
         }
+    }
+
+    /// Sets the manual `clock` to `t`, then runs the server's sweep at `t`: what the
+    /// scheduler would do there, without waiting for it.
+    pub async fn tick_at(&self, clock: &ManualClock, t: DateTime<Utc>) -> SweepReport {
+        clock.set(t);
+        self.running.service.tick(clock.now()).await.expect("tick")
     }
 
     /// Triggers the shutdown future and waits for the server to stop.

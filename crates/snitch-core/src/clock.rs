@@ -1,5 +1,9 @@
 //! Where time comes from. The domain never reads the wall clock itself: the service asks
 //! a [`Clock`] once per operation and passes `now` down, so tests can move time.
+//!
+//! This is the one module that reads the machine's clocks (clippy's `disallowed-methods`,
+//! in `clippy.toml`, refuses them everywhere else): [`SystemClock`] for the time of the
+//! product, and [`monotonic_now`] for measuring how long something took.
 
 use std::sync::Mutex;
 
@@ -22,6 +26,14 @@ impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
         Utc::now()
     }
+}
+
+/// The machine's monotonic clock, for measuring how long something took: latency in logs
+/// and metrics, the age of a cached read, a test's failure bound. Never for a decision of
+/// the product (a deadline, a limit, an expiry): those read a [`Clock`], which tests move.
+pub fn monotonic_now() -> std::time::Instant {
+    #[allow(clippy::disallowed_methods)] // the one place that reads the monotonic clock
+    std::time::Instant::now()
 }
 
 /// A clock that stands still until told to move: for tests and simulations.

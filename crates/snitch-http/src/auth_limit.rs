@@ -6,19 +6,77 @@
 //! The address comes from `ConnectInfo<SocketAddr>`; IPv6 clients are keyed by their /64
 //! (one host usually holds a whole /64). A router served without connect info keys every
 //! client alike: one shared bucket.
+//!
+//! Time comes from the service's [`Clock`] (through [`LimitClock`], for governor too), so
+//! tests move it by hand. A wall-clock step backwards holds a bucket's refill (and a
+//! block) until the clock catches up again: limits never loosen by one.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::extract::ConnectInfo;
 use axum::http::Extensions;
-use governor::clock::{Clock as _, DefaultClock};
+use governor::clock::Clock as _;
+use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
-use governor::{Quota, RateLimiter};
+use governor::{NotUntil, Quota, RateLimiter};
+use snitch_core::{Clock, Timestamp};
+
+/// Governor's clock over ours: instants are the time since the Unix epoch (never before
+/// it), read from the service's [`Clock`] instead of the machine's monotonic clock.
+#[derive(Clone)]
+pub(crate) struct LimitClock(Arc<dyn Clock>);
+
+impl LimitClock {
+    pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
+        LimitClock(clock)
+    }
+
+    /// The current instant of our clock.
+    pub(crate) fn timestamp(&self) -> Timestamp {
+        self.0.now()
+    }
+
+    /// How long until `not_until` allows the next request, from now.
+    pub(crate) fn wait(&self, not_until: &NotUntil<Duration>) -> Duration {
+        not_until.wait_time_from(self.now())
+    }
+}
+
+impl std::fmt::Debug for LimitClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("LimitClock").finish_non_exhaustive()
+    }
+}
+
+impl governor::clock::Clock for LimitClock {
+    type Instant = Duration;
+
+    fn now(&self) -> Duration {
+        since_epoch(self.0.now())
+    }
+}
+
+fn since_epoch(t: Timestamp) -> Duration {
+    (t - Timestamp::UNIX_EPOCH).to_std().unwrap_or_default()
+}
+
+/// A keyed token bucket on our clock.
+pub(crate) type KeyedLimiter<K> =
+    RateLimiter<K, DefaultKeyedStateStore<K>, LimitClock, NoOpMiddleware<Duration>>;
+
+/// A keyed limiter of `quota` reading `clock`.
+pub(crate) fn keyed_limiter<K: Hash + Eq + Clone>(
+    quota: Quota,
+    clock: LimitClock,
+) -> KeyedLimiter<K> {
+    RateLimiter::new(quota, DefaultKeyedStateStore::default(), clock)
+}
 
 /// How many failed authentications an address may make: `burst` at once, then one more
 /// every `60 / per_minute` seconds.
@@ -67,18 +125,21 @@ pub(crate) fn client_of(extensions: &Extensions) -> Client {
 const SWEEP_AT_LEAST: usize = 1024;
 
 pub(crate) struct FailureLimiter {
-    failures: RateLimiter<Client, DefaultKeyedStateStore<Client>, DefaultClock>,
-    blocked: Mutex<HashMap<Client, Instant>>,
+    clock: LimitClock,
+    failures: KeyedLimiter<Client>,
+    /// Until when each blocked client is blocked.
+    blocked: Mutex<HashMap<Client, Timestamp>>,
     /// Tracked clients beyond which the next failure sweeps stale entries (doubling, so
     /// sweeping stays amortised O(1) per failure).
     sweep_at: AtomicUsize,
 }
 
 impl FailureLimiter {
-    pub(crate) fn new(limit: AuthFailureLimit) -> Self {
+    pub(crate) fn new(limit: AuthFailureLimit, clock: LimitClock) -> Self {
         let quota = Quota::per_minute(limit.per_minute).allow_burst(limit.burst);
         FailureLimiter {
-            failures: RateLimiter::keyed(quota),
+            failures: keyed_limiter(quota, clock.clone()),
+            clock,
             blocked: Mutex::new(HashMap::new()),
             sweep_at: AtomicUsize::new(SWEEP_AT_LEAST),
         }
@@ -88,7 +149,9 @@ impl FailureLimiter {
     pub(crate) fn blocked_for(&self, client: &Client) -> Option<Duration> {
         let mut blocked = self.lock();
         let until = *blocked.get(client)?;
-        let left = until.saturating_duration_since(Instant::now());
+        let left = (until - self.clock.timestamp())
+            .to_std()
+            .unwrap_or_default();
         if left.is_zero() {
             blocked.remove(client);
             return None;
@@ -102,8 +165,13 @@ impl FailureLimiter {
         let result = self.failures.check_key(&client);
         self.sweep_if_large();
         let not_until = result.err()?;
-        let wait = not_until.wait_time_from(DefaultClock::default().now());
-        self.lock().insert(client, Instant::now() + wait);
+        let now = self.clock.timestamp();
+        let wait = not_until.wait_time_from(since_epoch(now));
+        let until = chrono::TimeDelta::from_std(wait)
+            .ok()
+            .and_then(|wait| now.checked_add_signed(wait))
+            .unwrap_or(Timestamp::MAX_UTC);
+        self.lock().insert(client, until);
         Some(wait)
     }
 
@@ -114,7 +182,7 @@ impl FailureLimiter {
         }
         self.failures.retain_recent();
         self.failures.shrink_to_fit();
-        let now = Instant::now();
+        let now = self.clock.timestamp();
         let mut blocked = self.lock();
         blocked.retain(|_, until| *until > now);
         blocked.shrink_to_fit();
@@ -123,7 +191,7 @@ impl FailureLimiter {
             .store((left * 2).max(SWEEP_AT_LEAST), Ordering::Relaxed);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Client, Instant>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Client, Timestamp>> {
         self.blocked.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -131,6 +199,13 @@ impl FailureLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::TimeZone;
+    use snitch_core::ManualClock;
+
+    fn manual_clock() -> Arc<ManualClock> {
+        let start = chrono::Utc.with_ymd_and_hms(2026, 11, 22, 3, 0, 0).unwrap();
+        Arc::new(ManualClock::new(start))
+    }
 
     fn client(addr: &str) -> Client {
         let mut extensions = Extensions::new();
@@ -150,21 +225,53 @@ mod tests {
 
     #[test]
     fn a_client_is_blocked_after_its_burst_of_failures_and_others_are_not() {
-        let limiter = FailureLimiter::new(AuthFailureLimit {
-            per_minute: NonZeroU32::MIN,
-            burst: NonZeroU32::new(2).expect("non-zero"),
-        });
+        let clock = manual_clock();
+        let limiter = FailureLimiter::new(
+            AuthFailureLimit {
+                per_minute: NonZeroU32::MIN,
+                burst: NonZeroU32::new(2).expect("non-zero"),
+            },
+            LimitClock::new(clock.clone()),
+        );
         let (a, b) = (client("10.0.0.1:1"), client("10.0.0.2:1"));
         assert_eq!(limiter.record_failure(a), None);
         assert_eq!(limiter.record_failure(a), None);
         assert_eq!(limiter.blocked_for(&a), None, "at the limit, not over it");
+        // One failure a minute refills: the next is allowed a minute after the first.
         let wait = limiter.record_failure(a).expect("over the limit");
-        assert!(
-            wait > Duration::from_secs(50) && wait <= Duration::from_secs(60),
-            "{wait:?}"
-        );
-        assert!(limiter.blocked_for(&a).is_some());
+        assert_eq!(wait, Duration::from_secs(60));
+        assert_eq!(limiter.blocked_for(&a), Some(Duration::from_secs(60)));
         assert_eq!(limiter.blocked_for(&b), None);
         assert_eq!(limiter.record_failure(b), None);
+
+        clock.advance(chrono::Duration::seconds(59));
+        assert_eq!(limiter.blocked_for(&a), Some(Duration::from_secs(1)));
+        clock.advance(chrono::Duration::seconds(1));
+        assert_eq!(
+            limiter.blocked_for(&a),
+            None,
+            "unblocked when the minute is up"
+        );
+        // One failure refilled, and only one.
+        assert_eq!(limiter.record_failure(a), None);
+        assert_eq!(limiter.record_failure(a), Some(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn a_step_back_of_the_clock_never_unblocks_early() {
+        let clock = manual_clock();
+        let limiter = FailureLimiter::new(
+            AuthFailureLimit {
+                per_minute: NonZeroU32::MIN,
+                burst: NonZeroU32::MIN,
+            },
+            LimitClock::new(clock.clone()),
+        );
+        let a = client("10.0.0.1:1");
+        assert_eq!(limiter.record_failure(a), None);
+        assert_eq!(limiter.record_failure(a), Some(Duration::from_secs(60)));
+        clock.advance(chrono::Duration::seconds(-30));
+        assert_eq!(limiter.blocked_for(&a), Some(Duration::from_secs(90)));
+        assert!(limiter.record_failure(a).is_some());
     }
 }

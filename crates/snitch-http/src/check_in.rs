@@ -8,7 +8,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::{MatchedPath, Request, State};
@@ -16,6 +15,7 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::Router;
+use snitch_core::clock::monotonic_now;
 use snitch_core::{CheckInMessage, Outcome, ServiceError, SnitchService, Token};
 
 use crate::metrics::CheckInOutcome;
@@ -169,7 +169,7 @@ pub(crate) fn check_in_params(
 
 /// `GET|POST|HEAD /<token>`: records a check-in (docs/rules.md#check-ins).
 pub(crate) async fn check_in(State(state): State<Arc<CheckInState>>, req: Request) -> Response {
-    let started = Instant::now();
+    let started = monotonic_now();
     let method = observe::method_name(req.method());
     // The template as the host sees it (under the prefix it nests the router at).
     let route = req.extensions().get::<MatchedPath>().cloned();
@@ -192,7 +192,7 @@ pub(crate) async fn unmatched_check_in(
     State(state): State<Arc<CheckInState>>,
     req: Request,
 ) -> Response {
-    let started = Instant::now();
+    let started = monotonic_now();
     let response = match refusal(&req) {
         Some(Refusal::TooLarge) => too_large_text(),
         Some(Refusal::NotFound) | None => not_found_text(),

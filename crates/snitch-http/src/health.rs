@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Map, Value};
+use snitch_core::clock::monotonic_now;
 use snitch_core::Storage;
 
 use crate::openapi::HealthJson;
@@ -37,7 +38,7 @@ impl SweepWatch {
     /// A watch that counts as stalled `stalled_after` after its last sweep (or now).
     pub fn new(stalled_after: Duration) -> Self {
         SweepWatch {
-            origin: Instant::now(),
+            origin: monotonic_now(),
             last_ms: AtomicU64::new(0),
             stalled_after,
         }

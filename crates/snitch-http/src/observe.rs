@@ -12,6 +12,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
+use snitch_core::clock::monotonic_now;
 
 use crate::metrics::Metrics;
 
@@ -101,7 +102,7 @@ pub fn method_name(method: &Method) -> &'static str {
 
 /// Logs and counts one request (middleware of the API router).
 pub async fn observe(State(observer): State<Observer>, req: Request, next: Next) -> Response {
-    let started = Instant::now();
+    let started = monotonic_now();
     let method = method_name(req.method());
     let route = req.extensions().get::<MatchedPath>().cloned();
     let response = next.run(req).await;
@@ -175,7 +176,7 @@ mod tests {
     /// A flood of check-ins for unknown tokens is summed up once a minute at most.
     #[test]
     fn unknown_tokens_are_summed_up_once_a_minute() {
-        let start = Instant::now();
+        let start = monotonic_now();
         let at = |ms: u64| start + Duration::from_millis(ms);
         let mut unknown = UnknownTokens::new();
         for ms in 0..12_034 {

@@ -187,6 +187,7 @@ fn keep_snitch(entries: &mut Entries, snitch: &Snitch, capacity: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use snitch_core::clock::monotonic_now;
     use snitch_core::contract;
 
     fn snitch(n: u64) -> Snitch {
@@ -196,7 +197,7 @@ mod tests {
     #[test]
     fn a_hit_needs_the_snitch_and_a_fresh_case() {
         let cache = CheckInCache::new(10, Duration::from_secs(1));
-        let t0 = Instant::now();
+        let t0 = monotonic_now();
         let change = contract::checked_in(&snitch(1), contract::at(1));
         let s = change.snitch().clone();
         assert!(cache.get(s.token().as_str(), t0).is_none());
@@ -232,7 +233,7 @@ mod tests {
     #[test]
     fn an_older_version_never_replaces_a_newer_one() {
         let cache = CheckInCache::new(10, Duration::from_secs(60));
-        let t0 = Instant::now();
+        let t0 = monotonic_now();
         let to_older = contract::checked_in(&snitch(1), contract::at(1));
         let older = to_older.snitch().clone();
         let to_newer = contract::checked_in(&older, contract::at(2));
@@ -254,7 +255,7 @@ mod tests {
 
     #[test]
     fn a_full_cache_makes_room_and_zero_holds_nothing() {
-        let t0 = Instant::now();
+        let t0 = monotonic_now();
         let cache = CheckInCache::new(2, Duration::from_secs(60));
         for n in 1..=3 {
             cache.read(&snitch(n), None, t0);

@@ -422,7 +422,7 @@ impl Storage for PgStorage {
         .map_err(backend);
         // Whether or not it committed, the held copy may be out of date.
         self.cache
-            .forget_case(case.id.as_str(), std::time::Instant::now());
+            .forget_case(case.id.as_str(), snitch_core::clock::monotonic_now());
         result?;
         Ok(())
     }
@@ -583,7 +583,7 @@ impl Storage for PgStorage {
     ) -> Result<Option<(Snitch, Option<Case>)>, StorageError> {
         // The check-in's read: from the cache when it holds both (see `check_in_cache`
         // for why a stale entry is harmless).
-        let now = std::time::Instant::now();
+        let now = snitch_core::clock::monotonic_now();
         if let Some(held) = self.cache.get(token.as_str(), now) {
             return Ok(Some(held));
         }

@@ -8,11 +8,12 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::join_all;
+use snitch_core::clock::monotonic_now;
 use snitch_core::contract::{at, case, checked_in, checked_in_with, failure, snitch, token};
 use snitch_core::{Case, Change, Snitch, Storage, StorageError};
 use snitch_store_postgres::{PgStorage, PgStorageOptions, TRIMS_PER_BATCH};
@@ -327,15 +328,21 @@ async fn a_store_busy_saving_leaves_its_pool_to_reads() {
     // Made from the first reads: every one of them conflicts now, without reading.
     let stale: Vec<Change> = read.iter().map(|s| checked_in(s, at(2))).collect();
     let stop = Arc::new(AtomicBool::new(false));
+    let rounds = Arc::new(AtomicUsize::new(0));
     let busy = tokio::spawn({
-        let (store, stop) = (store.clone(), Arc::clone(&stop));
+        let (store, stop, rounds) = (store.clone(), Arc::clone(&stop), Arc::clone(&rounds));
         async move {
             while !stop.load(Ordering::Relaxed) {
                 save_all(&store, &stale).await;
+                rounds.fetch_add(1, Ordering::Relaxed);
             }
         }
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Busy: a round of saves done and the next under way.
+    until("a round of busy saves", Duration::from_secs(10), || async {
+        rounds.load(Ordering::Relaxed) >= 1
+    })
+    .await;
 
     let mut reads = Vec::new();
     for s in &read[..5] {
@@ -526,18 +533,31 @@ async fn saves_after_postgres_ended_the_sessions_commit() {
     let store = PgStorage::new(pool.clone());
     let (_, snitches) = acme_with_snitches(&store, 40).await;
     let stop = Arc::new(AtomicBool::new(false));
+    let waves = Arc::new(AtomicUsize::new(0));
     let busy = tokio::spawn({
-        let (store, snitches, stop) = (store.clone(), snitches.clone(), Arc::clone(&stop));
+        let (store, snitches, stop, waves) = (
+            store.clone(),
+            snitches.clone(),
+            Arc::clone(&stop),
+            Arc::clone(&waves),
+        );
         async move {
             let mut minute = 1;
             while !stop.load(Ordering::Relaxed) {
                 check_in_wave(&store, &snitches, minute).await;
                 minute += 1;
+                waves.fetch_add(1, Ordering::Relaxed);
             }
             minute
         }
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Busy: a wave of check-ins done (the store holds its connections), the next under way.
+    until(
+        "a wave of busy check-ins",
+        Duration::from_secs(10),
+        || async { waves.load(Ordering::Relaxed) >= 1 },
+    )
+    .await;
     let ended: Vec<bool> = sqlx::query_scalar(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
          WHERE datname = current_database() AND pid <> pg_backend_pid()",
@@ -546,8 +566,14 @@ async fn saves_after_postgres_ended_the_sessions_commit() {
     .await
     .expect("end the other sessions");
     assert!(!ended.is_empty(), "the store had sessions to end");
-    // Busy a while longer: the batches after the end meet the dead connections.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Busy a while longer: the batches of the next waves meet the dead connections.
+    let ended_at = waves.load(Ordering::Relaxed);
+    until(
+        "two more waves of busy check-ins",
+        Duration::from_secs(10),
+        || async { waves.load(Ordering::Relaxed) >= ended_at + 2 },
+    )
+    .await;
     stop.store(true, Ordering::Relaxed);
     let minute = busy.await.expect("the busy saves ran");
 
@@ -683,7 +709,7 @@ async fn throughput_of_grouped_and_single_commits() {
         let changes: Vec<Change> = read.iter().map(|s| checked_in(s, at(5))).collect();
 
         let before = store.batches_committed();
-        let started = Instant::now();
+        let started = monotonic_now();
         let saves = changes.into_iter().map(|change| {
             let store = store.clone();
             tokio::spawn(async move { store.save(&change).await })

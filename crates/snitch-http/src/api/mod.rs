@@ -16,14 +16,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, MethodRouter};
 use axum::Router;
 use base64::Engine;
-use governor::clock::{Clock as _, DefaultClock};
-use governor::state::keyed::DefaultKeyedStateStore;
-use governor::{Quota, RateLimiter};
+use governor::Quota;
 use serde_json::Value;
 use snitch_core::{Case, ServiceError, SnitchService};
 use tower_http::catch_panic::CatchPanicLayer;
 
-use crate::auth_limit::{self, FailureLimiter};
+use crate::auth_limit::{self, keyed_limiter, FailureLimiter, KeyedLimiter, LimitClock};
 use crate::wire::SnitchJson;
 use crate::{
     history, observe, openapi, refusal, ApiError, ApiKeys, AuthFailureLimit, KeyDigest, Metrics,
@@ -112,9 +110,6 @@ impl ApiConfig {
     }
 }
 
-pub(crate) type KeyedLimiter =
-    RateLimiter<KeyDigest, DefaultKeyedStateStore<KeyDigest>, DefaultClock>;
-
 /// What the API handlers share. Keep a clone to switch maintenance mode at run time.
 #[derive(Clone)]
 pub struct ApiState {
@@ -124,7 +119,10 @@ pub struct ApiState {
 pub(crate) struct ApiInner {
     pub(crate) service: SnitchService,
     pub(crate) keys: Arc<ApiKeys>,
-    pub(crate) limiter: KeyedLimiter,
+    /// Requests per key, on the service's clock.
+    pub(crate) limiter: KeyedLimiter<KeyDigest>,
+    /// The limiter's clock, for how long a refused request must wait.
+    pub(crate) limit_clock: LimitClock,
     pub(crate) failures: FailureLimiter,
     pub(crate) maintenance: AtomicBool,
     pub(crate) check_in_base: String,
@@ -156,12 +154,14 @@ impl ApiState {
     ) -> Self {
         let quota =
             Quota::per_second(config.rate_limit.per_second).allow_burst(config.rate_limit.burst);
+        let limit_clock = LimitClock::new(service.clock().clone());
         ApiState {
             inner: Arc::new(ApiInner {
                 service,
                 keys,
-                limiter: RateLimiter::keyed(quota),
-                failures: FailureLimiter::new(config.auth_failures),
+                limiter: keyed_limiter(quota, limit_clock.clone()),
+                failures: FailureLimiter::new(config.auth_failures, limit_clock.clone()),
+                limit_clock,
                 maintenance: AtomicBool::new(config.maintenance),
                 check_in_base: config.check_in_base,
                 metrics,
@@ -283,7 +283,7 @@ impl FromRequestParts<ApiState> for Authed {
             });
         };
         if let Err(not_until) = state.inner.limiter.check_key(&digest) {
-            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            let wait = state.inner.limit_clock.wait(&not_until);
             return Err(ApiError::rate_limited(whole_secs(wait)));
         }
         let case = state

@@ -16,8 +16,9 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use snitch_core::clock::monotonic_now;
 use snitch_core::{
     Attempt, AttemptResult, CaseId, Channel, ChannelKind, ClaimLimits, Clock, Delivery, Notifier,
     RetryPolicy, Storage, StorageError,
@@ -308,7 +309,7 @@ impl Dispatcher {
             Channel::Email { .. } => &self.email,
         };
         let at = self.now();
-        let started = Instant::now();
+        let started = monotonic_now();
         let sent = notifier.send(&delivery).await;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let (ok, permanent, detail) = match sent {

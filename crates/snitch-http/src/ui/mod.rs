@@ -118,7 +118,11 @@ impl UiState {
     pub fn new(api: ApiState, mut config: UiConfig) -> Self {
         config.base_path = config.base_path.trim_end_matches('/').to_owned();
         UiState {
-            sessions: Arc::new(Sessions::new(config.session_ttl, MAX_SESSIONS)),
+            sessions: Arc::new(Sessions::new(
+                config.session_ttl,
+                MAX_SESSIONS,
+                api.inner.service.clock().clone(),
+            )),
             api,
             config: Arc::new(config),
         }

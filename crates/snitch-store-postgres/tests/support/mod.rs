@@ -2,13 +2,20 @@
 //!
 //! The server is `DATABASE_URL`, or the local one that `scripts/ensure-postgres.sh`
 //! starts. A test that cannot reach it fails: a skipped test would pass in silence.
-//! Test databases are named `snitch_test_<random>` and left behind (the suites have no
-//! teardown hook); `scripts/ensure-postgres.sh` drops them.
+//!
+//! The migrations run once, into a template database named by a hash of them
+//! (`snitch_tpl_<hash>`, kept for later runs of the same migrations); each test's
+//! database is a copy of it (`CREATE DATABASE … TEMPLATE …`), which takes milliseconds
+//! where running every migration took a good part of a second. Test databases are named
+//! `snitch_test_<random>` and left behind (the store owns the test's pool, and the suites
+//! have no teardown hook); `scripts/ensure-postgres.sh` drops them.
 
 use std::future::Future;
+use std::hash::{Hash, Hasher};
 use std::str::FromStr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use snitch_core::clock::monotonic_now;
 use snitch_core::{RandomTokens, TokenSource};
 use snitch_store_postgres::MIGRATOR;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -35,23 +42,76 @@ pub async fn fresh_database_with_connections(connections: u32) -> PgPool {
              start it with `bash scripts/ensure-postgres.sh`, or set DATABASE_URL"
             )
         });
+    let template = migrated_template(&mut admin, &server).await;
     let name = format!("snitch_test_{}", RandomTokens.new_token());
     admin
-        .execute(format!("CREATE DATABASE {name}").as_str())
+        .execute(format!("CREATE DATABASE {name} TEMPLATE {template}").as_str())
         .await
         .unwrap_or_else(|e| panic!("cannot create the test database {name}: {e}"));
     admin.close().await.ok();
 
-    let pool = PgPoolOptions::new()
+    PgPoolOptions::new()
         .max_connections(connections)
         .connect_with(server.database(&name))
         .await
-        .unwrap_or_else(|e| panic!("cannot connect to the test database {name}: {e}"));
-    MIGRATOR
-        .run(&pool)
+        .unwrap_or_else(|e| panic!("cannot connect to the test database {name}: {e}"))
+}
+
+/// The template database holding every migration of [`MIGRATOR`], made by the first test
+/// that needs it (under an advisory lock, so concurrent tests and processes make it once).
+/// It counts as made only once it is marked a template, after its migrations ran.
+async fn migrated_template(admin: &mut PgConnection, server: &PgConnectOptions) -> String {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for migration in MIGRATOR.iter() {
+        migration.version.hash(&mut hasher);
+        migration.checksum.hash(&mut hasher);
+    }
+    let name = format!("snitch_tpl_{:016x}", hasher.finish());
+    if is_template(admin, &name).await {
+        return name;
+    }
+    // One lock for every maker of a template: they take a second, once per migration set.
+    admin
+        .execute("SELECT pg_advisory_lock(7236561902)")
         .await
-        .unwrap_or_else(|e| panic!("cannot migrate the test database {name}: {e}"));
-    pool
+        .expect("the template lock");
+    if !is_template(admin, &name).await {
+        admin
+            .execute(format!("DROP DATABASE IF EXISTS {name}").as_str())
+            .await
+            .unwrap_or_else(|e| panic!("cannot drop a half-made template {name}: {e}"));
+        admin
+            .execute(format!("CREATE DATABASE {name}").as_str())
+            .await
+            .unwrap_or_else(|e| panic!("cannot create the template {name}: {e}"));
+        let mut conn = PgConnection::connect_with(&server.clone().database(&name))
+            .await
+            .unwrap_or_else(|e| panic!("cannot connect to the template {name}: {e}"));
+        MIGRATOR
+            .run(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("cannot migrate the template {name}: {e}"));
+        conn.close().await.ok();
+        admin
+            .execute(format!("ALTER DATABASE {name} IS_TEMPLATE true").as_str())
+            .await
+            .unwrap_or_else(|e| panic!("cannot mark the template {name}: {e}"));
+    }
+    admin
+        .execute("SELECT pg_advisory_unlock(7236561902)")
+        .await
+        .expect("the template unlock");
+    name
+}
+
+/// Whether database `name` exists and is marked a template.
+async fn is_template(admin: &mut PgConnection, name: &str) -> bool {
+    sqlx::query_scalar::<_, bool>("SELECT datistemplate FROM pg_database WHERE datname = $1")
+        .bind(name)
+        .fetch_optional(admin)
+        .await
+        .unwrap_or_else(|e| panic!("cannot look for the template {name}: {e}"))
+        == Some(true)
 }
 
 /// Waits until `condition` holds (a state another connection or a background task
@@ -62,9 +122,9 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let give_up = Instant::now() + within;
+    let give_up = monotonic_now() + within;
     while !condition().await {
-        assert!(Instant::now() < give_up, "never happened: {what}");
+        assert!(monotonic_now() < give_up, "never happened: {what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

@@ -122,7 +122,7 @@ impl Notifier for SmtpEmailNotifier {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
+    use snitch_core::clock::monotonic_now;
 
     use snitch_core::{Channel, EventKind, Notes, Status, WebhookUrl};
     use tokio::net::TcpListener;
@@ -248,7 +248,7 @@ mod tests {
         drop(listener);
         let notifier = SmtpEmailNotifier::new(&format!("smtp://{addr}"), "alerts@snitch.test")
             .expect("notifier");
-        let started = Instant::now();
+        let started = monotonic_now();
         let err = notifier
             .send(&missing_delivery())
             .await
@@ -271,7 +271,7 @@ mod tests {
             Duration::from_millis(300),
         )
         .expect("notifier");
-        let started = Instant::now();
+        let started = monotonic_now();
         let err = notifier
             .send(&missing_delivery())
             .await

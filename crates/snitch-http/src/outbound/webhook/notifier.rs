@@ -303,7 +303,6 @@ fn innermost_cause(err: &(dyn StdError + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
-    use std::time::Instant;
 
     use axum::body::Bytes;
     use axum::extract::State;
@@ -312,6 +311,7 @@ mod tests {
     use axum::Router;
     use base64::Engine;
     use chrono::DateTime;
+    use snitch_core::clock::monotonic_now;
     use snitch_core::{
         AlertEmails, CaseId, DeliveryState, EventKind, ManualClock, Notes, SnitchName, Status,
         Tags, Token, WebhookSecret, WebhookUrl,
@@ -585,7 +585,7 @@ mod tests {
             ..WebhookOptions::default()
         })
         .expect("client builds");
-        let started = Instant::now();
+        let started = monotonic_now();
         let err = n
             .send(&delivery(&rx.url("/slow"), None))
             .await
@@ -643,7 +643,7 @@ mod tests {
             ..WebhookOptions::default()
         })
         .expect("client builds");
-        let started = Instant::now();
+        let started = monotonic_now();
         let err = n
             .send(&delivery(&format!("http://{addr}/"), None))
             .await

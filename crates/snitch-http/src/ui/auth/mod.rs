@@ -13,7 +13,6 @@ use axum::extract::{FromRequest, FromRequestParts, RawQuery, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
-use governor::clock::{Clock as _, DefaultClock};
 use snitch_core::Case;
 
 use super::{done_of, pages, Form, UiState, LOGIN_COOKIE, SESSION_COOKIE};
@@ -78,7 +77,7 @@ impl FromRequestParts<UiState> for SignedIn {
             return Err(to_login());
         };
         if let Err(not_until) = api.limiter.check_key(&digest) {
-            let wait = whole_secs(not_until.wait_time_from(DefaultClock::default().now()));
+            let wait = whole_secs(api.limit_clock.wait(&not_until));
             let mut r = ui.error_page(
                 None,
                 StatusCode::TOO_MANY_REQUESTS,

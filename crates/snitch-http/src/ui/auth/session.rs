@@ -4,10 +4,14 @@
 //!
 //! Every request re-checks the key by its digest, so revoking a key ends its sessions
 //! within the key refresh (a second). Sign-out deletes the session.
+//!
+//! Expiry is read from the service's [`Clock`], so tests move time by hand.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use snitch_core::{Clock, Timestamp};
 
 use base64::Engine;
 use rand::RngCore;
@@ -41,7 +45,7 @@ pub(crate) struct Session {
     pub key: KeyDigest,
     /// The token every form of this session carries; a POST without it is refused.
     pub csrf: String,
-    pub expires: Instant,
+    pub expires: Timestamp,
     /// Order of sign-in: of sessions expiring at the same instant, the older goes first.
     seq: u64,
 }
@@ -49,6 +53,7 @@ pub(crate) struct Session {
 /// The sessions of one dashboard, by id.
 pub(crate) struct Sessions {
     by_id: Mutex<HashMap<String, Session>>,
+    clock: Arc<dyn Clock>,
     ttl: Duration,
     max: usize,
     started: std::sync::atomic::AtomicU64,
@@ -65,9 +70,10 @@ impl std::fmt::Debug for Sessions {
 }
 
 impl Sessions {
-    pub(crate) fn new(ttl: Duration, max: usize) -> Self {
+    pub(crate) fn new(ttl: Duration, max: usize, clock: Arc<dyn Clock>) -> Self {
         Sessions {
             by_id: Mutex::new(HashMap::new()),
+            clock,
             ttl,
             max: max.max(1),
             started: std::sync::atomic::AtomicU64::new(0),
@@ -81,18 +87,22 @@ impl Sessions {
 
     /// Starts a session for `key`; returns its id (for the cookie) and the session.
     pub(crate) fn start(&self, key: KeyDigest) -> (String, Session) {
-        let now = Instant::now();
+        let now = self.clock.now();
         let session = Session {
             key,
             csrf: random_secret(),
-            expires: now + self.ttl,
+            // A TTL too long for a timestamp never expires.
+            expires: chrono::TimeDelta::from_std(self.ttl)
+                .ok()
+                .and_then(|ttl| now.checked_add_signed(ttl))
+                .unwrap_or(Timestamp::MAX_UTC),
             seq: self
                 .started
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         };
         let id = random_secret();
         let mut sessions = self.lock();
-        let mut own: Vec<(Instant, u64, String)> = sessions
+        let mut own: Vec<(Timestamp, u64, String)> = sessions
             .iter()
             .filter(|(_, s)| s.key == key)
             .map(|(id, s)| (s.expires, s.seq, id.clone()))
@@ -124,7 +134,7 @@ impl Sessions {
     pub(crate) fn get(&self, id: &str) -> Option<Session> {
         let mut sessions = self.lock();
         let session = sessions.get(id)?;
-        if session.expires <= Instant::now() {
+        if session.expires <= self.clock.now() {
             sessions.remove(id);
             return None;
         }
@@ -150,10 +160,21 @@ impl Sessions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::TimeZone;
+    use snitch_core::ManualClock;
+
+    fn manual_clock() -> Arc<ManualClock> {
+        let start = chrono::Utc.with_ymd_and_hms(2026, 11, 22, 3, 0, 0).unwrap();
+        Arc::new(ManualClock::new(start))
+    }
+
+    fn sessions(ttl: Duration, max: usize) -> Sessions {
+        Sessions::new(ttl, max, manual_clock())
+    }
 
     #[test]
     fn sessions_are_random_found_and_ended() {
-        let sessions = Sessions::new(Duration::from_secs(60), 10);
+        let sessions = sessions(Duration::from_secs(60), 10);
         let key = KeyDigest::of("some-key-0123456789abcdef0123456789");
         let (a, sa) = sessions.start(key);
         let (b, sb) = sessions.start(key);
@@ -170,15 +191,63 @@ mod tests {
 
     #[test]
     fn an_expired_session_is_gone() {
-        let sessions = Sessions::new(Duration::ZERO, 10);
+        let sessions = sessions(Duration::ZERO, 10);
         let (id, _) = sessions.start(KeyDigest::of("k"));
         assert!(sessions.get(&id).is_none());
         assert_eq!(sessions.len(), 0);
     }
 
     #[test]
+    fn a_session_lasts_its_ttl_on_the_clock() {
+        let clock = manual_clock();
+        let sessions = Sessions::new(Duration::from_secs(60), 10, clock.clone());
+        let (id, session) = sessions.start(KeyDigest::of("k"));
+        assert_eq!(session.expires, clock.now() + chrono::Duration::seconds(60));
+        clock.advance(chrono::Duration::milliseconds(59_999));
+        assert!(
+            sessions.get(&id).is_some(),
+            "live until its last millisecond"
+        );
+        clock.advance(chrono::Duration::milliseconds(1));
+        assert!(sessions.get(&id).is_none(), "gone when the TTL is up");
+        assert_eq!(sessions.len(), 0);
+    }
+
+    #[test]
+    fn a_full_store_drops_expired_sessions_before_live_ones() {
+        let clock = manual_clock();
+        let sessions = Sessions::new(Duration::from_secs(60), 3, clock.clone());
+        let (old, _) = sessions.start(KeyDigest::of("old"));
+        clock.advance(chrono::Duration::seconds(30));
+        let (a, _) = sessions.start(KeyDigest::of("a"));
+        let (b, _) = sessions.start(KeyDigest::of("b"));
+        clock.advance(chrono::Duration::seconds(30));
+        // `old` has expired: the new session takes its place, not a live one's.
+        let (c, _) = sessions.start(KeyDigest::of("c"));
+        assert_eq!(sessions.len(), 3);
+        assert!(sessions.get(&old).is_none());
+        for id in [&a, &b, &c] {
+            assert!(sessions.get(id).is_some());
+        }
+        // Full of live sessions: the one closest to expiring goes (of equals, the older).
+        let (d, _) = sessions.start(KeyDigest::of("d"));
+        assert!(sessions.get(&a).is_none());
+        for id in [&b, &c, &d] {
+            assert!(sessions.get(id).is_some());
+        }
+    }
+
+    #[test]
+    fn a_ttl_too_long_for_a_timestamp_never_expires() {
+        let sessions = sessions(Duration::MAX, 10);
+        let (id, session) = sessions.start(KeyDigest::of("k"));
+        assert_eq!(session.expires, Timestamp::MAX_UTC);
+        assert!(sessions.get(&id).is_some());
+    }
+
+    #[test]
     fn a_flood_of_sign_ins_keeps_at_most_max_sessions_and_the_newest() {
-        let sessions = Sessions::new(Duration::from_secs(60), 100);
+        let sessions = sessions(Duration::from_secs(60), 100);
         let ids: Vec<String> = (0..1_000)
             .map(|i| sessions.start(KeyDigest::of(&format!("key {i}"))).0)
             .collect();
@@ -189,7 +258,7 @@ mod tests {
 
     #[test]
     fn one_key_signing_in_again_and_again_never_pushes_out_another_keys_session() {
-        let sessions = Sessions::new(Duration::from_secs(60), 100);
+        let sessions = sessions(Duration::from_secs(60), 100);
         let (theirs, _) = sessions.start(KeyDigest::of("their-key"));
         let flooder = KeyDigest::of("flooding-key");
         let ids: Vec<String> = (0..1_000).map(|_| sessions.start(flooder).0).collect();
