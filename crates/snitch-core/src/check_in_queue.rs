@@ -238,6 +238,29 @@ impl CheckInQueues {
         self.pass_on_from(token, batch, Holder::CheckIns);
     }
 
+    /// Gives the turn to the first queued writer still waiting; `false` when none is.
+    /// Called with the map's lock held (the caller puts the token back when it is `true`).
+    fn hand_to_writer(
+        self: &Arc<Self>,
+        token: &Token,
+        writers: &mut std::collections::VecDeque<oneshot::Sender<WriterTurn>>,
+    ) -> bool {
+        while let Some(reply) = writers.pop_front() {
+            let turn = WriterTurn {
+                queues: Arc::clone(self),
+                token: token.clone(),
+                armed: true,
+            };
+            match reply.send(turn) {
+                Ok(()) => return true,
+                // That writer is gone: disarm the turn (the lock is held) and try the
+                // next one.
+                Err(mut turn) => turn.armed = false,
+            }
+        }
+        false
+    }
+
     /// Ends a turn: the first queued writer still waiting takes it (after a round of
     /// check-ins, or when no check-in waits), or the check-ins queued meanwhile go, as
     /// one batch, to the first of their callers still waiting; with nobody waiting, the
@@ -252,29 +275,15 @@ impl CheckInQueues {
             writers = queue.writers;
         }
         let writer_first = from == Holder::CheckIns || batch.is_empty();
-        if writer_first {
-            while let Some(reply) = writers.pop_front() {
-                let turn = WriterTurn {
-                    queues: Arc::clone(self),
-                    token: token.clone(),
-                    armed: true,
-                };
-                match reply.send(turn) {
-                    Ok(()) => {
-                        queues.insert(
-                            token.clone(),
-                            Queue {
-                                check_ins: batch,
-                                writers,
-                            },
-                        );
-                        return;
-                    }
-                    // That writer is gone: disarm the turn (this lock is held) and try
-                    // the next one.
-                    Err(mut turn) => turn.armed = false,
-                }
-            }
+        if writer_first && self.hand_to_writer(token, &mut writers) {
+            queues.insert(
+                token.clone(),
+                Queue {
+                    check_ins: batch,
+                    writers,
+                },
+            );
+            return;
         }
         while !batch.is_empty() {
             let Waiter { check_in, reply } = batch.remove(0);
@@ -302,25 +311,14 @@ impl CheckInQueues {
         }
         // No check-in waits; a writer may still (after a writer's turn, check-ins were
         // tried first).
-        while let Some(reply) = writers.pop_front() {
-            let turn = WriterTurn {
-                queues: Arc::clone(self),
-                token: token.clone(),
-                armed: true,
-            };
-            match reply.send(turn) {
-                Ok(()) => {
-                    queues.insert(
-                        token.clone(),
-                        Queue {
-                            check_ins: Vec::new(),
-                            writers,
-                        },
-                    );
-                    return;
-                }
-                Err(mut turn) => turn.armed = false,
-            }
+        if self.hand_to_writer(token, &mut writers) {
+            queues.insert(
+                token.clone(),
+                Queue {
+                    check_ins: Vec::new(),
+                    writers,
+                },
+            );
         }
     }
 }
