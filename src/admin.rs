@@ -11,7 +11,7 @@
 //! Keys are made by [`ApiKeys::create`], the same path the server's `demo` key takes:
 //! random, printed once, stored as a SHA-256 digest with a 6-character prefix (so a person
 //! can tell keys apart in `keys list`, which never prints a key). Running servers pick up
-//! a new or revoked key within [`snitch_http::keys::REFRESH_EVERY`].
+//! a new or revoked key within [`snitch_http::REFRESH_EVERY`].
 
 use std::io::Write;
 use std::sync::Arc;
@@ -633,10 +633,7 @@ mod tests {
         let (key, record) = admin.create_key("acme", "ci").await.expect("made");
         assert!(key.len() >= 32);
         assert_eq!(record.digest, KeyDigest::of(&key).to_hex());
-        assert_eq!(
-            record.prefix.chars().count(),
-            snitch_http::keys::PREFIX_CHARS
-        );
+        assert_eq!(record.prefix.chars().count(), snitch_http::PREFIX_CHARS);
         let listed = admin.keys("acme").await.expect("list");
         assert_eq!(listed, vec![record.clone()]);
 

@@ -82,10 +82,17 @@ pub use snitch_http as http;
 /// ```
 pub mod prelude {
     pub use crate::runtime::{BuildError, SnitchBuilder, SnitchRuntime};
+    // The option types the builder takes.
     pub use snitch_core::{
         Case, CaseId, Clock, Delivery, Event, ManualClock, Notifier, NotifyError, Outcome, Plan,
         Snitch, SnitchFields, SnitchService, Status, Storage, StorageError, SystemClock, Token,
     };
+    pub use snitch_http::outbound::dispatcher::DispatcherOptions;
+    #[cfg(feature = "webhooks")]
+    pub use snitch_http::outbound::webhook::WebhookOptions;
+    #[cfg(feature = "ui")]
+    pub use snitch_http::ui::UiConfig;
+    pub use snitch_http::{ApiConfig, AuthFailureLimit, RateLimit};
 }
 
 /// The Rust snippets of README.md, compiled and run as doc-tests.

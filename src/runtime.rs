@@ -44,8 +44,6 @@ use snitch_core::{
     Clock, Delivery, Notifier, NotifyError, ServiceError, SnitchService, Storage, SystemClock,
     Timestamp,
 };
-use snitch_http::health::{health_router, Health, SweepWatch, SWEEP_STALLED_AFTER};
-use snitch_http::metrics::{metrics_router, MetricsState};
 use snitch_http::outbound::dispatcher::{Dispatcher, DispatcherOptions};
 use snitch_http::outbound::email::LogEmailNotifier;
 #[cfg(feature = "smtp")]
@@ -55,6 +53,9 @@ use snitch_http::outbound::webhook::{WebhookNotifier, WebhookOptions};
 use snitch_http::{
     api_router, check_in_router_with_metrics, ApiConfig, ApiKeys, ApiState, AuthFailureLimit,
     CheckInService, Metrics, RateLimit,
+};
+use snitch_http::{
+    health_router, metrics_router, Health, MetricsState, SweepWatch, SWEEP_STALLED_AFTER,
 };
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
@@ -240,8 +241,10 @@ impl SnitchBuilder {
 
     /// How long no server of the store may be alive before the gap is an outage whose
     /// deadlines are deferred (default 60 s).
-    pub fn outage_threshold(mut self, threshold: chrono::Duration) -> Self {
-        self.outage_threshold = threshold;
+    pub fn outage_threshold(mut self, threshold: Duration) -> Self {
+        // Beyond chrono's range (about 292 million years) is as good as never.
+        self.outage_threshold =
+            chrono::Duration::from_std(threshold).unwrap_or(chrono::Duration::MAX);
         self
     }
 
@@ -254,7 +257,7 @@ impl SnitchBuilder {
     }
 
     /// How often the API keys are reloaded from the store (default
-    /// [`snitch_http::keys::REFRESH_EVERY`]).
+    /// [`snitch_http::REFRESH_EVERY`]).
     pub fn key_refresh_every(mut self, every: Duration) -> Self {
         self.key_refresh_every = every;
         self
@@ -453,7 +456,7 @@ impl SnitchRuntime {
             maintenance: api.maintenance,
             dispatcher: DispatcherOptions::default(),
             outage_threshold: snitch_core::liveness::DEFAULT_OUTAGE_THRESHOLD,
-            key_refresh_every: snitch_http::keys::REFRESH_EVERY,
+            key_refresh_every: snitch_http::REFRESH_EVERY,
             check_in_history: snitch_core::snitch::CHECK_INS_KEPT,
             sweep_batch: snitch_core::service::SWEEP_BATCH,
             metrics: None,

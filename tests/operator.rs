@@ -201,7 +201,7 @@ async fn the_served_openapi_document_is_the_committed_file() {
         .expect("answered");
     assert_eq!(response.status(), StatusCode::OK);
     let served = response.text().await.expect("text");
-    assert_eq!(served, snitch::http::openapi::document());
+    assert_eq!(served, snitch::http::openapi_document());
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi.json");
     if std::env::var_os("SNITCH_BLESS").is_some() {
         std::fs::write(&path, &served).expect("write openapi.json");

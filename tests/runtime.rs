@@ -51,7 +51,7 @@ async fn a_gap_under_the_threshold_after_a_clean_stop_is_no_outage() {
     let clock = Arc::new(ManualClock::new(start()));
     let first = SnitchRuntime::builder(storage.clone())
         .clock(clock.clone())
-        .outage_threshold(Duration::minutes(10))
+        .outage_threshold(std::time::Duration::from_secs(600))
         .build()
         .await
         .expect("starts");
@@ -59,7 +59,7 @@ async fn a_gap_under_the_threshold_after_a_clean_stop_is_no_outage() {
     clock.advance(Duration::minutes(9));
     let second = SnitchRuntime::builder(storage)
         .clock(clock)
-        .outage_threshold(Duration::minutes(10))
+        .outage_threshold(std::time::Duration::from_secs(600))
         .build()
         .await
         .expect("starts again");

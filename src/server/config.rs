@@ -540,11 +540,8 @@ impl Config {
     }
 
     /// How long no server may be alive before the gap is an outage.
-    pub fn outage_threshold(&self) -> chrono::Duration {
-        i64::try_from(self.outage_threshold_secs)
-            .ok()
-            .and_then(chrono::Duration::try_seconds)
-            .unwrap_or(chrono::Duration::MAX)
+    pub fn outage_threshold(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.outage_threshold_secs)
     }
 
     /// The backoff of failed deliveries.

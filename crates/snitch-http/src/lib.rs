@@ -11,26 +11,28 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 mod api;
-pub mod auth_limit;
+mod auth_limit;
 mod check_in;
-pub mod error;
-pub mod health;
-pub mod history;
-pub mod keys;
-pub mod metrics;
-pub mod observe;
-pub mod openapi;
+mod error;
+mod health;
+mod history;
+mod keys;
+mod metrics;
+mod observe;
+mod openapi;
 pub mod outbound;
 #[cfg(feature = "ui")]
 pub mod ui;
-pub mod wire;
+mod wire;
 
 pub use api::{api_router, ApiConfig, ApiState, RateLimit};
 pub use auth_limit::AuthFailureLimit;
 pub use check_in::{check_in_router, check_in_router_with_metrics, CheckInService};
 pub use error::{ApiError, ErrorType};
-pub use keys::{ApiKeys, KeyDigest};
-pub use metrics::Metrics;
+pub use health::{health_router, Health, SweepWatch, HEALTH_PATHS, SWEEP_STALLED_AFTER};
+pub use keys::{ApiKeys, KeyDigest, PREFIX_CHARS, REFRESH_EVERY};
+pub use metrics::{metrics_router, Metrics, MetricsState};
+pub use openapi::document as openapi_document;
 
 /// Request bodies larger than this are refused with 413.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;

@@ -236,11 +236,6 @@ impl EventJson {
     }
 }
 
-/// An event with its deliveries as JSON ([`EventJson`]).
-pub fn event_json(event: &Event, deliveries: &[Delivery]) -> Value {
-    serde_json::to_value(EventJson::new(event, deliveries)).unwrap_or(Value::Null)
-}
-
 /// An outage as the caller's case saw it (`GET /v1/outages`, docs/rules.md#outages).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct OutageJson {
@@ -261,11 +256,6 @@ impl OutageJson {
             snitches_deferred: o.snitches_deferred,
         }
     }
-}
-
-/// An outage as JSON ([`OutageJson`]).
-pub fn outage_json(o: &CaseOutage) -> Value {
-    serde_json::to_value(OutageJson::new(o)).unwrap_or(Value::Null)
 }
 
 /// One delivery of an event (a webhook or an e-mail) with every attempt.
@@ -434,11 +424,6 @@ impl WebhookJson {
             created_at: format_time(hook.created_at),
         }
     }
-}
-
-/// A hook as JSON ([`WebhookJson`]).
-pub fn webhook_json(hook: &Webhook) -> Value {
-    serde_json::to_value(WebhookJson::new(hook)).unwrap_or(Value::Null)
 }
 
 /// The `url` and optional `secret` of a webhook body.

@@ -65,7 +65,7 @@ pub struct ApiConfig {
     pub check_in_base: String,
     /// The per-key request rate.
     pub rate_limit: RateLimit,
-    /// Failed authentications per client address ([`auth_limit`]).
+    /// Failed authentications per client address ([`AuthFailureLimit`](crate::AuthFailureLimit)).
     pub auth_failures: AuthFailureLimit,
     /// Start in maintenance mode (503 for the API; check-ins keep working).
     pub maintenance: bool,

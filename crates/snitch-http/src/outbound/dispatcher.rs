@@ -43,7 +43,7 @@ pub struct DispatcherOptions {
     /// Webhook deliveries to one destination (`host:port`) in flight at once.
     pub per_destination: usize,
     /// How long a claimed delivery stays reserved; longer than any notifier's timeout.
-    pub lease: chrono::Duration,
+    pub lease: std::time::Duration,
     /// The longest sleep between looks at the outbox when nothing wakes the dispatcher.
     pub poll: Duration,
 }
@@ -64,7 +64,7 @@ impl Default for DispatcherOptions {
             per_destination: 16,
             // Twice the notifiers' 30 s timeout: a live dispatcher always records its
             // attempt first; a dead one's deliveries go out at most a minute late.
-            lease: chrono::Duration::minutes(1),
+            lease: std::time::Duration::from_secs(60),
             poll: Duration::from_secs(1),
         }
     }
@@ -102,7 +102,7 @@ impl DispatcherOptions {
     }
 
     /// With claimed deliveries reserved for `lease`.
-    pub fn with_lease(mut self, lease: chrono::Duration) -> Self {
+    pub fn with_lease(mut self, lease: std::time::Duration) -> Self {
         self.lease = lease;
         self
     }
@@ -272,7 +272,12 @@ impl Dispatcher {
         let now = self.now();
         let claimed = self
             .storage
-            .claim_deliveries(now, now + self.options.lease, &limits)
+            .claim_deliveries(
+                now,
+                now + chrono::Duration::from_std(self.options.lease)
+                    .unwrap_or(chrono::Duration::MAX),
+                &limits,
+            )
             .await?;
         let mut started = Vec::with_capacity(claimed.len());
         for delivery in claimed {

@@ -5,7 +5,7 @@
 //!   `HttpOnly`, `SameSite=Strict` cookie (`Secure` when [`UiConfig::secure_cookies`]).
 //!   Sessions live on the server ([`session`]), expire, end at sign-out and end when their
 //!   key is revoked. Failed sign-ins count against the API's failed-authentication limit
-//!   of the client's address ([`crate::auth_limit`]), and a blocked address cannot sign in.
+//!   of the client's address ([`crate::AuthFailureLimit`]), and a blocked address cannot sign in.
 //! - Every POST carries the session's CSRF token (the sign-in form a token of its own,
 //!   double-submitted in a short cookie) and is refused when the browser says it came
 //!   from another site (`Sec-Fetch-Site`).
