@@ -68,8 +68,8 @@ use records::{
     SNITCH_FIELDS,
 };
 
-/// How many events are kept per snitch.
-pub const EVENTS_KEPT: usize = 100;
+/// How many events are kept per snitch (the core's limit, re-exported).
+pub use snitch_core::snitch::EVENTS_KEPT;
 
 /// The migrations that create and evolve the `snitch` schema; hosts run them before use.
 ///

@@ -67,8 +67,8 @@ use records::{
 pub use writer::SqliteStorageOptions;
 use writer::Writer;
 
-/// How many events are kept per snitch.
-pub const EVENTS_KEPT: usize = 100;
+/// How many events are kept per snitch (the core's limit, re-exported).
+pub use snitch_core::snitch::EVENTS_KEPT;
 
 /// How long a connection waits for another process's write lock before it fails.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
