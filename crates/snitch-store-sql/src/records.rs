@@ -611,6 +611,7 @@ pub const DELIVERY_FIELDS: &str = "id, event_id, event, case_id, destination, ch
 /// A delivery's columns as written: its channel flattened into nullable columns (as
 /// JSON, one row of a set-based save: the keys are the column names).
 #[derive(Debug, Serialize)]
+#[serde(bound = "")]
 #[allow(missing_docs)]
 pub struct DeliveryFields<D: Dialect> {
     pub id: String,
