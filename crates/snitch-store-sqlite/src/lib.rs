@@ -1,7 +1,8 @@
 //! SQLite storage for Snitch: a [`Storage`] in one file, durable, with no server to run.
 //!
-//! [`SqliteStorage`] takes the host's [`SqlitePool`]; its tables are created by the
-//! embedded migrations in [`MIGRATOR`], which the host runs. [`connect`] opens a pool
+//! [`SqliteStorage`] takes the host's [`SqlitePool`]; its tables, all named `snitch_*` so
+//! they sit beside the host's own, are created by the embedded migrations in
+//! [`MIGRATOR`], which the host runs. [`connect`] opens a pool
 //! with the settings the store is meant for (see [`connect_options`]):
 //!
 //! ```no_run
@@ -14,7 +15,8 @@
 //!
 //! How the contract of [`Storage`] maps onto SQLite:
 //! - Durability: WAL journal with `synchronous = FULL`, so a save that returned `Ok` (a
-//!   check-in answered 202) is on disk, even if the machine loses power.
+//!   check-in answered 202) is on disk, even if the machine loses power. `check_ready`
+//!   refuses a host's pool whose connections run with less.
 //! - One writer: SQLite has one write lock per file. Every write of a store waits for its
 //!   turn (an async mutex, see `writer.rs`) and then runs in a `BEGIN IMMEDIATE`
 //!   transaction, so writers of one process never see `SQLITE_BUSY`; another process on
