@@ -49,7 +49,7 @@ fn url(destination: usize) -> WebhookUrl {
 }
 
 fn kind(n: usize) -> ChannelKind {
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         ChannelKind::Webhook
     } else {
         ChannelKind::Email
