@@ -10,6 +10,8 @@ use crate::types::{
 pub const SMART_OFFSETS_KEPT: usize = 10;
 /// How many check-ins a store keeps per snitch (docs/rules.md#check-ins).
 pub const CHECK_INS_KEPT: usize = 100;
+/// How many events a store keeps per snitch, the newest (docs/rules.md#check-ins).
+pub const EVENTS_KEPT: usize = 100;
 
 /// A monitor of one job: what the user configured and where the state machine stands.
 ///

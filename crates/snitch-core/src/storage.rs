@@ -7,7 +7,8 @@
 //!
 //! Stores keep timestamps to at least millisecond precision (the service hands them whole
 //! milliseconds) and keep the most recent [`Change::keep_check_ins`] (by default
-//! [`crate::snitch::CHECK_INS_KEPT`]) check-ins and 100 events per snitch.
+//! [`crate::snitch::CHECK_INS_KEPT`]) check-ins and [`crate::snitch::EVENTS_KEPT`] events per
+//! snitch.
 //!
 //! The contract test suite in `contract` (feature `test-support`) pins down the behaviour
 //! described here; every store runs it.

@@ -20,8 +20,8 @@ use snitch_core::{
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
-/// How many events are kept per snitch.
-pub const EVENTS_KEPT: usize = 100;
+/// How many events are kept per snitch (the core's limit, re-exported).
+pub use snitch_core::snitch::EVENTS_KEPT;
 
 /// A [`Storage`] that keeps everything in this process's memory.
 #[derive(Debug, Default)]

@@ -49,6 +49,8 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+
+use snitch_store_sql::queue::{answer_all, Job, SaveQueue};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -58,7 +60,7 @@ use snitch_core::{Change, StorageError};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnection, PgPool, Postgres};
 use sqlx::{Connection, Executor};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::{sleep, sleep_until, Instant, Sleep};
 
 use crate::set_based::{Housekeeping, Plan, TrimsInFlight};
@@ -169,38 +171,23 @@ impl PgStorageOptions {
     }
 }
 
-/// A change waiting for its batch, with where its result goes.
-#[derive(Debug)]
-struct Job {
-    change: Change,
-    reply: oneshot::Sender<Result<(), StorageError>>,
-}
-
-impl Job {
-    fn token(&self) -> &str {
-        self.change.snitch().token().as_str()
-    }
-}
-
 /// The saving side of a store: the queue to its batching task.
 #[derive(Debug)]
 pub(crate) struct GroupCommit {
     pool: PgPool,
     options: PgStorageOptions,
-    /// The queue to the running task; `None` before the first save.
-    queue: Mutex<Option<mpsc::Sender<Job>>>,
-    batches_committed: Arc<AtomicU64>,
+    saves: SaveQueue,
 }
 
 impl GroupCommit {
     pub(crate) fn new(pool: PgPool, options: PgStorageOptions) -> Self {
+        let options = options
+            .with_max_batch(options.max_batch)
+            .with_max_concurrent_batches(options.max_concurrent_batches);
         GroupCommit {
             pool,
-            options: options
-                .with_max_batch(options.max_batch)
-                .with_max_concurrent_batches(options.max_concurrent_batches),
-            queue: Mutex::new(None),
-            batches_committed: Arc::new(AtomicU64::new(0)),
+            saves: SaveQueue::new(options.max_batch),
+            options,
         }
     }
 
@@ -208,44 +195,16 @@ impl GroupCommit {
     ///
     /// A caller that stops waiting does not withdraw the change: it may still commit.
     pub(crate) async fn save(&self, change: &Change) -> Result<(), StorageError> {
-        let (reply, result) = oneshot::channel();
-        let job = Job {
-            change: change.clone(),
-            reply,
-        };
-        self.queue()?.send(job).await.map_err(|_| stopped())?;
-        result.await.map_err(|_| stopped())?
+        self.saves
+            .save(change, |queue, batches_committed| {
+                run(self.pool.clone(), self.options, queue, batches_committed)
+            })
+            .await
     }
 
     pub(crate) fn batches_committed(&self) -> u64 {
-        self.batches_committed.load(Ordering::Relaxed)
+        self.saves.batches_committed()
     }
-
-    /// The queue to the batching task, which is spawned on the current runtime when there
-    /// is none yet or the last one stopped.
-    fn queue(&self) -> Result<mpsc::Sender<Job>, StorageError> {
-        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(running) = queue.as_ref().filter(|q| !q.is_closed()) {
-            return Ok(running.clone());
-        }
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|e| StorageError::Backend(Box::new(e)))?;
-        // Room for the batch being gathered and the next one: saves beyond that wait
-        // for room, in order, which bounds the memory a burst takes.
-        let (sender, receiver) = mpsc::channel(self.options.max_batch.saturating_mul(2));
-        runtime.spawn(run(
-            self.pool.clone(),
-            self.options,
-            receiver,
-            Arc::clone(&self.batches_committed),
-        ));
-        *queue = Some(sender.clone());
-        Ok(sender)
-    }
-}
-
-fn stopped() -> StorageError {
-    StorageError::Backend("the group-commit task stopped before answering".into())
 }
 
 /// The batching task: gathers one batch after another until every sender is gone, and
@@ -412,10 +371,7 @@ async fn commit(
     };
     let committed = match outcome {
         Ok((results, housekeeping)) => {
-            for (job, result) in batch.into_iter().zip(results) {
-                // A caller that stopped waiting has no one to tell.
-                let _ = job.reply.send(result);
-            }
+            answer_all(batch, results);
             // A failure leaves the trimming to a later save: the snitches stay over the
             // mark, and readers never see more than is kept.
             if let Some(conn) = conn.as_mut() {
@@ -428,7 +384,7 @@ async fn commit(
         Err(failure) => {
             let e = Arc::new(failure);
             for job in batch {
-                let _ = job.reply.send(Err(batch_error(&e)));
+                job.answer(Err(batch_error(&e)));
             }
             false
         }

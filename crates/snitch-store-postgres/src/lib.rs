@@ -45,13 +45,14 @@ mod read_batch;
 mod records;
 mod set_based;
 
+use std::convert::identity;
 use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use snitch_core::{ApiKeyRecord, CaseOutage, Outage};
 use snitch_core::{
-    Attempt, AttemptResult, Case, CaseId, Change, CheckIn, ClaimLimits, Delivery, DeliveryState,
-    Event, Snitch, Status, Storage, StorageError, StoreStats, Tag, Timestamp, Token, Webhook,
+    Attempt, AttemptResult, Case, CaseId, Change, CheckIn, ClaimLimits, Delivery, Event, Snitch,
+    Storage, StorageError, StoreStats, Tag, Timestamp, Token, Webhook,
 };
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnection, PgPool};
@@ -63,13 +64,18 @@ pub use group_commit::PgStorageOptions;
 pub use set_based::TRIMS_PER_BATCH;
 
 use records::{
-    ApiKeyRow, AttemptRecord, CaseRow, CheckInRecord, DeliveryFields, DeliveryRow, EventRecord,
-    SnitchFields, SnitchRow, WebhookRow, DELIVERY_COLUMNS, EVENT_COLUMNS, SNITCH_COLUMNS,
+    ApiKeyRow, AttemptRecord, CaseRow, CheckInRecord, DeliveryFields, DeliveryRow, EventRecord, Pg,
+    SnitchFields, SnitchRow, WebhookRow, DELIVERY_COLUMNS, DELIVERY_FIELDS, SNITCH_COLUMNS,
     SNITCH_FIELDS,
 };
+pub(crate) use snitch_store_sql::{backend, limit};
+use snitch_store_sql::{
+    bind_delivery, bind_event, bind_snitch_fields, count, fetch, migrations_applied, outage_of,
+    sql, Dialect, SERVERS_KEPT_FOR,
+};
 
-/// How many events are kept per snitch.
-pub const EVENTS_KEPT: usize = 100;
+/// How many events are kept per snitch (the core's limit, re-exported).
+pub use snitch_core::snitch::EVENTS_KEPT;
 
 /// The migrations that create and evolve the `snitch` schema; hosts run them before use.
 ///
@@ -145,37 +151,16 @@ impl PgStorage {
     }
 }
 
-/// A failure of the database itself. A value that cannot be decoded from its column is
-/// stored data that is not valid; anything else may pass if retried.
-fn backend(e: sqlx::Error) -> StorageError {
-    match e {
-        sqlx::Error::ColumnDecode { .. } => StorageError::Corrupt(e.to_string()),
-        e => StorageError::Backend(Box::new(e)),
-    }
-}
-
 /// Whether `e` is a violation of the named constraint.
 fn violates(e: &sqlx::Error, constraint: &str) -> bool {
     e.as_database_error()
         .is_some_and(|d| d.constraint() == Some(constraint))
 }
 
-/// A count for `LIMIT`/`OFFSET`.
-fn limit(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-fn strings(tags: &[Tag]) -> Vec<String> {
-    tags.iter().map(|t| t.as_str().to_owned()).collect()
-}
-
 /// `INSERT` of a whole snitch: token, case and creation, then [`SNITCH_FIELDS`], then the
 /// case's limit; inserts nothing (and counts nothing) when the case is unknown or holds
 /// its limit already.
 static INSERT_SNITCH: LazyLock<String> = LazyLock::new(|| {
-    let params: Vec<String> = (0..SNITCH_FIELDS.len())
-        .map(|i| format!("${}", i + 4))
-        .collect();
     format!(
         "WITH slot AS ( \
            UPDATE snitch.cases SET snitches_held = snitches_held + 1 \
@@ -183,29 +168,17 @@ static INSERT_SNITCH: LazyLock<String> = LazyLock::new(|| {
          INSERT INTO snitch.snitches (token, case_id, created_at, {}) \
          SELECT $1, slot.id, $3, {} FROM slot",
         SNITCH_FIELDS.join(", "),
-        params.join(", "),
+        Pg::parameters(4, SNITCH_FIELDS.len()),
         limit = SNITCH_FIELDS.len() + 4,
     )
 });
 
-/// `UPDATE` of [`SNITCH_FIELDS`] by token (`$1`) from an expected version (`$2`). Identity
-/// and creation never change.
-static UPDATE_SNITCH: LazyLock<String> = LazyLock::new(|| {
-    let sets: Vec<String> = SNITCH_FIELDS
-        .iter()
-        .enumerate()
-        .map(|(i, field)| format!("{field} = ${}", i + 3))
-        .collect();
-    format!(
-        // A save ends any sweep lease: the snitch is up to date again.
-        "UPDATE snitch.snitches SET {}, sweep_lease_until = NULL \
-         WHERE token = $1 AND version = $2",
-        sets.join(", ")
-    )
-});
-
-static SELECT_SNITCHES: LazyLock<String> =
-    LazyLock::new(|| format!("SELECT {SNITCH_COLUMNS} FROM snitch.snitches"));
+static UPDATE_SNITCH: LazyLock<String> = LazyLock::new(sql::update_snitch::<Pg>);
+static SELECT_SNITCHES: LazyLock<String> = LazyLock::new(sql::select_snitches::<Pg>);
+static INSERT_EVENTS: LazyLock<String> =
+    LazyLock::new(|| format!("INSERT INTO snitch.events ({}) ", records::EVENT_COLUMNS));
+static INSERT_DELIVERIES: LazyLock<String> =
+    LazyLock::new(|| format!("INSERT INTO snitch.deliveries ({DELIVERY_FIELDS}) "));
 
 /// Deliveries are inserted this many per statement, well below the 65,535 parameters of
 /// one statement.
@@ -219,25 +192,9 @@ async fn insert_events(conn: &mut PgConnection, events: &[Event]) -> Result<(), 
     if newest.is_empty() {
         return Ok(());
     }
-    let mut q =
-        QueryBuilder::<Postgres>::new(format!("INSERT INTO snitch.events ({EVENT_COLUMNS}) "));
+    let mut q = QueryBuilder::<Postgres>::new(INSERT_EVENTS.as_str());
     q.push_values(newest.iter().map(EventRecord::of), |mut row, e| {
-        row.push_bind(e.id)
-            .push_bind(e.kind)
-            .push_bind(e.at)
-            .push_bind(e.case_id)
-            .push_bind(e.token)
-            .push_bind(e.name)
-            .push_bind(e.notes)
-            .push_bind(e.tags)
-            .push_bind(e.alert_email)
-            .push_bind(e.status)
-            .push_bind(e.previous_status)
-            .push_bind(e.checked_in_at)
-            .push_bind(e.check_in_at)
-            .push_bind(e.check_in_exit_status)
-            .push_bind(e.check_in_message)
-            .push_bind(e.missed_periods);
+        bind_event!(row, e, push_bind);
     });
     q.build().execute(&mut *conn).await.map_err(backend)?;
     Ok(())
@@ -250,24 +207,9 @@ async fn insert_deliveries(
     deliveries: &[Delivery],
 ) -> Result<(), StorageError> {
     for chunk in deliveries.chunks(DELIVERIES_PER_INSERT) {
-        let mut q = QueryBuilder::<Postgres>::new(
-            "INSERT INTO snitch.deliveries (id, event_id, event, case_id, destination, channel, \
-             hook_id, url, secret, recipients, state, next_attempt_at, attempts) ",
-        );
+        let mut q = QueryBuilder::<Postgres>::new(INSERT_DELIVERIES.as_str());
         q.push_values(chunk.iter().map(DeliveryFields::of), |mut row, d| {
-            row.push_bind(d.id)
-                .push_bind(d.event_id)
-                .push_bind(d.event)
-                .push_bind(d.case_id)
-                .push_bind(d.destination)
-                .push_bind(d.channel)
-                .push_bind(d.hook_id)
-                .push_bind(d.url)
-                .push_bind(d.secret)
-                .push_bind(d.recipients)
-                .push_bind(d.state)
-                .push_bind(d.next_attempt_at)
-                .push_bind(d.attempts);
+            bind_delivery!(row, d, push_bind);
         });
         q.push(
             " ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, event_id = EXCLUDED.event_id, \
@@ -327,18 +269,18 @@ async fn save_change(conn: &mut PgConnection, change: &Change) -> Result<(), Sto
 
     // A concurrent save of the same snitch (in another transaction) waits for this row's
     // lock, then finds the version moved on and updates nothing.
-    let updated = SnitchFields::of(snitch)?
-        .bind(sqlx::query(&UPDATE_SNITCH).bind(token).bind(expected))
+    let fields = SnitchFields::of(snitch)?;
+    let update = sqlx::query(&UPDATE_SNITCH).bind(token).bind(expected);
+    let updated = bind_snitch_fields!(update, fields, bind, identity)
         .execute(&mut *conn)
         .await
         .map_err(backend)?;
     if updated.rows_affected() == 0 {
-        let exists: bool =
-            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM snitch.snitches WHERE token = $1)")
-                .bind(token)
-                .fetch_one(&mut *conn)
-                .await
-                .map_err(backend)?;
+        let exists: bool = sqlx::query_scalar(sql::SNITCH_EXISTS)
+            .bind(token)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(backend)?;
         return Err(if exists {
             StorageError::Conflict
         } else {
@@ -370,16 +312,12 @@ async fn save_change(conn: &mut PgConnection, change: &Change) -> Result<(), Sto
     }
 
     for outage in change.deferred_by() {
-        sqlx::query(
-            "INSERT INTO snitch.outage_deferrals (outage_id, case_id, snitches) \
-             VALUES ($1, $2, 1) ON CONFLICT (outage_id, case_id) \
-             DO UPDATE SET snitches = outage_deferrals.snitches + 1",
-        )
-        .bind(records::to_bigint("outage id", *outage)?)
-        .bind(snitch.case_id().as_str())
-        .execute(&mut *conn)
-        .await
-        .map_err(backend)?;
+        sqlx::query(sql::DEFER)
+            .bind(records::to_bigint("outage id", *outage)?)
+            .bind(snitch.case_id().as_str())
+            .execute(&mut *conn)
+            .await
+            .map_err(backend)?;
     }
 
     insert_deliveries(conn, change.deliveries()).await
@@ -389,37 +327,18 @@ async fn save_change(conn: &mut PgConnection, change: &Change) -> Result<(), Sto
 /// exactly one finds it ("snitch" in ASCII).
 const LIVENESS_LOCK: i64 = 0x736e_6974_6368;
 
-/// Liveness records of servers not seen for this long are dropped; the latest is always
-/// kept, as the heartbeat writes it just before.
-const SERVERS_KEPT_FOR: chrono::Duration = chrono::Duration::days(7);
-
-fn outage_of(id: i64, started_at: Timestamp, ended_at: Timestamp) -> Result<Outage, StorageError> {
-    Ok(Outage {
-        id: u64::try_from(id)
-            .map_err(|_| StorageError::Corrupt(format!("outage id {id} is negative")))?,
-        started_at,
-        ended_at,
-    })
-}
-
 #[async_trait]
 impl Storage for PgStorage {
     async fn upsert_case(&self, case: &Case) -> Result<(), StorageError> {
-        let result = sqlx::query(
-            "INSERT INTO snitch.cases (id, members, max_snitches, error_notices, on_hold) \
-             VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (id) DO UPDATE SET members = EXCLUDED.members, \
-             max_snitches = EXCLUDED.max_snitches, error_notices = EXCLUDED.error_notices, \
-             on_hold = EXCLUDED.on_hold",
-        )
-        .bind(case.id.as_str())
-        .bind(records::members(case))
-        .bind(i64::from(case.plan.max_snitches))
-        .bind(case.plan.error_notices)
-        .bind(case.on_hold)
-        .execute(&self.pool)
-        .await
-        .map_err(backend);
+        let result = sqlx::query(sql::UPSERT_CASE)
+            .bind(case.id.as_str())
+            .bind(snitch_store_sql::records::members::<Pg>(case))
+            .bind(i64::from(case.plan.max_snitches))
+            .bind(case.plan.error_notices)
+            .bind(case.on_hold)
+            .execute(&self.pool)
+            .await
+            .map_err(backend);
         // Whether or not it committed, the held copy may be out of date.
         self.cache
             .forget_case(case.id.as_str(), snitch_core::clock::monotonic_now());
@@ -428,46 +347,31 @@ impl Storage for PgStorage {
     }
 
     async fn case(&self, id: &CaseId) -> Result<Option<Case>, StorageError> {
-        sqlx::query_as::<_, CaseRow>(
-            "SELECT id, members, max_snitches, error_notices, on_hold \
-             FROM snitch.cases WHERE id = $1",
-        )
-        .bind(id.as_str())
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(backend)?
-        .map(CaseRow::into_case)
-        .transpose()
+        let query = sqlx::query_as(&SELECT_CASE).bind(id.as_str());
+        fetch::optional(query, &self.pool, CaseRow::into_case).await
     }
 
     async fn cases(&self) -> Result<Vec<Case>, StorageError> {
-        sqlx::query_as::<_, CaseRow>(
-            "SELECT id, members, max_snitches, error_notices, on_hold \
-             FROM snitch.cases ORDER BY id COLLATE \"C\"",
+        fetch::all(
+            sqlx::query_as(&SELECT_CASES),
+            &self.pool,
+            CaseRow::into_case,
         )
-        .fetch_all(&self.pool)
         .await
-        .map_err(backend)?
-        .into_iter()
-        .map(CaseRow::into_case)
-        .collect()
     }
 
     async fn insert_api_key(&self, key: &ApiKeyRecord) -> Result<(), StorageError> {
-        let inserted = sqlx::query(
-            "INSERT INTO snitch.api_keys (id, case_id, digest, prefix, label, created_at, \
-             last_used_at, revoked) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(&key.id)
-        .bind(key.case_id.as_str())
-        .bind(&key.digest)
-        .bind(&key.prefix)
-        .bind(&key.label)
-        .bind(key.created_at)
-        .bind(key.last_used_at)
-        .bind(key.revoked)
-        .execute(&self.pool)
-        .await;
+        let inserted = sqlx::query(&INSERT_API_KEY)
+            .bind(&key.id)
+            .bind(key.case_id.as_str())
+            .bind(&key.digest)
+            .bind(&key.prefix)
+            .bind(&key.label)
+            .bind(key.created_at)
+            .bind(key.last_used_at)
+            .bind(key.revoked)
+            .execute(&self.pool)
+            .await;
         match inserted {
             Ok(_) => Ok(()),
             Err(e) if violates(&e, "api_keys_pkey") || violates(&e, "api_keys_digest_key") => {
@@ -481,22 +385,12 @@ impl Storage for PgStorage {
     }
 
     async fn api_keys(&self, case: Option<CaseId>) -> Result<Vec<ApiKeyRecord>, StorageError> {
-        sqlx::query_as::<_, ApiKeyRow>(
-            "SELECT id, case_id, digest, prefix, label, created_at, last_used_at, revoked \
-             FROM snitch.api_keys WHERE $1::text IS NULL OR case_id = $1 \
-             ORDER BY created_at, seq",
-        )
-        .bind(case.as_ref().map(CaseId::as_str))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?
-        .into_iter()
-        .map(ApiKeyRow::into_record)
-        .collect()
+        let query = sqlx::query_as(&API_KEYS).bind(case.as_ref().map(CaseId::as_str));
+        fetch::all(query, &self.pool, ApiKeyRow::into_record).await
     }
 
     async fn revoke_api_key(&self, id: &str) -> Result<bool, StorageError> {
-        let revoked = sqlx::query("UPDATE snitch.api_keys SET revoked = true WHERE id = $1")
+        let revoked = sqlx::query(sql::REVOKE_API_KEY)
             .bind(id)
             .execute(&self.pool)
             .await
@@ -530,25 +424,23 @@ impl Storage for PgStorage {
         // limit (concurrent inserts into one case take turns on its row, and each
         // re-checks the count it waited for), and the snitch is inserted only if it was.
         // A taken token fails the statement, count included.
-        let inserted = SnitchFields::of(snitch)?
-            .bind(
-                sqlx::query(&INSERT_SNITCH)
-                    .bind(snitch.token().as_str())
-                    .bind(snitch.case_id().as_str())
-                    .bind(snitch.created_at()),
-            )
+        let fields = SnitchFields::of(snitch)?;
+        let insert = sqlx::query(&INSERT_SNITCH)
+            .bind(snitch.token().as_str())
+            .bind(snitch.case_id().as_str())
+            .bind(snitch.created_at());
+        let inserted = bind_snitch_fields!(insert, fields, bind, identity)
             .bind(i64::from(max_snitches))
             .execute(&self.pool)
             .await;
         match inserted {
             Ok(done) if done.rows_affected() > 0 => Ok(()),
             Ok(_) => {
-                let known: bool =
-                    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM snitch.cases WHERE id = $1)")
-                        .bind(snitch.case_id().as_str())
-                        .fetch_one(&self.pool)
-                        .await
-                        .map_err(backend)?;
+                let known: bool = sqlx::query_scalar(sql::CASE_EXISTS)
+                    .bind(snitch.case_id().as_str())
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(backend)?;
                 Err(if known {
                     StorageError::LimitReached { max: max_snitches }
                 } else {
@@ -603,18 +495,11 @@ impl Storage for PgStorage {
     }
 
     async fn snitches(&self, case: &CaseId, tags: &[Tag]) -> Result<Vec<Snitch>, StorageError> {
-        sqlx::query_as::<_, SnitchRow>(&format!(
-            "{} WHERE case_id = $1 AND tags @> $2 ORDER BY created_at, seq",
-            *SELECT_SNITCHES
-        ))
-        .bind(case.as_str())
-        .bind(strings(tags))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?
-        .into_iter()
-        .map(SnitchRow::into_snitch)
-        .collect()
+        let tags: Vec<&str> = tags.iter().map(Tag::as_str).collect();
+        let query = sqlx::query_as(&SNITCHES_OF_CASE)
+            .bind(case.as_str())
+            .bind(tags);
+        fetch::all(query, &self.pool, SnitchRow::into_snitch).await
     }
 
     async fn save(&self, change: &Change) -> Result<(), StorageError> {
@@ -647,14 +532,11 @@ impl Storage for PgStorage {
             self.cache.forget(token.as_str());
             return Ok(false);
         }
-        sqlx::query(
-            "DELETE FROM snitch.deliveries WHERE state <> 'pending' \
-             AND event_id IN (SELECT id FROM snitch.events WHERE token = $1)",
-        )
-        .bind(token.as_str())
-        .execute(&mut *tx)
-        .await
-        .map_err(backend)?;
+        sqlx::query(sql::DELETE_FINISHED_DELIVERIES_OF)
+            .bind(token.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
         // Its check-ins (no foreign key: see the migration that dropped it) go first;
         // its events go with it (ON DELETE CASCADE); its case holds one snitch less.
         sqlx::query("DELETE FROM snitch.check_ins WHERE token = $1")
@@ -678,18 +560,8 @@ impl Storage for PgStorage {
     }
 
     async fn due(&self, now: Timestamp, limit_to: usize) -> Result<Vec<Snitch>, StorageError> {
-        sqlx::query_as::<_, SnitchRow>(&format!(
-            "{} WHERE wake_at <= $1 ORDER BY wake_at, token LIMIT $2",
-            *SELECT_SNITCHES
-        ))
-        .bind(now)
-        .bind(limit(limit_to))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?
-        .into_iter()
-        .map(SnitchRow::into_snitch)
-        .collect()
+        let query = sqlx::query_as(&DUE).bind(now).bind(limit(limit_to));
+        fetch::all(query, &self.pool, SnitchRow::into_snitch).await
     }
 
     async fn claim_due(
@@ -720,48 +592,27 @@ impl Storage for PgStorage {
     }
 
     async fn check_ready(&self) -> Result<(), StorageError> {
-        let applied: Vec<i64> =
-            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
-                .fetch_all(&self.pool)
-                .await
-                .map_err(backend)?;
-        match MIGRATOR
-            .iter()
-            .find(|m| !m.migration_type.is_down_migration() && !applied.contains(&m.version))
-        {
-            Some(missing) => Err(StorageError::Backend(
-                format!(
-                    "migration {} ({}) is not applied",
-                    missing.version, missing.description
-                )
-                .into(),
-            )),
-            None => Ok(()),
-        }
+        let applied: Vec<i64> = sqlx::query_scalar(sql::APPLIED_MIGRATIONS)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(backend)?;
+        migrations_applied(&MIGRATOR, &applied)
     }
 
     async fn stats(&self) -> Result<StoreStats, StorageError> {
-        let by_status: Vec<(String, i64)> =
-            sqlx::query_as("SELECT status, count(*) FROM snitch.snitches GROUP BY status")
-                .fetch_all(&self.pool)
-                .await
-                .map_err(backend)?;
-        let pending: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM snitch.deliveries WHERE state = 'pending'")
-                .fetch_one(&self.pool)
-                .await
-                .map_err(backend)?;
-        let counts = by_status.into_iter().filter_map(|(status, n)| {
-            Some((Status::parse(&status)?, u64::try_from(n).unwrap_or(0)))
-        });
-        Ok(StoreStats::from_counts(
-            counts,
-            Some(u64::try_from(pending).unwrap_or(0)),
-        ))
+        let by_status: Vec<(String, i64)> = sqlx::query_as(sql::SNITCHES_BY_STATUS)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(backend)?;
+        let pending: i64 = sqlx::query_scalar(sql::PENDING_DELIVERIES)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(backend)?;
+        Ok(snitch_store_sql::stats(by_status, pending))
     }
 
     async fn next_wake_at(&self) -> Result<Option<Timestamp>, StorageError> {
-        sqlx::query_scalar("SELECT min(wake_at) FROM snitch.snitches WHERE wake_at IS NOT NULL")
+        sqlx::query_scalar(sql::NEXT_WAKE_AT)
             .fetch_one(&self.pool)
             .await
             .map_err(backend)
@@ -772,7 +623,7 @@ impl Storage for PgStorage {
         token: &Token,
         limit_to: usize,
     ) -> Result<Vec<CheckIn>, StorageError> {
-        sqlx::query_as::<_, CheckInRecord>(
+        let query = sqlx::query_as(
             "SELECT at, exit_status, message FROM snitch.check_ins \
              WHERE token = $1 ORDER BY seq DESC \
              LIMIT least($2, (SELECT check_ins_keep FROM snitch.snitches WHERE token = $1))",
@@ -780,43 +631,28 @@ impl Storage for PgStorage {
         .bind(token.as_str())
         // Saves trim the history lazily: more than the newest `check_ins_keep` (the
         // length the last change asked for) may be stored, and are never shown.
-        .bind(limit(limit_to))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?
-        .into_iter()
-        .map(CheckInRecord::into_check_in)
-        .collect()
+        .bind(limit(limit_to));
+        fetch::all(query, &self.pool, CheckInRecord::into_check_in).await
     }
 
     async fn events(&self, token: &Token, limit_to: usize) -> Result<Vec<Event>, StorageError> {
-        sqlx::query_as::<_, EventRecord>(&format!(
-            "SELECT {EVENT_COLUMNS} FROM snitch.events WHERE token = $1 ORDER BY seq DESC LIMIT $2"
-        ))
-        .bind(token.as_str())
-        // Events are trimmed just after the commit that added them: more than the newest
-        // EVENTS_KEPT may be stored for a moment, and are never shown.
-        .bind(limit(limit_to.min(EVENTS_KEPT)))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?
-        .into_iter()
-        .map(EventRecord::into_event)
-        .collect()
+        let query = sqlx::query_as(&EVENTS)
+            .bind(token.as_str())
+            // Events are trimmed just after the commit that added them: more than the
+            // newest EVENTS_KEPT may be stored for a moment, and are never shown.
+            .bind(limit(limit_to.min(EVENTS_KEPT)));
+        fetch::all(query, &self.pool, EventRecord::into_event).await
     }
 
     async fn insert_webhook(&self, hook: &Webhook) -> Result<(), StorageError> {
-        let inserted = sqlx::query(
-            "INSERT INTO snitch.webhooks (id, case_id, url, secret, created_at) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(&hook.id)
-        .bind(hook.case_id.as_str())
-        .bind(hook.url.as_str())
-        .bind(hook.secret.as_ref().map(|s| s.expose()))
-        .bind(hook.created_at)
-        .execute(&self.pool)
-        .await;
+        let inserted = sqlx::query(&INSERT_WEBHOOK)
+            .bind(&hook.id)
+            .bind(hook.case_id.as_str())
+            .bind(hook.url.as_str())
+            .bind(hook.secret.as_ref().map(|s| s.expose()))
+            .bind(hook.created_at)
+            .execute(&self.pool)
+            .await;
         match inserted {
             Ok(_) => Ok(()),
             Err(e) if violates(&e, "webhooks_pkey") => Err(StorageError::DuplicateToken),
@@ -828,21 +664,12 @@ impl Storage for PgStorage {
     }
 
     async fn webhooks(&self, case: &CaseId) -> Result<Vec<Webhook>, StorageError> {
-        sqlx::query_as::<_, WebhookRow>(
-            "SELECT id, case_id, url, secret, created_at FROM snitch.webhooks \
-             WHERE case_id = $1 ORDER BY created_at, seq",
-        )
-        .bind(case.as_str())
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?
-        .into_iter()
-        .map(WebhookRow::into_webhook)
-        .collect()
+        let query = sqlx::query_as(&WEBHOOKS).bind(case.as_str());
+        fetch::all(query, &self.pool, WebhookRow::into_webhook).await
     }
 
     async fn delete_webhook(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {
-        let deleted = sqlx::query("DELETE FROM snitch.webhooks WHERE case_id = $1 AND id = $2")
+        let deleted = sqlx::query(sql::DELETE_WEBHOOK)
             .bind(case.as_str())
             .bind(id)
             .execute(&self.pool)
@@ -873,8 +700,175 @@ impl Storage for PgStorage {
             .iter()
             .map(|(d, n)| (d.clone(), limit(*n)))
             .collect();
-        sqlx::query_as::<_, DeliveryRow>(&format!(
-            "WITH due AS ( \
+        let query = sqlx::query_as(&CLAIM_DELIVERIES)
+            .bind(now)
+            .bind(lease_until)
+            .bind(busy_cases)
+            .bind(busy_kinds)
+            .bind(busy_case_counts)
+            .bind(limit(limits.per_case_channel))
+            .bind(busy_destinations)
+            .bind(busy_destination_counts)
+            .bind(limit(limits.per_destination))
+            .bind(limit(limits.webhooks))
+            .bind(limit(limits.emails));
+        fetch::all(query, &self.pool, DeliveryRow::into_delivery).await
+    }
+
+    async fn record_attempt(
+        &self,
+        delivery_id: &str,
+        attempt: &Attempt,
+        result: AttemptResult,
+    ) -> Result<(), StorageError> {
+        let (state, next_attempt_at) = snitch_store_sql::records::after_attempt::<Pg>(result);
+        let mut tx = self.pool.begin().await.map_err(backend)?;
+        let updated = sqlx::query(
+            "UPDATE snitch.deliveries SET attempts = attempts || jsonb_build_array($2::jsonb), \
+             state = $3, next_attempt_at = $4 WHERE id = $1",
+        )
+        .bind(delivery_id)
+        .bind(Json(AttemptRecord::of(attempt)))
+        .bind(state.as_str())
+        .bind(next_attempt_at)
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
+        if updated.rows_affected() == 0 {
+            return Err(StorageError::NotFound);
+        }
+        // A finished delivery of an event no longer in its snitch's history has no one
+        // left to read it.
+        sqlx::query(sql::DELETE_ORPHAN_DELIVERY)
+            .bind(delivery_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        tx.commit().await.map_err(backend)
+    }
+
+    async fn next_delivery_at(&self) -> Result<Option<Timestamp>, StorageError> {
+        sqlx::query_scalar(sql::NEXT_DELIVERY_AT)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(backend)
+    }
+
+    async fn heartbeat(
+        &self,
+        server: &str,
+        now: Timestamp,
+        threshold: chrono::Duration,
+    ) -> Result<Option<Outage>, StorageError> {
+        let mut tx = self.pool.begin().await.map_err(backend)?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(LIVENESS_LOCK)
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        let last_alive: Option<Timestamp> = sqlx::query_scalar(sql::LAST_ALIVE)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(backend)?;
+        let outage = match last_alive {
+            Some(last) if now - last > threshold => {
+                let id: i64 = sqlx::query_scalar(sql::INSERT_OUTAGE)
+                    .bind(last)
+                    .bind(now)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(backend)?;
+                Some(outage_of::<Pg>(id, last, now)?)
+            }
+            _ => None,
+        };
+        sqlx::query(
+            "INSERT INTO snitch.servers (id, last_seen) VALUES ($1, $2) \
+             ON CONFLICT (id) DO UPDATE \
+             SET last_seen = GREATEST(servers.last_seen, EXCLUDED.last_seen), stopped = false",
+        )
+        .bind(server)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
+        sqlx::query(sql::FORGET_SERVERS)
+            .bind(now - SERVERS_KEPT_FOR)
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(outage)
+    }
+
+    async fn record_stop(&self, server: &str, at: Timestamp) -> Result<(), StorageError> {
+        sqlx::query(
+            "INSERT INTO snitch.servers (id, last_seen, stopped) VALUES ($1, $2, true) \
+             ON CONFLICT (id) DO UPDATE \
+             SET last_seen = GREATEST(servers.last_seen, EXCLUDED.last_seen), stopped = true",
+        )
+        .bind(server)
+        .bind(at)
+        .execute(&self.pool)
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    async fn outages(&self, since: Timestamp) -> Result<Vec<Outage>, StorageError> {
+        let rows: Vec<(i64, Timestamp, Timestamp)> = sqlx::query_as(sql::OUTAGES)
+            .bind(since)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(backend)?;
+        rows.into_iter()
+            .map(|(id, started_at, ended_at)| outage_of::<Pg>(id, started_at, ended_at))
+            .collect()
+    }
+
+    async fn case_outages(
+        &self,
+        case: &CaseId,
+        limit: usize,
+    ) -> Result<Vec<CaseOutage>, StorageError> {
+        let rows: Vec<(i64, Timestamp, Timestamp, i64)> = sqlx::query_as(sql::CASE_OUTAGES)
+            .bind(case.as_str())
+            .bind(self::limit(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(backend)?;
+        rows.into_iter()
+            .map(|(id, started_at, ended_at, deferred)| {
+                Ok(CaseOutage {
+                    outage: outage_of::<Pg>(id, started_at, ended_at)?,
+                    snitches_deferred: count(deferred),
+                })
+            })
+            .collect()
+    }
+
+    async fn deliveries(&self, event_ids: &[String]) -> Result<Vec<Delivery>, StorageError> {
+        let query = sqlx::query_as(&DELIVERIES_OF_EVENTS).bind(event_ids);
+        fetch::all(query, &self.pool, DeliveryRow::into_delivery).await
+    }
+
+    async fn step_in_place(
+        &self,
+        _token: &Token,
+        _pending: &mut snitch_core::PendingCheckIns,
+    ) -> Option<Result<Option<Change>, StorageError>> {
+        // A database store reads, steps and saves with a version check instead.
+        None
+    }
+}
+
+/// The fair claim of deliveries (see `claim_deliveries`): `$1` now, `$2` the lease's end,
+/// `$3`–`$5` the (case, channel, count) in flight, `$6` the room per (case, channel),
+/// `$7`–`$8` the (destination, count) in flight, `$9` the room per destination, `$10` and
+/// `$11` the webhooks and e-mails to take.
+static CLAIM_DELIVERIES: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH due AS ( \
                SELECT id, next_attempt_at, seq, case_id, channel, destination, \
                  row_number() OVER (PARTITION BY case_id, channel \
                                     ORDER BY next_attempt_at, seq) AS n \
@@ -913,199 +907,24 @@ impl Storage for PgStorage {
                WHERE d.id = picked.id \
                RETURNING d.*, picked.due_at) \
              SELECT {DELIVERY_COLUMNS} FROM claimed ORDER BY due_at, seq"
-        ))
-        .bind(now)
-        .bind(lease_until)
-        .bind(busy_cases)
-        .bind(busy_kinds)
-        .bind(busy_case_counts)
-        .bind(limit(limits.per_case_channel))
-        .bind(busy_destinations)
-        .bind(busy_destination_counts)
-        .bind(limit(limits.per_destination))
-        .bind(limit(limits.webhooks))
-        .bind(limit(limits.emails))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?
-        .into_iter()
-        .map(DeliveryRow::into_delivery)
-        .collect()
-    }
-
-    async fn record_attempt(
-        &self,
-        delivery_id: &str,
-        attempt: &Attempt,
-        result: AttemptResult,
-    ) -> Result<(), StorageError> {
-        let (state, next_attempt_at) = match result {
-            AttemptResult::Delivered => (DeliveryState::Delivered, None),
-            AttemptResult::GaveUp => (DeliveryState::Failed, None),
-            AttemptResult::RetryAt(at) => (DeliveryState::Pending, Some(at)),
-        };
-        let mut tx = self.pool.begin().await.map_err(backend)?;
-        let updated = sqlx::query(
-            "UPDATE snitch.deliveries SET attempts = attempts || jsonb_build_array($2::jsonb), \
-             state = $3, next_attempt_at = $4 WHERE id = $1",
-        )
-        .bind(delivery_id)
-        .bind(Json(AttemptRecord::of(attempt)))
-        .bind(state.as_str())
-        .bind(next_attempt_at)
-        .execute(&mut *tx)
-        .await
-        .map_err(backend)?;
-        if updated.rows_affected() == 0 {
-            return Err(StorageError::NotFound);
-        }
-        // A finished delivery of an event no longer in its snitch's history has no one
-        // left to read it.
-        sqlx::query(
-            "DELETE FROM snitch.deliveries d WHERE d.id = $1 AND d.state <> 'pending' \
-             AND NOT EXISTS (SELECT 1 FROM snitch.events e WHERE e.id = d.event_id)",
-        )
-        .bind(delivery_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(backend)?;
-        tx.commit().await.map_err(backend)
-    }
-
-    async fn next_delivery_at(&self) -> Result<Option<Timestamp>, StorageError> {
-        sqlx::query_scalar(
-            "SELECT min(next_attempt_at) FROM snitch.deliveries WHERE state = 'pending'",
-        )
-        .fetch_one(&self.pool)
-        .await
-        .map_err(backend)
-    }
-
-    async fn heartbeat(
-        &self,
-        server: &str,
-        now: Timestamp,
-        threshold: chrono::Duration,
-    ) -> Result<Option<Outage>, StorageError> {
-        let mut tx = self.pool.begin().await.map_err(backend)?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(LIVENESS_LOCK)
-            .execute(&mut *tx)
-            .await
-            .map_err(backend)?;
-        let last_alive: Option<Timestamp> =
-            sqlx::query_scalar("SELECT max(last_seen) FROM snitch.servers")
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(backend)?;
-        let outage = match last_alive {
-            Some(last) if now - last > threshold => {
-                let id: i64 = sqlx::query_scalar(
-                    "INSERT INTO snitch.outages (started_at, ended_at) VALUES ($1, $2) \
-                     RETURNING id",
-                )
-                .bind(last)
-                .bind(now)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(backend)?;
-                Some(outage_of(id, last, now)?)
-            }
-            _ => None,
-        };
-        sqlx::query(
-            "INSERT INTO snitch.servers (id, last_seen) VALUES ($1, $2) \
-             ON CONFLICT (id) DO UPDATE \
-             SET last_seen = GREATEST(servers.last_seen, EXCLUDED.last_seen), stopped = false",
-        )
-        .bind(server)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .map_err(backend)?;
-        sqlx::query("DELETE FROM snitch.servers WHERE last_seen < $1")
-            .bind(now - SERVERS_KEPT_FOR)
-            .execute(&mut *tx)
-            .await
-            .map_err(backend)?;
-        tx.commit().await.map_err(backend)?;
-        Ok(outage)
-    }
-
-    async fn record_stop(&self, server: &str, at: Timestamp) -> Result<(), StorageError> {
-        sqlx::query(
-            "INSERT INTO snitch.servers (id, last_seen, stopped) VALUES ($1, $2, true) \
-             ON CONFLICT (id) DO UPDATE \
-             SET last_seen = GREATEST(servers.last_seen, EXCLUDED.last_seen), stopped = true",
-        )
-        .bind(server)
-        .bind(at)
-        .execute(&self.pool)
-        .await
-        .map_err(backend)?;
-        Ok(())
-    }
-
-    async fn outages(&self, since: Timestamp) -> Result<Vec<Outage>, StorageError> {
-        let rows: Vec<(i64, Timestamp, Timestamp)> = sqlx::query_as(
-            "SELECT id, started_at, ended_at FROM snitch.outages \
-             WHERE ended_at >= $1 ORDER BY id",
-        )
-        .bind(since)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?;
-        rows.into_iter()
-            .map(|(id, started_at, ended_at)| outage_of(id, started_at, ended_at))
-            .collect()
-    }
-
-    async fn case_outages(
-        &self,
-        case: &CaseId,
-        limit: usize,
-    ) -> Result<Vec<CaseOutage>, StorageError> {
-        let rows: Vec<(i64, Timestamp, Timestamp, i64)> = sqlx::query_as(
-            "SELECT o.id, o.started_at, o.ended_at, COALESCE(d.snitches, 0) \
-             FROM snitch.outages o LEFT JOIN snitch.outage_deferrals d \
-             ON d.outage_id = o.id AND d.case_id = $1 \
-             ORDER BY o.id DESC LIMIT $2",
-        )
-        .bind(case.as_str())
-        .bind(self::limit(limit))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?;
-        rows.into_iter()
-            .map(|(id, started_at, ended_at, deferred)| {
-                Ok(CaseOutage {
-                    outage: outage_of(id, started_at, ended_at)?,
-                    snitches_deferred: u64::try_from(deferred).unwrap_or(0),
-                })
-            })
-            .collect()
-    }
-
-    async fn deliveries(&self, event_ids: &[String]) -> Result<Vec<Delivery>, StorageError> {
-        sqlx::query_as::<_, DeliveryRow>(&format!(
-            "SELECT {DELIVERY_COLUMNS} FROM snitch.deliveries \
-             WHERE event_id = ANY($1) ORDER BY seq"
-        ))
-        .bind(event_ids)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?
-        .into_iter()
-        .map(DeliveryRow::into_delivery)
-        .collect()
-    }
-
-    async fn step_in_place(
-        &self,
-        _token: &Token,
-        _pending: &mut snitch_core::PendingCheckIns,
-    ) -> Option<Result<Option<Change>, StorageError>> {
-        // A database store reads, steps and saves with a version check instead.
-        None
-    }
-}
+    )
+});
+static SELECT_CASE: LazyLock<String> = LazyLock::new(sql::select_case::<Pg>);
+static SELECT_CASES: LazyLock<String> = LazyLock::new(sql::select_cases::<Pg>);
+static INSERT_API_KEY: LazyLock<String> = LazyLock::new(sql::insert_api_key::<Pg>);
+static API_KEYS: LazyLock<String> = LazyLock::new(sql::api_keys::<Pg>);
+static SNITCHES_OF_CASE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{} WHERE case_id = $1 AND tags @> $2 ORDER BY created_at, seq",
+        *SELECT_SNITCHES
+    )
+});
+static DUE: LazyLock<String> = LazyLock::new(sql::due::<Pg>);
+static EVENTS: LazyLock<String> = LazyLock::new(sql::events::<Pg>);
+static INSERT_WEBHOOK: LazyLock<String> = LazyLock::new(sql::insert_webhook::<Pg>);
+static WEBHOOKS: LazyLock<String> = LazyLock::new(sql::webhooks::<Pg>);
+static DELIVERIES_OF_EVENTS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {DELIVERY_COLUMNS} FROM snitch.deliveries WHERE event_id = ANY($1) ORDER BY seq"
+    )
+});

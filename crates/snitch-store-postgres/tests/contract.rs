@@ -238,3 +238,26 @@ mod beyond_the_contract {
         MIGRATOR.run(&pool).await.expect("migrate again");
     }
 }
+
+mod fair_claims {
+    use proptest::prelude::*;
+    use snitch_store_sql::claims::{claims_as_select_picks, outboxes};
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+        /// The store's fair claim takes what `ClaimLimits::select` picks, on a fresh
+        /// database per outbox.
+        #[test]
+        fn claims_take_what_claim_limits_select(outbox in outboxes()) {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            runtime.block_on(async {
+                let store = super::fresh_store().await;
+                claims_as_select_picks(&store, &outbox).await;
+            });
+        }
+    }
+}

@@ -1,7 +1,8 @@
 //! SQLite storage for Snitch: a [`Storage`] in one file, durable, with no server to run.
 //!
-//! [`SqliteStorage`] takes the host's [`SqlitePool`]; its tables are created by the
-//! embedded migrations in [`MIGRATOR`], which the host runs. [`connect`] opens a pool
+//! [`SqliteStorage`] takes the host's [`SqlitePool`]; its tables, all named `snitch_*` so
+//! they sit beside the host's own, are created by the embedded migrations in
+//! [`MIGRATOR`], which the host runs. [`connect`] opens a pool
 //! with the settings the store is meant for (see [`connect_options`]):
 //!
 //! ```no_run
@@ -14,7 +15,8 @@
 //!
 //! How the contract of [`Storage`] maps onto SQLite:
 //! - Durability: WAL journal with `synchronous = FULL`, so a save that returned `Ok` (a
-//!   check-in answered 202) is on disk, even if the machine loses power.
+//!   check-in answered 202) is on disk, even if the machine loses power. `check_ready`
+//!   refuses a host's pool whose connections run with less.
 //! - One writer: SQLite has one write lock per file. Every write of a store waits for its
 //!   turn (an async mutex, see `writer.rs`) and then runs in a `BEGIN IMMEDIATE`
 //!   transaction, so writers of one process never see `SQLITE_BUSY`; another process on
@@ -36,21 +38,30 @@
 
 #![warn(missing_docs)]
 
-mod records;
+mod records_lite;
 mod writer;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use std::collections::HashMap;
-
 use snitch_core::{
     ApiKeyRecord, Attempt, AttemptResult, Case, CaseId, CaseOutage, Change, CheckIn, ClaimLimits,
-    Delivery, DeliveryState, Event, Outage, Snitch, Status, Storage, StorageError, StoreStats, Tag,
-    Timestamp, Token, Webhook,
+    Delivery, Event, Outage, Snitch, Storage, StorageError, StoreStats, Tag, Timestamp, Token,
+    Webhook,
+};
+use snitch_store_sql::records::{
+    self, after_attempt, ApiKeyRow, AttemptRecord, CaseRow, CheckInRecord, DeliveryFields,
+    DeliveryRow, EventRecord, SnitchFields, SnitchRow, WebhookRow, DELIVERY_COLUMNS,
+    DELIVERY_FIELDS, EVENT_COLUMNS, SNITCH_FIELDS,
+};
+use snitch_store_sql::{
+    backend, bind_delivery, bind_event, bind_snitch_fields, count, fetch, limit,
+    migrations_applied, opt_instant, opt_time, outage_of, sql, to_integer, Dialect,
+    SERVERS_KEPT_FOR,
 };
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
@@ -59,16 +70,12 @@ use sqlx::sqlite::{
 };
 use sqlx::types::Json;
 
-use records::{
-    ms, ApiKeyRow, AttemptRecord, CaseRow, CheckInRecord, DeliveryFields, DeliveryRow, EventRecord,
-    SnitchFields, SnitchRow, WebhookRow, DELIVERY_COLUMNS, EVENT_COLUMNS, SNITCH_COLUMNS,
-    SNITCH_FIELDS,
-};
+use records_lite::Lite;
 pub use writer::SqliteStorageOptions;
 use writer::Writer;
 
-/// How many events are kept per snitch.
-pub const EVENTS_KEPT: usize = 100;
+/// How many events are kept per snitch (the core's limit, re-exported).
+pub use snitch_core::snitch::EVENTS_KEPT;
 
 /// How long a connection waits for another process's write lock before it fails.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -166,82 +173,52 @@ impl SqliteStorage {
     }
 }
 
-/// A failure of the database itself. A value that cannot be decoded from its column is
-/// stored data that is not valid; anything else may pass if retried.
-pub(crate) fn backend(e: sqlx::Error) -> StorageError {
-    match e {
-        sqlx::Error::ColumnDecode { .. } => StorageError::Corrupt(e.to_string()),
-        e => StorageError::Backend(Box::new(e)),
-    }
-}
-
 /// Whether `e` is a violation of a UNIQUE or PRIMARY KEY constraint.
 fn is_unique_violation(e: &sqlx::Error) -> bool {
     e.as_database_error()
         .is_some_and(|d| d.kind() == sqlx::error::ErrorKind::UniqueViolation)
 }
 
-/// A count for `LIMIT`.
-fn limit(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
+/// A statement written in the shared canonical form (`snitch_store_sql::sql`), for SQLite.
+fn lite(canonical: &str) -> String {
+    Lite::sql(canonical)
 }
 
 /// `INSERT` of a whole snitch: token, case and creation, then [`SNITCH_FIELDS`].
 static INSERT_SNITCH: LazyLock<String> = LazyLock::new(|| {
-    let params: Vec<String> = (0..SNITCH_FIELDS.len())
-        .map(|i| format!("?{}", i + 4))
-        .collect();
     format!(
-        "INSERT INTO snitches (token, case_id, created_at, {}) VALUES (?1, ?2, ?3, {})",
+        "INSERT INTO snitch_snitches (token, case_id, created_at, {}) VALUES (?1, ?2, ?3, {})",
         SNITCH_FIELDS.join(", "),
-        params.join(", ")
+        Lite::parameters(4, SNITCH_FIELDS.len())
     )
 });
 
-/// `UPDATE` of [`SNITCH_FIELDS`] by token (`?1`) from an expected version (`?2`). Identity
-/// and creation never change; a save ends any sweep lease.
-static UPDATE_SNITCH: LazyLock<String> = LazyLock::new(|| {
-    let sets: Vec<String> = SNITCH_FIELDS
-        .iter()
-        .enumerate()
-        .map(|(i, field)| format!("{field} = ?{}", i + 3))
-        .collect();
+static UPDATE_SNITCH: LazyLock<String> = LazyLock::new(sql::update_snitch::<Lite>);
+static SELECT_SNITCHES: LazyLock<String> = LazyLock::new(sql::select_snitches::<Lite>);
+static SNITCH_EXISTS: LazyLock<String> = LazyLock::new(|| lite(sql::SNITCH_EXISTS));
+static CASE_EXISTS: LazyLock<String> = LazyLock::new(|| lite(sql::CASE_EXISTS));
+static DEFER: LazyLock<String> = LazyLock::new(|| lite(sql::DEFER));
+static INSERT_EVENT: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "UPDATE snitches SET {}, sweep_lease_until = NULL WHERE token = ?1 AND version = ?2",
-        sets.join(", ")
+        "INSERT INTO snitch_events ({EVENT_COLUMNS}) VALUES ({})",
+        Lite::parameters(1, EVENT_COLUMNS.split(", ").count())
     )
 });
-
-static SELECT_SNITCHES: LazyLock<String> =
-    LazyLock::new(|| format!("SELECT {SNITCH_COLUMNS} FROM snitches"));
+static INSERT_DELIVERY: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT OR REPLACE INTO snitch_deliveries ({DELIVERY_FIELDS}) VALUES ({})",
+        Lite::parameters(1, DELIVERY_FIELDS.split(", ").count())
+    )
+});
 
 async fn insert_events(conn: &mut SqliteConnection, events: &[Event]) -> Result<(), StorageError> {
     // Only the newest EVENTS_KEPT can be kept: older ones of a long change are not written.
     let newest = &events[events.len().saturating_sub(EVENTS_KEPT)..];
-    for e in newest.iter().map(EventRecord::of) {
-        sqlx::query(&format!(
-            "INSERT INTO events ({EVENT_COLUMNS}) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
-        ))
-        .bind(e.id)
-        .bind(e.kind)
-        .bind(e.at)
-        .bind(e.case_id)
-        .bind(e.token)
-        .bind(e.name)
-        .bind(e.notes)
-        .bind(e.tags)
-        .bind(e.alert_email)
-        .bind(e.status)
-        .bind(e.previous_status)
-        .bind(e.checked_in_at)
-        .bind(e.check_in_at)
-        .bind(e.check_in_exit_status)
-        .bind(e.check_in_message)
-        .bind(e.missed_periods)
-        .execute(&mut *conn)
-        .await
-        .map_err(backend)?;
+    for e in newest.iter().map(EventRecord::<Lite>::of) {
+        bind_event!(sqlx::query(&INSERT_EVENT), e, bind)
+            .execute(&mut *conn)
+            .await
+            .map_err(backend)?;
     }
     Ok(())
 }
@@ -253,28 +230,11 @@ async fn insert_deliveries(
     conn: &mut SqliteConnection,
     deliveries: &[Delivery],
 ) -> Result<(), StorageError> {
-    for d in deliveries.iter().map(DeliveryFields::of) {
-        sqlx::query(
-            "INSERT OR REPLACE INTO deliveries (id, event_id, event, case_id, destination, \
-             channel, hook_id, url, secret, recipients, state, next_attempt_at, attempts) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-        )
-        .bind(d.id)
-        .bind(d.event_id)
-        .bind(d.event)
-        .bind(d.case_id)
-        .bind(d.destination)
-        .bind(d.channel)
-        .bind(d.hook_id)
-        .bind(d.url)
-        .bind(d.secret)
-        .bind(d.recipients)
-        .bind(d.state)
-        .bind(d.next_attempt_at)
-        .bind(d.attempts)
-        .execute(&mut *conn)
-        .await
-        .map_err(backend)?;
+    for d in deliveries.iter().map(DeliveryFields::<Lite>::of) {
+        bind_delivery!(sqlx::query(&INSERT_DELIVERY), d, bind)
+            .execute(&mut *conn)
+            .await
+            .map_err(backend)?;
     }
     Ok(())
 }
@@ -288,9 +248,10 @@ async fn insert_check_ins(
 ) -> Result<(), StorageError> {
     let keep = keep.max(1);
     let newest = &check_ins[check_ins.len().saturating_sub(keep)..];
-    for c in newest.iter().map(CheckInRecord::of) {
+    for c in newest.iter().map(CheckInRecord::<Lite>::of) {
         sqlx::query(
-            "INSERT INTO check_ins (token, at, exit_status, message) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO snitch_check_ins (token, at, exit_status, message) \
+             VALUES (?1, ?2, ?3, ?4)",
         )
         .bind(token)
         .bind(c.at)
@@ -301,8 +262,8 @@ async fn insert_check_ins(
         .map_err(backend)?;
     }
     sqlx::query(
-        "DELETE FROM check_ins WHERE token = ?1 AND seq <= \
-         (SELECT seq FROM check_ins WHERE token = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)",
+        "DELETE FROM snitch_check_ins WHERE token = ?1 AND seq <= \
+         (SELECT seq FROM snitch_check_ins WHERE token = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)",
     )
     .bind(token)
     .bind(limit(keep))
@@ -322,20 +283,24 @@ pub(crate) async fn save_change(
 ) -> Result<(), StorageError> {
     let snitch = change.snitch();
     let token = snitch.token().as_str();
-    let expected = records::to_integer("version", change.expected_version())?;
+    let expected = to_integer("version", change.expected_version())?;
 
-    let updated = SnitchFields::of(snitch)?
-        .bind(sqlx::query(&UPDATE_SNITCH).bind(token).bind(expected))
-        .execute(&mut *conn)
-        .await
-        .map_err(backend)?;
+    let fields = SnitchFields::<Lite>::of(snitch)?;
+    let updated = bind_snitch_fields!(
+        sqlx::query(&UPDATE_SNITCH).bind(token).bind(expected),
+        fields,
+        bind,
+        Json
+    )
+    .execute(&mut *conn)
+    .await
+    .map_err(backend)?;
     if updated.rows_affected() == 0 {
-        let exists: bool =
-            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM snitches WHERE token = ?1)")
-                .bind(token)
-                .fetch_one(&mut *conn)
-                .await
-                .map_err(backend)?;
+        let exists: bool = sqlx::query_scalar(&SNITCH_EXISTS)
+            .bind(token)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(backend)?;
         return Err(if exists {
             StorageError::Conflict
         } else {
@@ -350,107 +315,73 @@ pub(crate) async fn save_change(
     if !change.events().is_empty() {
         insert_events(conn, change.events()).await?;
         // Events that fall out of the history take their finished deliveries along.
-        const EVICTED: &str = "SELECT id FROM events WHERE token = ?1 AND seq <= \
-             (SELECT seq FROM events WHERE token = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)";
+        const EVICTED: &str = "SELECT id FROM snitch_events WHERE token = ?1 AND seq <= \
+             (SELECT seq FROM snitch_events WHERE token = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)";
         sqlx::query(&format!(
-            "DELETE FROM deliveries WHERE state <> 'pending' AND event_id IN ({EVICTED})"
+            "DELETE FROM snitch_deliveries WHERE state <> 'pending' AND event_id IN ({EVICTED})"
         ))
         .bind(token)
         .bind(limit(EVENTS_KEPT))
         .execute(&mut *conn)
         .await
         .map_err(backend)?;
-        sqlx::query(&format!("DELETE FROM events WHERE id IN ({EVICTED})"))
-            .bind(token)
-            .bind(limit(EVENTS_KEPT))
-            .execute(&mut *conn)
-            .await
-            .map_err(backend)?;
-    }
-
-    for outage in change.deferred_by() {
-        sqlx::query(
-            "INSERT INTO outage_deferrals (outage_id, case_id, snitches) VALUES (?1, ?2, 1) \
-             ON CONFLICT (outage_id, case_id) DO UPDATE SET snitches = snitches + 1",
-        )
-        .bind(records::to_integer("outage id", *outage)?)
-        .bind(snitch.case_id().as_str())
+        sqlx::query(&format!(
+            "DELETE FROM snitch_events WHERE id IN ({EVICTED})"
+        ))
+        .bind(token)
+        .bind(limit(EVENTS_KEPT))
         .execute(&mut *conn)
         .await
         .map_err(backend)?;
     }
 
+    for outage in change.deferred_by() {
+        sqlx::query(&DEFER)
+            .bind(to_integer("outage id", *outage)?)
+            .bind(snitch.case_id().as_str())
+            .execute(&mut *conn)
+            .await
+            .map_err(backend)?;
+    }
+
     insert_deliveries(conn, change.deliveries()).await
-}
-
-/// Liveness records of servers not seen for this long are dropped; the latest is always
-/// kept, as the heartbeat writes it just before.
-const SERVERS_KEPT_FOR: chrono::Duration = chrono::Duration::days(7);
-
-fn outage_of(id: i64, started_at: i64, ended_at: i64) -> Result<Outage, StorageError> {
-    Ok(Outage {
-        id: u64::try_from(id)
-            .map_err(|_| StorageError::Corrupt(format!("outage id {id} is negative")))?,
-        started_at: records::instant("outage start", started_at)?,
-        ended_at: records::instant("outage end", ended_at)?,
-    })
-}
-
-fn snitches_of(rows: Vec<SnitchRow>) -> Result<Vec<Snitch>, StorageError> {
-    rows.into_iter().map(SnitchRow::into_snitch).collect()
 }
 
 #[async_trait]
 impl Storage for SqliteStorage {
     async fn upsert_case(&self, case: &Case) -> Result<(), StorageError> {
         let mut w = self.writer.begin().await?;
-        sqlx::query(
-            "INSERT INTO cases (id, members, max_snitches, error_notices, on_hold) \
-             VALUES (?1, ?2, ?3, ?4, ?5) \
-             ON CONFLICT (id) DO UPDATE SET members = excluded.members, \
-             max_snitches = excluded.max_snitches, error_notices = excluded.error_notices, \
-             on_hold = excluded.on_hold",
-        )
-        .bind(case.id.as_str())
-        .bind(records::members(case))
-        .bind(i64::from(case.plan.max_snitches))
-        .bind(case.plan.error_notices)
-        .bind(case.on_hold)
-        .execute(&mut *w.tx)
-        .await
-        .map_err(backend)?;
+        sqlx::query(&UPSERT_CASE)
+            .bind(case.id.as_str())
+            .bind(records::members::<Lite>(case))
+            .bind(i64::from(case.plan.max_snitches))
+            .bind(case.plan.error_notices)
+            .bind(case.on_hold)
+            .execute(&mut *w.tx)
+            .await
+            .map_err(backend)?;
         w.commit().await
     }
 
     async fn case(&self, id: &CaseId) -> Result<Option<Case>, StorageError> {
-        sqlx::query_as::<_, CaseRow>(
-            "SELECT id, members, max_snitches, error_notices, on_hold FROM cases WHERE id = ?1",
-        )
-        .bind(id.as_str())
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(backend)?
-        .map(CaseRow::into_case)
-        .transpose()
+        let query = sqlx::query_as(&SELECT_CASE).bind(id.as_str());
+        fetch::optional(query, &self.pool, CaseRow::<Lite>::into_case).await
     }
 
     async fn cases(&self) -> Result<Vec<Case>, StorageError> {
-        sqlx::query_as::<_, CaseRow>(
-            "SELECT id, members, max_snitches, error_notices, on_hold FROM cases ORDER BY id",
+        fetch::all(
+            sqlx::query_as(&SELECT_CASES),
+            &self.pool,
+            CaseRow::<Lite>::into_case,
         )
-        .fetch_all(&self.pool)
         .await
-        .map_err(backend)?
-        .into_iter()
-        .map(CaseRow::into_case)
-        .collect()
     }
 
     async fn insert_api_key(&self, key: &ApiKeyRecord) -> Result<(), StorageError> {
         let mut w = self.writer.begin().await?;
         let (case, taken): (bool, bool) = sqlx::query_as(
-            "SELECT EXISTS (SELECT 1 FROM cases WHERE id = ?1), \
-             EXISTS (SELECT 1 FROM api_keys WHERE id = ?2 OR digest = ?3)",
+            "SELECT EXISTS (SELECT 1 FROM snitch_cases WHERE id = ?1), \
+             EXISTS (SELECT 1 FROM snitch_api_keys WHERE id = ?2 OR digest = ?3)",
         )
         .bind(key.case_id.as_str())
         .bind(&key.id)
@@ -464,41 +395,29 @@ impl Storage for SqliteStorage {
         if taken {
             return Err(StorageError::DuplicateToken);
         }
-        sqlx::query(
-            "INSERT INTO api_keys (id, case_id, digest, prefix, label, created_at, \
-             last_used_at, revoked) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        )
-        .bind(&key.id)
-        .bind(key.case_id.as_str())
-        .bind(&key.digest)
-        .bind(&key.prefix)
-        .bind(&key.label)
-        .bind(ms(key.created_at))
-        .bind(records::opt_ms(key.last_used_at))
-        .bind(key.revoked)
-        .execute(&mut *w.tx)
-        .await
-        .map_err(backend)?;
+        sqlx::query(&INSERT_API_KEY)
+            .bind(&key.id)
+            .bind(key.case_id.as_str())
+            .bind(&key.digest)
+            .bind(&key.prefix)
+            .bind(&key.label)
+            .bind(Lite::time(key.created_at))
+            .bind(opt_time::<Lite>(key.last_used_at))
+            .bind(key.revoked)
+            .execute(&mut *w.tx)
+            .await
+            .map_err(backend)?;
         w.commit().await
     }
 
     async fn api_keys(&self, case: Option<CaseId>) -> Result<Vec<ApiKeyRecord>, StorageError> {
-        sqlx::query_as::<_, ApiKeyRow>(
-            "SELECT id, case_id, digest, prefix, label, created_at, last_used_at, revoked \
-             FROM api_keys WHERE ?1 IS NULL OR case_id = ?1 ORDER BY created_at, seq",
-        )
-        .bind(case.as_ref().map(CaseId::as_str))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?
-        .into_iter()
-        .map(ApiKeyRow::into_record)
-        .collect()
+        let query = sqlx::query_as(&API_KEYS).bind(case.as_ref().map(CaseId::as_str));
+        fetch::all(query, &self.pool, ApiKeyRow::<Lite>::into_record).await
     }
 
     async fn revoke_api_key(&self, id: &str) -> Result<bool, StorageError> {
         let mut w = self.writer.begin().await?;
-        let revoked = sqlx::query("UPDATE api_keys SET revoked = 1 WHERE id = ?1")
+        let revoked = sqlx::query(&REVOKE_API_KEY)
             .bind(id)
             .execute(&mut *w.tx)
             .await
@@ -514,11 +433,11 @@ impl Storage for SqliteStorage {
         let mut w = self.writer.begin().await?;
         for (id, at) in uses {
             sqlx::query(
-                "UPDATE api_keys SET last_used_at = max(coalesce(last_used_at, ?2), ?2) \
+                "UPDATE snitch_api_keys SET last_used_at = max(coalesce(last_used_at, ?2), ?2) \
                  WHERE id = ?1",
             )
             .bind(id)
-            .bind(ms(*at))
+            .bind(Lite::time(*at))
             .execute(&mut *w.tx)
             .await
             .map_err(backend)?;
@@ -546,12 +465,12 @@ impl Storage for SqliteStorage {
         // import quadratic); then only the token is checked per snitch.
         let mut held: HashMap<&CaseId, i64> = HashMap::new();
         for snitch in snitches {
-            let fields = SnitchFields::of(snitch)?;
+            let fields = SnitchFields::<Lite>::of(snitch)?;
             let case = snitch.case_id();
             if !held.contains_key(case) {
                 let (known, count): (bool, i64) = sqlx::query_as(
-                    "SELECT EXISTS (SELECT 1 FROM cases WHERE id = ?1), \
-                     (SELECT count(*) FROM snitches WHERE case_id = ?1)",
+                    "SELECT EXISTS (SELECT 1 FROM snitch_cases WHERE id = ?1), \
+                     (SELECT count(*) FROM snitch_snitches WHERE case_id = ?1)",
                 )
                 .bind(case.as_str())
                 .fetch_one(&mut *w.tx)
@@ -562,12 +481,11 @@ impl Storage for SqliteStorage {
                 }
                 held.insert(case, count);
             }
-            let taken: bool =
-                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM snitches WHERE token = ?1)")
-                    .bind(snitch.token().as_str())
-                    .fetch_one(&mut *w.tx)
-                    .await
-                    .map_err(backend)?;
+            let taken: bool = sqlx::query_scalar(&SNITCH_EXISTS)
+                .bind(snitch.token().as_str())
+                .fetch_one(&mut *w.tx)
+                .await
+                .map_err(backend)?;
             if taken {
                 return Err(StorageError::DuplicateToken);
             }
@@ -576,13 +494,11 @@ impl Storage for SqliteStorage {
                 return Err(StorageError::LimitReached { max: max_snitches });
             }
             *count += 1;
-            fields
-                .bind(
-                    sqlx::query(&INSERT_SNITCH)
-                        .bind(snitch.token().as_str())
-                        .bind(case.as_str())
-                        .bind(ms(snitch.created_at())),
-                )
+            let insert = sqlx::query(&INSERT_SNITCH)
+                .bind(snitch.token().as_str())
+                .bind(case.as_str())
+                .bind(Lite::time(snitch.created_at()));
+            bind_snitch_fields!(insert, fields, bind, Json)
                 .execute(&mut *w.tx)
                 .await
                 .map_err(backend)?;
@@ -591,26 +507,15 @@ impl Storage for SqliteStorage {
     }
 
     async fn snitch(&self, token: &Token) -> Result<Option<Snitch>, StorageError> {
-        sqlx::query_as::<_, SnitchRow>(&format!("{} WHERE token = ?1", *SELECT_SNITCHES))
-            .bind(token.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(backend)?
-            .map(SnitchRow::into_snitch)
-            .transpose()
+        let query = sqlx::query_as(&SELECT_SNITCH).bind(token.as_str());
+        fetch::optional(query, &self.pool, SnitchRow::<Lite>::into_snitch).await
     }
 
     async fn snitches(&self, case: &CaseId, tags: &[Tag]) -> Result<Vec<Snitch>, StorageError> {
-        let rows = sqlx::query_as::<_, SnitchRow>(&format!(
-            "{} WHERE case_id = ?1 ORDER BY created_at, seq",
-            *SELECT_SNITCHES
-        ))
-        .bind(case.as_str())
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?;
+        let query = sqlx::query_as(&SNITCHES_OF_CASE).bind(case.as_str());
+        let snitches = fetch::all(query, &self.pool, SnitchRow::<Lite>::into_snitch).await?;
         // Tags are a JSON list: the filter runs on the parsed values, within one case.
-        Ok(snitches_of(rows)?
+        Ok(snitches
             .into_iter()
             .filter(|s| s.tags().contains_all(tags))
             .collect())
@@ -628,24 +533,21 @@ impl Storage for SqliteStorage {
 
     async fn delete_snitch(&self, token: &Token) -> Result<bool, StorageError> {
         let mut w = self.writer.begin().await?;
-        let found = sqlx::query("SELECT 1 FROM snitches WHERE token = ?1")
+        let found: bool = sqlx::query_scalar(&SNITCH_EXISTS)
             .bind(token.as_str())
-            .fetch_optional(&mut *w.tx)
+            .fetch_one(&mut *w.tx)
             .await
             .map_err(backend)?;
-        if found.is_none() {
+        if !found {
             return Ok(false);
         }
-        sqlx::query(
-            "DELETE FROM deliveries WHERE state <> 'pending' \
-             AND event_id IN (SELECT id FROM events WHERE token = ?1)",
-        )
-        .bind(token.as_str())
-        .execute(&mut *w.tx)
-        .await
-        .map_err(backend)?;
+        sqlx::query(&DELETE_FINISHED_DELIVERIES_OF)
+            .bind(token.as_str())
+            .execute(&mut *w.tx)
+            .await
+            .map_err(backend)?;
         // Explicitly, whether or not the host's pool enforces foreign keys.
-        for table in ["check_ins", "events", "snitches"] {
+        for table in ["snitch_check_ins", "snitch_events", "snitch_snitches"] {
             sqlx::query(&format!("DELETE FROM {table} WHERE token = ?1"))
                 .bind(token.as_str())
                 .execute(&mut *w.tx)
@@ -657,16 +559,10 @@ impl Storage for SqliteStorage {
     }
 
     async fn due(&self, now: Timestamp, limit_to: usize) -> Result<Vec<Snitch>, StorageError> {
-        let rows = sqlx::query_as::<_, SnitchRow>(&format!(
-            "{} WHERE wake_at IS NOT NULL AND wake_at <= ?1 ORDER BY wake_at, token LIMIT ?2",
-            *SELECT_SNITCHES
-        ))
-        .bind(ms(now))
-        .bind(limit(limit_to))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?;
-        snitches_of(rows)
+        let query = sqlx::query_as(&DUE)
+            .bind(Lite::time(now))
+            .bind(limit(limit_to));
+        fetch::all(query, &self.pool, SnitchRow::<Lite>::into_snitch).await
     }
 
     async fn claim_due(
@@ -676,24 +572,16 @@ impl Storage for SqliteStorage {
         limit_to: usize,
     ) -> Result<Vec<Snitch>, StorageError> {
         let mut w = self.writer.begin().await?;
-        let rows = sqlx::query_as::<_, SnitchRow>(&format!(
-            "{} WHERE wake_at IS NOT NULL AND wake_at <= ?1 \
-             AND (sweep_lease_until IS NULL OR sweep_lease_until <= ?1) \
-             ORDER BY wake_at, token LIMIT ?2",
-            *SELECT_SNITCHES
-        ))
-        .bind(ms(now))
-        .bind(limit(limit_to))
-        .fetch_all(&mut *w.tx)
-        .await
-        .map_err(backend)?;
-        let claimed = snitches_of(rows)?;
+        let query = sqlx::query_as(&CLAIM_DUE)
+            .bind(Lite::time(now))
+            .bind(limit(limit_to));
+        let claimed = fetch::all(query, &mut *w.tx, SnitchRow::<Lite>::into_snitch).await?;
         let tokens: Vec<&str> = claimed.iter().map(|s| s.token().as_str()).collect();
         sqlx::query(
-            "UPDATE snitches SET sweep_lease_until = ?1 \
+            "UPDATE snitch_snitches SET sweep_lease_until = ?1 \
              WHERE token IN (SELECT value FROM json_each(?2))",
         )
-        .bind(ms(lease_until))
+        .bind(Lite::time(lease_until))
         .bind(Json(tokens))
         .execute(&mut *w.tx)
         .await
@@ -702,54 +590,34 @@ impl Storage for SqliteStorage {
         Ok(claimed)
     }
 
+    /// The migrations, and on a pool a host made, the settings durability depends on.
     async fn check_ready(&self) -> Result<(), StorageError> {
-        let applied: Vec<i64> =
-            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
-                .fetch_all(&self.pool)
-                .await
-                .map_err(backend)?;
-        match MIGRATOR
-            .iter()
-            .find(|m| !m.migration_type.is_down_migration() && !applied.contains(&m.version))
-        {
-            Some(missing) => Err(StorageError::Backend(
-                format!(
-                    "migration {} ({}) is not applied",
-                    missing.version, missing.description
-                )
-                .into(),
-            )),
-            None => Ok(()),
-        }
+        let applied: Vec<i64> = sqlx::query_scalar(sql::APPLIED_MIGRATIONS)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(backend)?;
+        migrations_applied(&MIGRATOR, &applied)?;
+        check_pragmas(&self.pool).await
     }
 
     async fn stats(&self) -> Result<StoreStats, StorageError> {
-        let by_status: Vec<(String, i64)> =
-            sqlx::query_as("SELECT status, count(*) FROM snitches GROUP BY status")
-                .fetch_all(&self.pool)
-                .await
-                .map_err(backend)?;
-        let pending: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM deliveries WHERE state = 'pending'")
-                .fetch_one(&self.pool)
-                .await
-                .map_err(backend)?;
-        let counts = by_status.into_iter().filter_map(|(status, n)| {
-            Some((Status::parse(&status)?, u64::try_from(n).unwrap_or(0)))
-        });
-        Ok(StoreStats::from_counts(
-            counts,
-            Some(u64::try_from(pending).unwrap_or(0)),
-        ))
+        let by_status: Vec<(String, i64)> = sqlx::query_as(&SNITCHES_BY_STATUS)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(backend)?;
+        let pending: i64 = sqlx::query_scalar(&PENDING_DELIVERIES)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(backend)?;
+        Ok(snitch_store_sql::stats(by_status, pending))
     }
 
     async fn next_wake_at(&self) -> Result<Option<Timestamp>, StorageError> {
-        let next: Option<i64> =
-            sqlx::query_scalar("SELECT min(wake_at) FROM snitches WHERE wake_at IS NOT NULL")
-                .fetch_one(&self.pool)
-                .await
-                .map_err(backend)?;
-        next.map(|t| records::instant("wake_at", t)).transpose()
+        let next: Option<i64> = sqlx::query_scalar(&NEXT_WAKE_AT)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(backend)?;
+        opt_instant::<Lite>("wake_at", next)
     }
 
     async fn check_ins(
@@ -757,37 +625,25 @@ impl Storage for SqliteStorage {
         token: &Token,
         limit_to: usize,
     ) -> Result<Vec<CheckIn>, StorageError> {
-        sqlx::query_as::<_, CheckInRecord>(
-            "SELECT at, exit_status, message FROM check_ins \
+        let query = sqlx::query_as(
+            "SELECT at, exit_status, message FROM snitch_check_ins \
              WHERE token = ?1 ORDER BY seq DESC LIMIT ?2",
         )
         .bind(token.as_str())
-        .bind(limit(limit_to))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?
-        .into_iter()
-        .map(CheckInRecord::into_check_in)
-        .collect()
+        .bind(limit(limit_to));
+        fetch::all(query, &self.pool, CheckInRecord::<Lite>::into_check_in).await
     }
 
     async fn events(&self, token: &Token, limit_to: usize) -> Result<Vec<Event>, StorageError> {
-        sqlx::query_as::<_, EventRecord>(&format!(
-            "SELECT {EVENT_COLUMNS} FROM events WHERE token = ?1 ORDER BY seq DESC LIMIT ?2"
-        ))
-        .bind(token.as_str())
-        .bind(limit(limit_to))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?
-        .into_iter()
-        .map(EventRecord::into_event)
-        .collect()
+        let query = sqlx::query_as(&EVENTS)
+            .bind(token.as_str())
+            .bind(limit(limit_to));
+        fetch::all(query, &self.pool, EventRecord::<Lite>::into_event).await
     }
 
     async fn insert_webhook(&self, hook: &Webhook) -> Result<(), StorageError> {
         let mut w = self.writer.begin().await?;
-        let case: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM cases WHERE id = ?1)")
+        let case: bool = sqlx::query_scalar(&CASE_EXISTS)
             .bind(hook.case_id.as_str())
             .fetch_one(&mut *w.tx)
             .await
@@ -795,17 +651,14 @@ impl Storage for SqliteStorage {
         if !case {
             return Err(StorageError::UnknownCase(hook.case_id.clone()));
         }
-        let inserted = sqlx::query(
-            "INSERT INTO webhooks (id, case_id, url, secret, created_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-        )
-        .bind(&hook.id)
-        .bind(hook.case_id.as_str())
-        .bind(hook.url.as_str())
-        .bind(hook.secret.as_ref().map(|s| s.expose()))
-        .bind(ms(hook.created_at))
-        .execute(&mut *w.tx)
-        .await;
+        let inserted = sqlx::query(&INSERT_WEBHOOK)
+            .bind(&hook.id)
+            .bind(hook.case_id.as_str())
+            .bind(hook.url.as_str())
+            .bind(hook.secret.as_ref().map(|s| s.expose()))
+            .bind(Lite::time(hook.created_at))
+            .execute(&mut *w.tx)
+            .await;
         match inserted {
             Ok(_) => w.commit().await,
             Err(e) if is_unique_violation(&e) => Err(StorageError::DuplicateToken),
@@ -814,22 +667,13 @@ impl Storage for SqliteStorage {
     }
 
     async fn webhooks(&self, case: &CaseId) -> Result<Vec<Webhook>, StorageError> {
-        sqlx::query_as::<_, WebhookRow>(
-            "SELECT id, case_id, url, secret, created_at FROM webhooks \
-             WHERE case_id = ?1 ORDER BY created_at, seq",
-        )
-        .bind(case.as_str())
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?
-        .into_iter()
-        .map(WebhookRow::into_webhook)
-        .collect()
+        let query = sqlx::query_as(&WEBHOOKS).bind(case.as_str());
+        fetch::all(query, &self.pool, WebhookRow::<Lite>::into_webhook).await
     }
 
     async fn delete_webhook(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {
         let mut w = self.writer.begin().await?;
-        let deleted = sqlx::query("DELETE FROM webhooks WHERE case_id = ?1 AND id = ?2")
+        let deleted = sqlx::query(&DELETE_WEBHOOK)
             .bind(case.as_str())
             .bind(id)
             .execute(&mut *w.tx)
@@ -860,60 +704,21 @@ impl Storage for SqliteStorage {
             .map(|(d, n)| (d.as_str(), limit(*n)))
             .collect();
         let mut w = self.writer.begin().await?;
-        let rows = sqlx::query_as::<_, DeliveryRow>(&format!(
-            "WITH due AS ( \
-               SELECT id, next_attempt_at, seq, case_id, channel, destination, \
-                 row_number() OVER (PARTITION BY case_id, channel \
-                                    ORDER BY next_attempt_at, seq) AS n \
-               FROM deliveries WHERE state = 'pending' AND next_attempt_at <= ?1), \
-             busy_case AS ( \
-               SELECT value ->> 0 AS case_id, value ->> 1 AS channel, sum(value ->> 2) AS n \
-               FROM json_each(?2) GROUP BY 1, 2), \
-             case_ok AS ( \
-               SELECT due.id, due.next_attempt_at, due.seq, due.channel, due.destination, \
-                 row_number() OVER (PARTITION BY due.destination \
-                                    ORDER BY due.next_attempt_at, due.seq) AS n \
-               FROM due LEFT JOIN busy_case b \
-                 ON b.case_id = due.case_id AND b.channel = due.channel \
-               WHERE due.n <= ?3 - coalesce(b.n, 0)), \
-             busy_destination AS ( \
-               SELECT value ->> 0 AS destination, sum(value ->> 1) AS n \
-               FROM json_each(?4) GROUP BY 1), \
-             destination_ok AS ( \
-               SELECT c.id, c.channel, c.next_attempt_at, c.seq, \
-                 row_number() OVER (PARTITION BY c.channel \
-                                    ORDER BY c.next_attempt_at, c.seq) AS n \
-               FROM case_ok c LEFT JOIN busy_destination b ON b.destination = c.destination \
-               WHERE c.destination IS NULL OR c.n <= ?5 - coalesce(b.n, 0)) \
-             SELECT {} FROM destination_ok x JOIN deliveries d ON d.id = x.id \
-             WHERE x.n <= CASE x.channel WHEN 'webhook' THEN ?6 ELSE ?7 END \
-             ORDER BY x.next_attempt_at, x.seq",
-            DELIVERY_COLUMNS
-                .split(", ")
-                .map(|c| format!("d.{c}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
-        .bind(ms(now))
-        .bind(Json(busy_cases))
-        .bind(limit(limits.per_case_channel))
-        .bind(Json(busy_destinations))
-        .bind(limit(limits.per_destination))
-        .bind(limit(limits.webhooks))
-        .bind(limit(limits.emails))
-        .fetch_all(&mut *w.tx)
-        .await
-        .map_err(backend)?;
-        let mut claimed = rows
-            .into_iter()
-            .map(DeliveryRow::into_delivery)
-            .collect::<Result<Vec<_>, _>>()?;
+        let query = sqlx::query_as(&CLAIM_DELIVERIES)
+            .bind(Lite::time(now))
+            .bind(Json(busy_cases))
+            .bind(limit(limits.per_case_channel))
+            .bind(Json(busy_destinations))
+            .bind(limit(limits.per_destination))
+            .bind(limit(limits.webhooks))
+            .bind(limit(limits.emails));
+        let mut claimed = fetch::all(query, &mut *w.tx, DeliveryRow::<Lite>::into_delivery).await?;
         let ids: Vec<&str> = claimed.iter().map(|d| d.id.as_str()).collect();
         sqlx::query(
-            "UPDATE deliveries SET next_attempt_at = ?1 \
+            "UPDATE snitch_deliveries SET next_attempt_at = ?1 \
              WHERE id IN (SELECT value FROM json_each(?2))",
         )
-        .bind(ms(lease_until))
+        .bind(Lite::time(lease_until))
         .bind(Json(ids))
         .execute(&mut *w.tx)
         .await
@@ -931,18 +736,14 @@ impl Storage for SqliteStorage {
         attempt: &Attempt,
         result: AttemptResult,
     ) -> Result<(), StorageError> {
-        let (state, next_attempt_at) = match result {
-            AttemptResult::Delivered => (DeliveryState::Delivered, None),
-            AttemptResult::GaveUp => (DeliveryState::Failed, None),
-            AttemptResult::RetryAt(at) => (DeliveryState::Pending, Some(ms(at))),
-        };
+        let (state, next_attempt_at) = after_attempt::<Lite>(result);
         let mut w = self.writer.begin().await?;
         let updated = sqlx::query(
-            "UPDATE deliveries SET attempts = json_insert(attempts, '$[#]', json(?2)), \
+            "UPDATE snitch_deliveries SET attempts = json_insert(attempts, '$[#]', json(?2)), \
              state = ?3, next_attempt_at = ?4 WHERE id = ?1",
         )
         .bind(delivery_id)
-        .bind(Json(AttemptRecord::of(attempt)))
+        .bind(Json(AttemptRecord::<Lite>::of(attempt)))
         .bind(state.as_str())
         .bind(next_attempt_at)
         .execute(&mut *w.tx)
@@ -951,28 +752,20 @@ impl Storage for SqliteStorage {
         if updated.rows_affected() == 0 {
             return Err(StorageError::NotFound);
         }
-        // A finished delivery of an event no longer in its snitch's history has no one
-        // left to read it.
-        sqlx::query(
-            "DELETE FROM deliveries WHERE id = ?1 AND state <> 'pending' \
-             AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = deliveries.event_id)",
-        )
-        .bind(delivery_id)
-        .execute(&mut *w.tx)
-        .await
-        .map_err(backend)?;
+        sqlx::query(&DELETE_ORPHAN_DELIVERY)
+            .bind(delivery_id)
+            .execute(&mut *w.tx)
+            .await
+            .map_err(backend)?;
         w.commit().await
     }
 
     async fn next_delivery_at(&self) -> Result<Option<Timestamp>, StorageError> {
-        let next: Option<i64> = sqlx::query_scalar(
-            "SELECT min(next_attempt_at) FROM deliveries WHERE state = 'pending'",
-        )
-        .fetch_one(&self.pool)
-        .await
-        .map_err(backend)?;
-        next.map(|t| records::instant("next_attempt_at", t))
-            .transpose()
+        let next: Option<i64> = sqlx::query_scalar(&NEXT_DELIVERY_AT)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(backend)?;
+        opt_instant::<Lite>("next_attempt_at", next)
     }
 
     async fn heartbeat(
@@ -984,37 +777,35 @@ impl Storage for SqliteStorage {
         // The write transaction serializes heartbeats of every server on the file, so of
         // servers racing after one outage exactly one finds it.
         let mut w = self.writer.begin().await?;
-        let last_alive: Option<i64> = sqlx::query_scalar("SELECT max(last_seen) FROM servers")
+        let last_alive: Option<i64> = sqlx::query_scalar(&LAST_ALIVE)
             .fetch_one(&mut *w.tx)
             .await
             .map_err(backend)?;
-        let now_ms = ms(now);
+        let now_ms = Lite::time(now);
         let outage = match last_alive {
-            Some(last) if now - records::instant("last_seen", last)? > threshold => {
-                let id: i64 = sqlx::query_scalar(
-                    "INSERT INTO outages (started_at, ended_at) VALUES (?1, ?2) RETURNING id",
-                )
-                .bind(last)
-                .bind(now_ms)
-                .fetch_one(&mut *w.tx)
-                .await
-                .map_err(backend)?;
-                Some(outage_of(id, last, now_ms)?)
+            Some(last) if now - Lite::instant("last_seen", last)? > threshold => {
+                let id: i64 = sqlx::query_scalar(&INSERT_OUTAGE)
+                    .bind(last)
+                    .bind(now_ms)
+                    .fetch_one(&mut *w.tx)
+                    .await
+                    .map_err(backend)?;
+                Some(outage_of::<Lite>(id, last, now_ms)?)
             }
             _ => None,
         };
         sqlx::query(
-            "INSERT INTO servers (id, last_seen, stopped) VALUES (?1, ?2, 0) \
+            "INSERT INTO snitch_servers (id, last_seen, stopped) VALUES (?1, ?2, 0) \
              ON CONFLICT (id) DO UPDATE \
-             SET last_seen = max(servers.last_seen, excluded.last_seen), stopped = 0",
+             SET last_seen = max(snitch_servers.last_seen, excluded.last_seen), stopped = 0",
         )
         .bind(server)
         .bind(now_ms)
         .execute(&mut *w.tx)
         .await
         .map_err(backend)?;
-        sqlx::query("DELETE FROM servers WHERE last_seen < ?1")
-            .bind(ms(now - SERVERS_KEPT_FOR))
+        sqlx::query(&FORGET_SERVERS)
+            .bind(Lite::time(now - SERVERS_KEPT_FOR))
             .execute(&mut *w.tx)
             .await
             .map_err(backend)?;
@@ -1025,12 +816,12 @@ impl Storage for SqliteStorage {
     async fn record_stop(&self, server: &str, at: Timestamp) -> Result<(), StorageError> {
         let mut w = self.writer.begin().await?;
         sqlx::query(
-            "INSERT INTO servers (id, last_seen, stopped) VALUES (?1, ?2, 1) \
+            "INSERT INTO snitch_servers (id, last_seen, stopped) VALUES (?1, ?2, 1) \
              ON CONFLICT (id) DO UPDATE \
-             SET last_seen = max(servers.last_seen, excluded.last_seen), stopped = 1",
+             SET last_seen = max(snitch_servers.last_seen, excluded.last_seen), stopped = 1",
         )
         .bind(server)
-        .bind(ms(at))
+        .bind(Lite::time(at))
         .execute(&mut *w.tx)
         .await
         .map_err(backend)?;
@@ -1038,15 +829,13 @@ impl Storage for SqliteStorage {
     }
 
     async fn outages(&self, since: Timestamp) -> Result<Vec<Outage>, StorageError> {
-        let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
-            "SELECT id, started_at, ended_at FROM outages WHERE ended_at >= ?1 ORDER BY id",
-        )
-        .bind(ms(since))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?;
+        let rows: Vec<(i64, i64, i64)> = sqlx::query_as(&OUTAGES)
+            .bind(Lite::time(since))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(backend)?;
         rows.into_iter()
-            .map(|(id, started_at, ended_at)| outage_of(id, started_at, ended_at))
+            .map(|(id, started_at, ended_at)| outage_of::<Lite>(id, started_at, ended_at))
             .collect()
     }
 
@@ -1055,39 +844,25 @@ impl Storage for SqliteStorage {
         case: &CaseId,
         limit_to: usize,
     ) -> Result<Vec<CaseOutage>, StorageError> {
-        let rows: Vec<(i64, i64, i64, i64)> = sqlx::query_as(
-            "SELECT o.id, o.started_at, o.ended_at, coalesce(d.snitches, 0) \
-             FROM outages o LEFT JOIN outage_deferrals d \
-             ON d.outage_id = o.id AND d.case_id = ?1 \
-             ORDER BY o.id DESC LIMIT ?2",
-        )
-        .bind(case.as_str())
-        .bind(limit(limit_to))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?;
+        let rows: Vec<(i64, i64, i64, i64)> = sqlx::query_as(&CASE_OUTAGES)
+            .bind(case.as_str())
+            .bind(limit(limit_to))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(backend)?;
         rows.into_iter()
             .map(|(id, started_at, ended_at, deferred)| {
                 Ok(CaseOutage {
-                    outage: outage_of(id, started_at, ended_at)?,
-                    snitches_deferred: u64::try_from(deferred).unwrap_or(0),
+                    outage: outage_of::<Lite>(id, started_at, ended_at)?,
+                    snitches_deferred: count(deferred),
                 })
             })
             .collect()
     }
 
     async fn deliveries(&self, event_ids: &[String]) -> Result<Vec<Delivery>, StorageError> {
-        sqlx::query_as::<_, DeliveryRow>(&format!(
-            "SELECT {DELIVERY_COLUMNS} FROM deliveries \
-             WHERE event_id IN (SELECT value FROM json_each(?1)) ORDER BY seq"
-        ))
-        .bind(Json(event_ids))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?
-        .into_iter()
-        .map(DeliveryRow::into_delivery)
-        .collect()
+        let query = sqlx::query_as(&DELIVERIES_OF_EVENTS).bind(Json(event_ids));
+        fetch::all(query, &self.pool, DeliveryRow::<Lite>::into_delivery).await
     }
 
     async fn snitch_with_case(
@@ -1107,3 +882,117 @@ impl Storage for SqliteStorage {
         None
     }
 }
+
+/// Checks the pragma durability depends on, which a pool the host made may lack:
+/// `synchronous = FULL`, so that a commit is on disk when it returns. (Foreign keys are
+/// not checked: the store deletes what a cascade would and checks what a reference would,
+/// so it is right with them on or off.)
+async fn check_pragmas(pool: &SqlitePool) -> Result<(), StorageError> {
+    let mut conn = pool.acquire().await.map_err(backend)?;
+    let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(backend)?;
+    if synchronous != SYNCHRONOUS_FULL {
+        return Err(StorageError::Backend(
+            format!(
+                "the pool's connections run with PRAGMA synchronous = {synchronous}, not FULL (2): \
+                 a commit may be lost on power loss; open it with \
+                 snitch_store_sqlite::connect_options or .synchronous(SqliteSynchronous::Full)"
+            )
+            .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// What `PRAGMA synchronous` answers for FULL.
+const SYNCHRONOUS_FULL: i64 = 2;
+
+static UPSERT_CASE: LazyLock<String> = LazyLock::new(|| lite(sql::UPSERT_CASE));
+static SELECT_CASE: LazyLock<String> = LazyLock::new(sql::select_case::<Lite>);
+static SELECT_CASES: LazyLock<String> = LazyLock::new(sql::select_cases::<Lite>);
+static INSERT_API_KEY: LazyLock<String> = LazyLock::new(sql::insert_api_key::<Lite>);
+static API_KEYS: LazyLock<String> = LazyLock::new(sql::api_keys::<Lite>);
+static REVOKE_API_KEY: LazyLock<String> = LazyLock::new(|| lite(sql::REVOKE_API_KEY));
+static SELECT_SNITCH: LazyLock<String> =
+    LazyLock::new(|| format!("{} WHERE token = ?1", *SELECT_SNITCHES));
+static SNITCHES_OF_CASE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{} WHERE case_id = ?1 ORDER BY created_at, seq",
+        *SELECT_SNITCHES
+    )
+});
+static DELETE_FINISHED_DELIVERIES_OF: LazyLock<String> =
+    LazyLock::new(|| lite(sql::DELETE_FINISHED_DELIVERIES_OF));
+static DUE: LazyLock<String> = LazyLock::new(sql::due::<Lite>);
+static CLAIM_DUE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{} WHERE wake_at IS NOT NULL AND wake_at <= ?1 \
+         AND (sweep_lease_until IS NULL OR sweep_lease_until <= ?1) \
+         ORDER BY wake_at, token LIMIT ?2",
+        *SELECT_SNITCHES
+    )
+});
+static SNITCHES_BY_STATUS: LazyLock<String> = LazyLock::new(|| lite(sql::SNITCHES_BY_STATUS));
+static PENDING_DELIVERIES: LazyLock<String> = LazyLock::new(|| lite(sql::PENDING_DELIVERIES));
+static NEXT_WAKE_AT: LazyLock<String> = LazyLock::new(|| lite(sql::NEXT_WAKE_AT));
+static NEXT_DELIVERY_AT: LazyLock<String> = LazyLock::new(|| lite(sql::NEXT_DELIVERY_AT));
+static EVENTS: LazyLock<String> = LazyLock::new(sql::events::<Lite>);
+static INSERT_WEBHOOK: LazyLock<String> = LazyLock::new(sql::insert_webhook::<Lite>);
+static WEBHOOKS: LazyLock<String> = LazyLock::new(sql::webhooks::<Lite>);
+static DELETE_WEBHOOK: LazyLock<String> = LazyLock::new(|| lite(sql::DELETE_WEBHOOK));
+static DELETE_ORPHAN_DELIVERY: LazyLock<String> =
+    LazyLock::new(|| lite(sql::DELETE_ORPHAN_DELIVERY));
+static LAST_ALIVE: LazyLock<String> = LazyLock::new(|| lite(sql::LAST_ALIVE));
+static INSERT_OUTAGE: LazyLock<String> = LazyLock::new(|| lite(sql::INSERT_OUTAGE));
+static FORGET_SERVERS: LazyLock<String> = LazyLock::new(|| lite(sql::FORGET_SERVERS));
+static OUTAGES: LazyLock<String> = LazyLock::new(|| lite(sql::OUTAGES));
+static CASE_OUTAGES: LazyLock<String> = LazyLock::new(|| lite(sql::CASE_OUTAGES));
+static DELIVERIES_OF_EVENTS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {DELIVERY_COLUMNS} FROM snitch_deliveries \
+         WHERE event_id IN (SELECT value FROM json_each(?1)) ORDER BY seq"
+    )
+});
+
+/// The three rounds of [`ClaimLimits`] (see `claim_deliveries`): `?1` now, `?2` the
+/// (case, channel, count) in flight as JSON, `?3` the room per (case, channel), `?4` the
+/// (destination, count) in flight as JSON, `?5` the room per destination, `?6` and `?7`
+/// the webhooks and e-mails to take.
+static CLAIM_DELIVERIES: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH due AS ( \
+           SELECT id, next_attempt_at, seq, case_id, channel, destination, \
+             row_number() OVER (PARTITION BY case_id, channel \
+                                ORDER BY next_attempt_at, seq) AS n \
+           FROM snitch_deliveries WHERE state = 'pending' AND next_attempt_at <= ?1), \
+         busy_case AS ( \
+           SELECT value ->> 0 AS case_id, value ->> 1 AS channel, sum(value ->> 2) AS n \
+           FROM json_each(?2) GROUP BY 1, 2), \
+         case_ok AS ( \
+           SELECT due.id, due.next_attempt_at, due.seq, due.channel, due.destination, \
+             row_number() OVER (PARTITION BY due.destination \
+                                ORDER BY due.next_attempt_at, due.seq) AS n \
+           FROM due LEFT JOIN busy_case b \
+             ON b.case_id = due.case_id AND b.channel = due.channel \
+           WHERE due.n <= ?3 - coalesce(b.n, 0)), \
+         busy_destination AS ( \
+           SELECT value ->> 0 AS destination, sum(value ->> 1) AS n \
+           FROM json_each(?4) GROUP BY 1), \
+         destination_ok AS ( \
+           SELECT c.id, c.channel, c.next_attempt_at, c.seq, \
+             row_number() OVER (PARTITION BY c.channel \
+                                ORDER BY c.next_attempt_at, c.seq) AS n \
+           FROM case_ok c LEFT JOIN busy_destination b ON b.destination = c.destination \
+           WHERE c.destination IS NULL OR c.n <= ?5 - coalesce(b.n, 0)) \
+         SELECT {} FROM destination_ok x JOIN snitch_deliveries d ON d.id = x.id \
+         WHERE x.n <= CASE x.channel WHEN 'webhook' THEN ?6 ELSE ?7 END \
+         ORDER BY x.next_attempt_at, x.seq",
+        DELIVERY_COLUMNS
+            .split(", ")
+            .map(|c| format!("d.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+});

@@ -27,16 +27,16 @@
 //! next save spawns a new task. It ends when the last clone of the store is dropped.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use snitch_core::{Change, StorageError};
+use snitch_store_sql::backend;
+use snitch_store_sql::queue::{answer_all, Job, SaveQueue};
 use sqlx::sqlite::SqlitePool;
 use sqlx::{Executor, Sqlite, Transaction};
-use tokio::sync::{mpsc, oneshot, Mutex as AsyncMutex, OwnedMutexGuard};
+use tokio::sync::{mpsc, Mutex as AsyncMutex, OwnedMutexGuard};
 use tokio::time::{timeout_at, Instant};
-
-use crate::backend;
 
 /// How [`crate::SqliteStorage`] groups concurrent saves into transactions.
 ///
@@ -121,32 +121,23 @@ pub(crate) fn commit_error(e: sqlx::Error) -> StorageError {
     }
 }
 
-/// A change waiting for its batch, with where its result goes.
-#[derive(Debug)]
-struct Job {
-    change: Change,
-    reply: oneshot::Sender<Result<(), StorageError>>,
-}
-
 /// The writing side of a store.
 #[derive(Debug)]
 pub(crate) struct Writer {
     pool: SqlitePool,
     turn: Arc<AsyncMutex<()>>,
     options: SqliteStorageOptions,
-    /// The queue to the running batching task; `None` before the first save.
-    queue: Mutex<Option<mpsc::Sender<Job>>>,
-    batches_committed: Arc<AtomicU64>,
+    saves: SaveQueue,
 }
 
 impl Writer {
     pub(crate) fn new(pool: SqlitePool, options: SqliteStorageOptions) -> Self {
+        let options = options.with_max_batch(options.max_batch);
         Writer {
             pool,
             turn: Arc::new(AsyncMutex::new(())),
-            options: options.with_max_batch(options.max_batch),
-            queue: Mutex::new(None),
-            batches_committed: Arc::new(AtomicU64::new(0)),
+            saves: SaveQueue::new(options.max_batch),
+            options,
         }
     }
 
@@ -159,40 +150,21 @@ impl Writer {
     ///
     /// A caller that stops waiting does not withdraw the change: it may still commit.
     pub(crate) async fn save(&self, change: &Change) -> Result<(), StorageError> {
-        let (reply, result) = oneshot::channel();
-        let job = Job {
-            change: change.clone(),
-            reply,
-        };
-        self.queue()?.send(job).await.map_err(|_| stopped())?;
-        result.await.map_err(|_| stopped())?
+        self.saves
+            .save(change, |queue, batches_committed| {
+                run(
+                    self.pool.clone(),
+                    Arc::clone(&self.turn),
+                    self.options,
+                    queue,
+                    batches_committed,
+                )
+            })
+            .await
     }
 
     pub(crate) fn batches_committed(&self) -> u64 {
-        self.batches_committed.load(Ordering::Relaxed)
-    }
-
-    /// The queue to the batching task, which is spawned on the current runtime when there
-    /// is none yet or the last one stopped.
-    fn queue(&self) -> Result<mpsc::Sender<Job>, StorageError> {
-        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(running) = queue.as_ref().filter(|q| !q.is_closed()) {
-            return Ok(running.clone());
-        }
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|e| StorageError::Backend(Box::new(e)))?;
-        // Room for the batch being committed and the next one: saves beyond that wait
-        // for room, in order, which bounds the memory a burst takes.
-        let (sender, receiver) = mpsc::channel(self.options.max_batch.saturating_mul(2));
-        runtime.spawn(run(
-            self.pool.clone(),
-            Arc::clone(&self.turn),
-            self.options,
-            receiver,
-            Arc::clone(&self.batches_committed),
-        ));
-        *queue = Some(sender.clone());
-        Ok(sender)
+        self.saves.batches_committed()
     }
 }
 
@@ -200,10 +172,6 @@ async fn begin(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>) -> Result<WriteTx,
     let turn = Arc::clone(turn).lock_owned().await;
     let tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(backend)?;
     Ok(WriteTx { tx, _turn: turn })
-}
-
-fn stopped() -> StorageError {
-    StorageError::Backend("the group-commit task stopped before answering".into())
 }
 
 /// The batching task: gathers one batch after another until every sender is gone, and
@@ -241,10 +209,7 @@ async fn run(
 async fn commit(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: Vec<Job>) -> bool {
     match apply(pool, turn, &batch).await {
         Ok(results) => {
-            for (job, result) in batch.into_iter().zip(results) {
-                // A caller that stopped waiting has no one to tell.
-                let _ = job.reply.send(result);
-            }
+            answer_all(batch, results);
             true
         }
         Err(e) => {
@@ -252,7 +217,7 @@ async fn commit(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: Vec<Job>) 
             let e = Arc::new(e);
             for job in batch {
                 let cause = Box::new(e.clone());
-                let _ = job.reply.send(Err(if unknown {
+                job.answer(Err(if unknown {
                     StorageError::CommitOutcomeUnknown(cause)
                 } else {
                     StorageError::Backend(cause)

@@ -206,13 +206,13 @@ async fn unreadable_rows_are_corrupt() {
     let pool = fresh_pool().await;
     let store = SqliteStorage::new(pool.clone());
     acme_with_snitches(&store, 1).await;
-    sqlx::query("UPDATE snitches SET interval = 'fortnightly'")
+    sqlx::query("UPDATE snitch_snitches SET interval = 'fortnightly'")
         .execute(&pool)
         .await
         .expect("spoil the row");
     let read = store.snitch(&token(1)).await;
     assert!(matches!(read, Err(StorageError::Corrupt(_))), "{read:?}");
-    sqlx::query("UPDATE snitches SET interval = 'daily', tags = 'not json'")
+    sqlx::query("UPDATE snitch_snitches SET interval = 'daily', tags = 'not json'")
         .execute(&pool)
         .await
         .expect("spoil the row");
@@ -312,7 +312,7 @@ async fn a_commit_sqlite_refuses_is_rolled_back_and_reported() {
         "CREATE TABLE parents (id INTEGER PRIMARY KEY); \
          CREATE TABLE orphans (parent INTEGER REFERENCES parents(id) \
          DEFERRABLE INITIALLY DEFERRED); \
-         CREATE TRIGGER orphan_on_update AFTER UPDATE ON snitches \
+         CREATE TRIGGER orphan_on_update AFTER UPDATE ON snitch_snitches \
          BEGIN INSERT INTO orphans VALUES (42); END;",
     )
     .execute(&pool)
@@ -348,4 +348,112 @@ async fn a_commit_sqlite_refuses_is_rolled_back_and_reported() {
             .len(),
         1
     );
+}
+
+/// A host's pool that commits without waiting for the disk (`synchronous` below FULL) is
+/// not ready, and the error names the pragma; the store's own settings are.
+#[tokio::test]
+async fn a_host_pool_without_synchronous_full_is_not_ready() {
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions, SqliteSynchronous};
+    let path = fresh_dir().join("host.db");
+    let lax = SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true)
+        .synchronous(SqliteSynchronous::Normal);
+    let pool = SqlitePoolOptions::new()
+        .max_connections(2)
+        .connect_with(lax)
+        .await
+        .expect("open");
+    MIGRATOR.run(&pool).await.expect("migrate");
+    let err = SqliteStorage::new(pool.clone())
+        .check_ready()
+        .await
+        .expect_err("not durable");
+    assert!(err.to_string().contains("synchronous"), "{err}");
+    pool.close().await;
+    let pool = connect(&path, 2).await.expect("open");
+    SqliteStorage::new(pool).check_ready().await.expect("ready");
+}
+
+/// A file migrated before the tables took the prefix `snitch_` keeps its data: the
+/// migration renames the tables (and remakes their indexes), it does not recreate them.
+#[tokio::test]
+async fn tables_renamed_to_snitch_prefix_keep_their_rows() {
+    const PREFIXED: i64 = 20261226000000;
+    let pool = connect(&fresh_dir().join("old.db"), 2).await.expect("open");
+    let old = sqlx::migrate::Migrator {
+        migrations: std::borrow::Cow::Owned(
+            MIGRATOR
+                .iter()
+                .filter(|m| m.version < PREFIXED)
+                .cloned()
+                .collect(),
+        ),
+        ..sqlx::migrate::Migrator::DEFAULT
+    };
+    old.run(&pool).await.expect("the old migrations");
+    sqlx::raw_sql(
+        "INSERT INTO cases (id, members, max_snitches, error_notices, on_hold) \
+         VALUES ('acme', '[]', 10, 1, 0); \
+         INSERT INTO webhooks (id, case_id, url, secret, created_at) \
+         VALUES ('hook1', 'acme', 'https://hooks.example.test/1', NULL, 0);",
+    )
+    .execute(&pool)
+    .await
+    .expect("rows of the old tables");
+    MIGRATOR.run(&pool).await.expect("the prefix");
+    let store = SqliteStorage::new(pool.clone());
+    store.check_ready().await.expect("ready");
+    let acme = store
+        .case(&case("acme").id)
+        .await
+        .expect("read")
+        .expect("kept");
+    assert_eq!(acme.plan.max_snitches, 10);
+    let hooks = store.webhooks(&acme.id).await.expect("read");
+    assert_eq!(hooks.len(), 1);
+    // The renamed tables work as before, references between them included.
+    let (_, snitches) = acme_with_snitches(&store, 1).await;
+    store
+        .save(&checked_in(&snitches[0], at(1)))
+        .await
+        .expect("save");
+    assert_eq!(store.check_ins(&token(1), 10).await.expect("read").len(), 1);
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type IN ('table', 'index') \
+         AND name NOT LIKE 'sqlite_%' AND name <> '_sqlx_migrations' ORDER BY name",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("the schema");
+    let unprefixed: Vec<&String> = tables
+        .iter()
+        .filter(|t| !t.starts_with("snitch_"))
+        .collect();
+    assert!(unprefixed.is_empty(), "{unprefixed:?}");
+}
+
+mod fair_claims {
+    use proptest::prelude::*;
+    use snitch_store_sql::claims::{claims_as_select_picks, outboxes};
+    use snitch_store_sqlite::SqliteStorage;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+        /// The store's fair claim takes what `ClaimLimits::select` picks, on a fresh file
+        /// per outbox.
+        #[test]
+        fn claims_take_what_claim_limits_select(outbox in outboxes()) {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            runtime.block_on(async {
+                let store = SqliteStorage::new(super::fresh_pool().await);
+                claims_as_select_picks(&store, &outbox).await;
+            });
+        }
+    }
 }

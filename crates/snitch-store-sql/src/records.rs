@@ -1,0 +1,795 @@
+//! Rows as the SQL stores keep them, and their mapping to and from domain values, generic
+//! over the [`Dialect`] (how instants and lists are kept).
+//!
+//! Writing flattens domain values into plain columns; reading re-parses every value with
+//! its own `parse`, so a row that no longer holds a valid value is reported as
+//! [`StorageError::Corrupt`] instead of being trusted. The event inside a delivery and a
+//! delivery's attempts are JSON with the same fields as the columns (instants as the
+//! dialect keeps them); the JSON shape is this module's, the core knows no JSON.
+//!
+//! The stores bind the values with the macros [`bind_snitch_fields!`](crate::bind_snitch_fields),
+//! [`bind_event!`](crate::bind_event) and [`bind_delivery!`](crate::bind_delivery), in the
+//! order of the column lists here.
+
+use serde::{Deserialize, Serialize};
+use snitch_core::calendar::Interval;
+use snitch_core::{
+    AlertEmails, AlertType, ApiKeyRecord, Attempt, Case, CaseId, Channel, CheckIn, CheckInMessage,
+    Delivery, DeliveryState, EmailAddress, Event, EventKind, Notes, Outcome, Pause, PauseUntil,
+    Plan, Snitch, SnitchName, SnitchRecord, Status, StorageError, Tag, Tags, Token, Validation,
+    Webhook, WebhookSecret, WebhookUrl,
+};
+use sqlx::types::Json;
+
+use crate::{corrupt, from_integer, opt_instant, opt_time, to_integer, Dialect};
+
+/// Turns the problem a domain `parse` found in a stored value into a [`StorageError`].
+fn invalid(what: &str) -> impl Fn(Validation) -> StorageError + '_ {
+    move |v| corrupt(what, format!("{} {}", v.attribute, v.message))
+}
+
+fn token(raw: &str) -> Result<Token, StorageError> {
+    Token::parse(raw).map_err(|e| corrupt("token", e))
+}
+
+fn case_id(raw: &str) -> Result<CaseId, StorageError> {
+    CaseId::parse(raw).map_err(invalid("case id"))
+}
+
+fn status(what: &str, raw: &str) -> Result<Status, StorageError> {
+    Status::parse(raw).ok_or_else(|| corrupt(what, format!("unknown status {raw:?}")))
+}
+
+fn emails(what: &str, raw: &[String]) -> Result<Vec<EmailAddress>, StorageError> {
+    raw.iter()
+        .map(|a| EmailAddress::parse(a).map_err(invalid(what)))
+        .collect()
+}
+
+fn strings<'a, T: 'a>(items: impl IntoIterator<Item = &'a T>, f: fn(&T) -> &str) -> Vec<String> {
+    items.into_iter().map(|i| f(i).to_owned()).collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Cases
+// ---------------------------------------------------------------------------------------
+
+/// Every column [`CaseRow`] reads, in the order [`sql::UPSERT_CASE`](crate::sql::UPSERT_CASE)
+/// writes them.
+pub const CASE_COLUMNS: &str = "id, members, max_snitches, error_notices, on_hold";
+
+/// A case as stored.
+#[derive(Debug, sqlx::FromRow)]
+#[allow(missing_docs)]
+pub struct CaseRow<D: Dialect> {
+    pub id: String,
+    pub members: D::Texts,
+    pub max_snitches: i64,
+    pub error_notices: bool,
+    pub on_hold: bool,
+}
+
+impl<D: Dialect> CaseRow<D> {
+    /// The case, re-parsed.
+    pub fn into_case(self) -> Result<Case, StorageError> {
+        Ok(Case {
+            id: case_id(&self.id)?,
+            members: emails("case members", D::text_items(&self.members))?,
+            plan: Plan {
+                max_snitches: u32::try_from(self.max_snitches)
+                    .map_err(|e| corrupt("max_snitches", e))?,
+                error_notices: self.error_notices,
+            },
+            on_hold: self.on_hold,
+        })
+    }
+}
+
+/// A case's members as stored.
+pub fn members<D: Dialect>(case: &Case) -> D::Texts {
+    D::texts(strings(&case.members, EmailAddress::as_str))
+}
+
+// ---------------------------------------------------------------------------------------
+// Snitches
+// ---------------------------------------------------------------------------------------
+
+/// How many of [`SNITCH_FIELDS`], at its start, are the settings a user gives; the rest
+/// are the snitch's state.
+pub const SETTINGS_FIELDS: usize = 6;
+
+/// The columns a save may change, in the order [`bind_snitch_fields!`](crate::bind_snitch_fields)
+/// binds them.
+pub const SNITCH_FIELDS: [&str; 22] = [
+    "name",
+    "tags",
+    "notes",
+    "interval",
+    "alert_type",
+    "alert_email",
+    "status",
+    "checked_in_at",
+    "last_check_in_at",
+    "anchor_at",
+    "deadline_at",
+    "pause_until_kind",
+    "pause_until_at",
+    "pause_resume_status",
+    "pause_checked_in",
+    "smart_offsets_ms",
+    "last_errored_alert_at",
+    "error_announced",
+    "last_recovery_alert_at",
+    "event_seq",
+    "version",
+    "wake_at",
+];
+
+/// Every column [`SnitchRow`] reads.
+pub const SNITCH_COLUMNS: &str = "token, case_id, created_at, name, tags, notes, \
+    interval, alert_type, alert_email, status, checked_in_at, last_check_in_at, anchor_at, \
+    deadline_at, pause_until_kind, pause_until_at, pause_resume_status, pause_checked_in, \
+    smart_offsets_ms, last_errored_alert_at, error_announced, last_recovery_alert_at, \
+    event_seq, version";
+
+const UNTIL_HEALTHY: &str = "healthy";
+const UNTIL_UNPAUSED: &str = "unpaused";
+const UNTIL_AT: &str = "at";
+
+/// The values of [`SNITCH_FIELDS`] for one snitch, ready to bind (or, as JSON, one row
+/// of a set-based save: the keys are the column names). Lists are plain here: a dialect
+/// that keeps them as JSON wraps them when it binds.
+///
+/// Texts are borrowed from the snitch: a check-in's save, which writes the state alone,
+/// copies no name or notes.
+#[derive(Debug, Serialize)]
+#[allow(missing_docs)]
+pub struct SnitchFields<'a, D: Dialect> {
+    pub name: &'a str,
+    pub tags: Vec<&'a str>,
+    pub notes: &'a str,
+    pub interval: &'static str,
+    pub alert_type: &'static str,
+    pub alert_email: Vec<&'a str>,
+    pub status: &'static str,
+    pub checked_in_at: Option<D::Time>,
+    pub last_check_in_at: Option<D::Time>,
+    pub anchor_at: Option<D::Time>,
+    pub deadline_at: Option<D::Time>,
+    pub pause_until_kind: Option<&'static str>,
+    pub pause_until_at: Option<D::Time>,
+    pub pause_resume_status: Option<&'static str>,
+    pub pause_checked_in: Option<bool>,
+    pub smart_offsets_ms: &'a [i64],
+    pub last_errored_alert_at: Option<D::Time>,
+    pub error_announced: bool,
+    pub last_recovery_alert_at: Option<D::Time>,
+    pub event_seq: i64,
+    pub version: i64,
+    pub wake_at: Option<D::Time>,
+}
+
+impl<'a, D: Dialect> SnitchFields<'a, D> {
+    /// The snitch's fields.
+    pub fn of(s: &'a Snitch) -> Result<Self, StorageError> {
+        let state = s.state();
+        let (until_kind, until_at) = match state.pause().map(|p| p.until) {
+            None => (None, None),
+            Some(PauseUntil::Healthy) => (Some(UNTIL_HEALTHY), None),
+            Some(PauseUntil::Unpaused) => (Some(UNTIL_UNPAUSED), None),
+            Some(PauseUntil::At(t)) => (Some(UNTIL_AT), Some(D::time(t))),
+        };
+        Ok(SnitchFields {
+            name: s.name().as_str(),
+            tags: s.tags().iter().map(Tag::as_str).collect(),
+            notes: s.notes().as_str(),
+            interval: s.interval().as_str(),
+            alert_type: s.alert_type().as_str(),
+            alert_email: s.alert_email().iter().map(EmailAddress::as_str).collect(),
+            status: state.status().as_str(),
+            checked_in_at: opt_time::<D>(state.checked_in_at()),
+            last_check_in_at: opt_time::<D>(state.last_check_in_at()),
+            anchor_at: opt_time::<D>(state.anchor_at()),
+            deadline_at: opt_time::<D>(state.deadline_at()),
+            pause_until_kind: until_kind,
+            pause_until_at: until_at,
+            pause_resume_status: state.pause().map(|p| p.resume_status.as_str()),
+            pause_checked_in: state.pause().map(|p| p.checked_in_while_paused),
+            smart_offsets_ms: state.smart_offsets_ms(),
+            last_errored_alert_at: opt_time::<D>(state.last_errored_alert_at()),
+            error_announced: state.error_announced(),
+            last_recovery_alert_at: opt_time::<D>(state.last_recovery_alert_at()),
+            event_seq: to_integer("event_seq", state.event_seq())?,
+            version: to_integer("version", s.version())?,
+            wake_at: opt_time::<D>(s.wake_at()),
+        })
+    }
+}
+
+/// Binds a [`SnitchFields`] in the order of [`SNITCH_FIELDS`]: `$query.$bind(value)` for
+/// each, its lists (tags, e-mail addresses, offsets) as `$list(value)` (`Json` where
+/// lists are JSON text, `std::convert::identity` where they are arrays).
+#[macro_export]
+macro_rules! bind_snitch_fields {
+    ($query:expr, $fields:expr, $bind:ident, $list:path) => {{
+        let f = $fields;
+        $query
+            .$bind(f.name)
+            .$bind($list(f.tags))
+            .$bind(f.notes)
+            .$bind(f.interval)
+            .$bind(f.alert_type)
+            .$bind($list(f.alert_email))
+            .$bind(f.status)
+            .$bind(f.checked_in_at)
+            .$bind(f.last_check_in_at)
+            .$bind(f.anchor_at)
+            .$bind(f.deadline_at)
+            .$bind(f.pause_until_kind)
+            .$bind(f.pause_until_at)
+            .$bind(f.pause_resume_status)
+            .$bind(f.pause_checked_in)
+            .$bind($list(f.smart_offsets_ms))
+            .$bind(f.last_errored_alert_at)
+            .$bind(f.error_announced)
+            .$bind(f.last_recovery_alert_at)
+            .$bind(f.event_seq)
+            .$bind(f.version)
+            .$bind(f.wake_at)
+    }};
+}
+
+/// A snitch as stored.
+#[derive(Debug, sqlx::FromRow)]
+#[allow(missing_docs)]
+pub struct SnitchRow<D: Dialect> {
+    pub token: String,
+    pub case_id: String,
+    pub created_at: D::Time,
+    pub name: String,
+    pub tags: D::Texts,
+    pub notes: String,
+    pub interval: String,
+    pub alert_type: String,
+    pub alert_email: D::Texts,
+    pub status: String,
+    pub checked_in_at: Option<D::Time>,
+    pub last_check_in_at: Option<D::Time>,
+    pub anchor_at: Option<D::Time>,
+    pub deadline_at: Option<D::Time>,
+    pub pause_until_kind: Option<String>,
+    pub pause_until_at: Option<D::Time>,
+    pub pause_resume_status: Option<String>,
+    pub pause_checked_in: Option<bool>,
+    pub smart_offsets_ms: D::Numbers,
+    pub last_errored_alert_at: Option<D::Time>,
+    pub error_announced: bool,
+    pub last_recovery_alert_at: Option<D::Time>,
+    pub event_seq: i64,
+    pub version: i64,
+}
+
+impl<D: Dialect> SnitchRow<D> {
+    /// The snitch, re-parsed and restored (which checks its invariants).
+    pub fn into_snitch(self) -> Result<Snitch, StorageError> {
+        let pause = match self.pause_until_kind.as_deref() {
+            None => None,
+            Some(kind) => {
+                let until = match (kind, self.pause_until_at) {
+                    (UNTIL_HEALTHY, None) => PauseUntil::Healthy,
+                    (UNTIL_UNPAUSED, None) => PauseUntil::Unpaused,
+                    (UNTIL_AT, Some(t)) => PauseUntil::At(D::instant("pause until", t)?),
+                    _ => return Err(corrupt("pause", format!("inconsistent kind {kind:?}"))),
+                };
+                let resume_status = self
+                    .pause_resume_status
+                    .as_deref()
+                    .ok_or_else(|| corrupt("pause", "no resume status"))?;
+                Some(Pause::new(
+                    until,
+                    status("pause resume status", resume_status)?,
+                    self.pause_checked_in
+                        .ok_or_else(|| corrupt("pause", "no checked-in flag"))?,
+                ))
+            }
+        };
+        Ok(Snitch::restore(SnitchRecord {
+            token: token(&self.token)?,
+            case_id: case_id(&self.case_id)?,
+            name: SnitchName::parse_stored(&self.name).map_err(invalid("name"))?,
+            tags: Tags::parse_stored(D::text_items(&self.tags)).map_err(invalid("tags"))?,
+            notes: Notes::parse(&self.notes).map_err(invalid("notes"))?,
+            interval: self
+                .interval
+                .parse::<Interval>()
+                .map_err(|e| corrupt("interval", e))?,
+            alert_type: AlertType::parse(&self.alert_type).map_err(invalid("alert type"))?,
+            alert_email: AlertEmails::parse(D::text_items(&self.alert_email))
+                .map_err(invalid("alert emails"))?,
+            created_at: D::instant("created_at", self.created_at)?,
+            status: status("status", &self.status)?,
+            checked_in_at: opt_instant::<D>("checked_in_at", self.checked_in_at)?,
+            last_check_in_at: opt_instant::<D>("last_check_in_at", self.last_check_in_at)?,
+            anchor_at: opt_instant::<D>("anchor_at", self.anchor_at)?,
+            deadline_at: opt_instant::<D>("deadline_at", self.deadline_at)?,
+            pause,
+            smart_offsets_ms: D::numbers(self.smart_offsets_ms),
+            last_errored_alert_at: opt_instant::<D>(
+                "last_errored_alert_at",
+                self.last_errored_alert_at,
+            )?,
+            error_announced: self.error_announced,
+            last_recovery_alert_at: opt_instant::<D>(
+                "last_recovery_alert_at",
+                self.last_recovery_alert_at,
+            )?,
+            event_seq: from_integer("event_seq", self.event_seq)?,
+            version: from_integer("version", self.version)?,
+        })?)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Check-ins
+// ---------------------------------------------------------------------------------------
+
+/// A check-in: `exit_status` is `None` for a success, the job's exit status for an error.
+#[derive(Debug, Serialize, Deserialize, sqlx::FromRow)]
+#[allow(missing_docs)]
+pub struct CheckInRecord<D: Dialect> {
+    pub at: D::Time,
+    pub exit_status: Option<String>,
+    pub message: Option<String>,
+}
+
+/// Every column [`CheckInRecord`] reads.
+pub const CHECK_IN_COLUMNS: &str = "at, exit_status, message";
+
+impl<D: Dialect> CheckInRecord<D> {
+    /// The check-in's columns.
+    pub fn of(c: &CheckIn) -> Self {
+        CheckInRecord {
+            at: D::time(c.at),
+            exit_status: match &c.outcome {
+                Outcome::Success => None,
+                Outcome::Error { exit_status } => Some(exit_status.clone()),
+            },
+            message: c.message.as_ref().map(|m| m.as_str().to_owned()),
+        }
+    }
+
+    /// The check-in, re-parsed.
+    pub fn into_check_in(self) -> Result<CheckIn, StorageError> {
+        let message = match self.message {
+            None => None,
+            Some(raw) => {
+                let message = CheckInMessage::truncating(&raw);
+                if message.as_ref().map(CheckInMessage::as_str) != Some(raw.as_str()) {
+                    return Err(corrupt("check-in message", "empty or too long"));
+                }
+                message
+            }
+        };
+        let outcome = match self.exit_status {
+            None => Outcome::Success,
+            Some(exit_status) => Outcome::Error { exit_status },
+        };
+        Ok(CheckIn::new(
+            D::instant("check-in time", self.at)?,
+            outcome,
+            message,
+        ))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Events
+// ---------------------------------------------------------------------------------------
+
+/// An event, as the columns of `events` and as the JSON inside a delivery.
+#[derive(Debug, Serialize, Deserialize, sqlx::FromRow)]
+#[allow(missing_docs)]
+pub struct EventRecord<D: Dialect> {
+    pub id: String,
+    pub kind: String,
+    pub at: D::Time,
+    pub case_id: String,
+    pub token: String,
+    pub name: String,
+    pub notes: String,
+    pub tags: D::Texts,
+    pub alert_email: D::Texts,
+    pub status: String,
+    pub previous_status: String,
+    pub checked_in_at: Option<D::Time>,
+    pub check_in_at: Option<D::Time>,
+    pub check_in_exit_status: Option<String>,
+    pub check_in_message: Option<String>,
+    /// Absent in deliveries stored before catch-up events existed: 0, as for other kinds.
+    #[serde(default)]
+    pub missed_periods: i64,
+}
+
+/// Every column [`EventRecord`] reads, in the order [`bind_event!`](crate::bind_event)
+/// binds them.
+pub const EVENT_COLUMNS: &str = "id, kind, at, case_id, token, name, notes, tags, \
+    alert_email, status, previous_status, checked_in_at, check_in_at, check_in_exit_status, \
+    check_in_message, missed_periods";
+
+impl<D: Dialect> EventRecord<D> {
+    /// The event's columns.
+    pub fn of(e: &Event) -> Self {
+        let check_in = e.check_in.as_ref().map(CheckInRecord::<D>::of);
+        EventRecord {
+            id: e.id.clone(),
+            kind: e.kind.as_str().to_owned(),
+            at: D::time(e.at),
+            case_id: e.case_id.as_str().to_owned(),
+            token: e.token.as_str().to_owned(),
+            name: e.name.as_str().to_owned(),
+            notes: e.notes.as_str().to_owned(),
+            tags: D::texts(strings(e.tags.iter(), Tag::as_str)),
+            alert_email: D::texts(strings(e.alert_email.iter(), EmailAddress::as_str)),
+            status: e.status.as_str().to_owned(),
+            previous_status: e.previous_status.as_str().to_owned(),
+            checked_in_at: opt_time::<D>(e.checked_in_at),
+            check_in_at: check_in.as_ref().map(|c| c.at),
+            check_in_exit_status: check_in.as_ref().and_then(|c| c.exit_status.clone()),
+            check_in_message: check_in.and_then(|c| c.message),
+            // A count of periods; beyond a 64-bit integer is beyond any calendar.
+            missed_periods: i64::try_from(e.missed_periods).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// The event, re-parsed.
+    pub fn into_event(self) -> Result<Event, StorageError> {
+        let check_in = match self.check_in_at {
+            None if self.check_in_exit_status.is_some() || self.check_in_message.is_some() => {
+                return Err(corrupt("event check-in", "fields without an instant"));
+            }
+            None => None,
+            Some(at) => Some(
+                CheckInRecord::<D> {
+                    at,
+                    exit_status: self.check_in_exit_status,
+                    message: self.check_in_message,
+                }
+                .into_check_in()?,
+            ),
+        };
+        Ok(Event {
+            kind: EventKind::parse(&self.kind)
+                .ok_or_else(|| corrupt("event kind", format!("unknown {:?}", self.kind)))?,
+            at: D::instant("event time", self.at)?,
+            case_id: case_id(&self.case_id)?,
+            token: token(&self.token)?,
+            name: SnitchName::parse_stored(&self.name).map_err(invalid("event name"))?,
+            notes: Notes::parse(&self.notes).map_err(invalid("event notes"))?,
+            tags: Tags::parse_stored(D::text_items(&self.tags)).map_err(invalid("event tags"))?,
+            alert_email: AlertEmails::parse(D::text_items(&self.alert_email))
+                .map_err(invalid("event alert emails"))?,
+            status: status("event status", &self.status)?,
+            previous_status: status("event previous status", &self.previous_status)?,
+            checked_in_at: opt_instant::<D>("event checked_in_at", self.checked_in_at)?,
+            check_in,
+            missed_periods: from_integer("missed_periods", self.missed_periods)?,
+            id: self.id,
+        })
+    }
+}
+
+/// Binds an [`EventRecord`] in the order of [`EVENT_COLUMNS`]: `$query.$bind(value)` for
+/// each.
+#[macro_export]
+macro_rules! bind_event {
+    ($query:expr, $event:expr, $bind:ident) => {{
+        let e = $event;
+        $query
+            .$bind(e.id)
+            .$bind(e.kind)
+            .$bind(e.at)
+            .$bind(e.case_id)
+            .$bind(e.token)
+            .$bind(e.name)
+            .$bind(e.notes)
+            .$bind(e.tags)
+            .$bind(e.alert_email)
+            .$bind(e.status)
+            .$bind(e.previous_status)
+            .$bind(e.checked_in_at)
+            .$bind(e.check_in_at)
+            .$bind(e.check_in_exit_status)
+            .$bind(e.check_in_message)
+            .$bind(e.missed_periods)
+    }};
+}
+
+// ---------------------------------------------------------------------------------------
+// Webhooks
+// ---------------------------------------------------------------------------------------
+
+/// Every column [`WebhookRow`] reads, in the order [`sql::INSERT_WEBHOOK`](crate::sql::INSERT_WEBHOOK)
+/// writes them.
+pub const WEBHOOK_COLUMNS: &str = "id, case_id, url, secret, created_at";
+
+/// A webhook as stored.
+#[derive(Debug, sqlx::FromRow)]
+#[allow(missing_docs)]
+pub struct WebhookRow<D: Dialect> {
+    pub id: String,
+    pub case_id: String,
+    pub url: String,
+    pub secret: Option<String>,
+    pub created_at: D::Time,
+}
+
+impl<D: Dialect> WebhookRow<D> {
+    /// The webhook, re-parsed.
+    pub fn into_webhook(self) -> Result<Webhook, StorageError> {
+        Ok(Webhook {
+            id: self.id,
+            case_id: case_id(&self.case_id)?,
+            url: WebhookUrl::parse(&self.url).map_err(invalid("webhook url"))?,
+            secret: secret(self.secret.as_deref())?,
+            created_at: D::instant("webhook created_at", self.created_at)?,
+        })
+    }
+}
+
+fn secret(raw: Option<&str>) -> Result<Option<WebhookSecret>, StorageError> {
+    raw.map(|s| WebhookSecret::parse(s).map_err(invalid("webhook secret")))
+        .transpose()
+}
+
+// ---------------------------------------------------------------------------------------
+// Deliveries
+// ---------------------------------------------------------------------------------------
+
+const CHANNEL_WEBHOOK: &str = "webhook";
+const CHANNEL_EMAIL: &str = "email";
+
+/// One attempt at a delivery, as an element of the `attempts` JSON array.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct AttemptRecord<D: Dialect> {
+    at: D::Time,
+    ok: bool,
+    detail: String,
+    duration_ms: u64,
+}
+
+impl<D: Dialect> AttemptRecord<D> {
+    /// The attempt as stored.
+    pub fn of(a: &Attempt) -> Self {
+        AttemptRecord {
+            at: D::time(a.at),
+            ok: a.ok,
+            detail: a.detail.clone(),
+            duration_ms: a.duration_ms,
+        }
+    }
+
+    fn into_attempt(self) -> Result<Attempt, StorageError> {
+        Ok(Attempt {
+            at: D::instant("attempt time", self.at)?,
+            ok: self.ok,
+            detail: self.detail,
+            duration_ms: self.duration_ms,
+        })
+    }
+}
+
+/// A stored delivery state.
+pub fn parse_delivery_state(raw: &str) -> Result<DeliveryState, StorageError> {
+    [
+        DeliveryState::Pending,
+        DeliveryState::Delivered,
+        DeliveryState::Failed,
+    ]
+    .into_iter()
+    .find(|s| s.as_str() == raw)
+    .ok_or_else(|| corrupt("delivery state", format!("unknown {raw:?}")))
+}
+
+/// What an attempt's result leaves of its delivery: its state and when it may next be
+/// tried.
+pub fn after_attempt<D: Dialect>(
+    result: snitch_core::AttemptResult,
+) -> (DeliveryState, Option<D::Time>) {
+    use snitch_core::AttemptResult;
+    match result {
+        AttemptResult::Delivered => (DeliveryState::Delivered, None),
+        AttemptResult::GaveUp => (DeliveryState::Failed, None),
+        AttemptResult::RetryAt(at) => (DeliveryState::Pending, Some(D::time(at))),
+    }
+}
+
+/// Every column [`DeliveryFields`] writes, in the order [`bind_delivery!`](crate::bind_delivery)
+/// binds them.
+pub const DELIVERY_FIELDS: &str = "id, event_id, event, case_id, destination, channel, \
+    hook_id, url, secret, recipients, state, next_attempt_at, attempts";
+
+/// A delivery's columns as written: its channel flattened into nullable columns (as
+/// JSON, one row of a set-based save: the keys are the column names).
+#[derive(Debug, Serialize)]
+#[serde(bound = "")]
+#[allow(missing_docs)]
+pub struct DeliveryFields<D: Dialect> {
+    pub id: String,
+    pub event_id: String,
+    pub event: Json<EventRecord<D>>,
+    /// The case of the event and the webhook's destination: the keys of fair claims.
+    pub case_id: String,
+    pub destination: Option<String>,
+    pub channel: &'static str,
+    pub hook_id: Option<String>,
+    pub url: Option<String>,
+    pub secret: Option<String>,
+    pub recipients: Option<D::Texts>,
+    pub state: &'static str,
+    pub next_attempt_at: Option<D::Time>,
+    pub attempts: Json<Vec<AttemptRecord<D>>>,
+}
+
+impl<D: Dialect> DeliveryFields<D> {
+    /// The delivery's columns.
+    pub fn of(d: &Delivery) -> Self {
+        let (hook_id, url, secret, recipients) = match &d.channel {
+            Channel::Webhook {
+                hook_id,
+                url,
+                secret,
+            } => (
+                Some(hook_id.clone()),
+                Some(url.as_str().to_owned()),
+                secret.as_ref().map(|s| s.expose().to_owned()),
+                None,
+            ),
+            Channel::Email { to } => (
+                None,
+                None,
+                None,
+                Some(D::texts(strings(to, EmailAddress::as_str))),
+            ),
+        };
+        DeliveryFields {
+            id: d.id.clone(),
+            event_id: d.event.id.clone(),
+            event: Json(EventRecord::of(&d.event)),
+            case_id: d.case_id().as_str().to_owned(),
+            destination: d.destination(),
+            channel: match d.channel {
+                Channel::Webhook { .. } => CHANNEL_WEBHOOK,
+                Channel::Email { .. } => CHANNEL_EMAIL,
+            },
+            hook_id,
+            url,
+            secret,
+            recipients,
+            state: d.state.as_str(),
+            next_attempt_at: opt_time::<D>(d.next_attempt_at),
+            attempts: Json(d.attempts.iter().map(AttemptRecord::of).collect()),
+        }
+    }
+}
+
+/// Binds a [`DeliveryFields`] in the order of [`DELIVERY_FIELDS`]: `$query.$bind(value)`
+/// for each.
+#[macro_export]
+macro_rules! bind_delivery {
+    ($query:expr, $delivery:expr, $bind:ident) => {{
+        let d = $delivery;
+        $query
+            .$bind(d.id)
+            .$bind(d.event_id)
+            .$bind(d.event)
+            .$bind(d.case_id)
+            .$bind(d.destination)
+            .$bind(d.channel)
+            .$bind(d.hook_id)
+            .$bind(d.url)
+            .$bind(d.secret)
+            .$bind(d.recipients)
+            .$bind(d.state)
+            .$bind(d.next_attempt_at)
+            .$bind(d.attempts)
+    }};
+}
+
+/// Every column [`DeliveryRow`] reads.
+pub const DELIVERY_COLUMNS: &str =
+    "id, event, channel, hook_id, url, secret, recipients, state, next_attempt_at, attempts";
+
+/// A delivery as stored.
+#[derive(Debug, sqlx::FromRow)]
+#[allow(missing_docs)]
+pub struct DeliveryRow<D: Dialect> {
+    pub id: String,
+    pub event: Json<EventRecord<D>>,
+    pub channel: String,
+    pub hook_id: Option<String>,
+    pub url: Option<String>,
+    pub secret: Option<String>,
+    pub recipients: Option<D::Texts>,
+    pub state: String,
+    pub next_attempt_at: Option<D::Time>,
+    pub attempts: Json<Vec<AttemptRecord<D>>>,
+}
+
+impl<D: Dialect> DeliveryRow<D> {
+    /// The delivery, re-parsed.
+    pub fn into_delivery(self) -> Result<Delivery, StorageError> {
+        let channel = match (
+            self.channel.as_str(),
+            self.hook_id,
+            self.url,
+            self.recipients,
+        ) {
+            (CHANNEL_WEBHOOK, Some(hook_id), Some(url), None) => Channel::Webhook {
+                hook_id,
+                url: WebhookUrl::parse(&url).map_err(invalid("delivery url"))?,
+                secret: secret(self.secret.as_deref())?,
+            },
+            (CHANNEL_EMAIL, None, None, Some(to)) => Channel::Email {
+                to: emails("delivery recipients", D::text_items(&to))?,
+            },
+            (other, ..) => {
+                return Err(corrupt(
+                    "delivery channel",
+                    format!("inconsistent {other:?}"),
+                ))
+            }
+        };
+        Ok(Delivery {
+            id: self.id,
+            event: self.event.0.into_event()?,
+            channel,
+            state: parse_delivery_state(&self.state)?,
+            next_attempt_at: opt_instant::<D>("next_attempt_at", self.next_attempt_at)?,
+            attempts: self
+                .attempts
+                .0
+                .into_iter()
+                .map(AttemptRecord::into_attempt)
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// API keys
+// ---------------------------------------------------------------------------------------
+
+/// Every column [`ApiKeyRow`] reads, in the order [`sql::INSERT_API_KEY`](crate::sql::INSERT_API_KEY)
+/// writes them.
+pub const API_KEY_COLUMNS: &str =
+    "id, case_id, digest, prefix, label, created_at, last_used_at, revoked";
+
+/// An API key as stored.
+#[derive(Debug, sqlx::FromRow)]
+#[allow(missing_docs)]
+pub struct ApiKeyRow<D: Dialect> {
+    pub id: String,
+    pub case_id: String,
+    pub digest: String,
+    pub prefix: String,
+    pub label: String,
+    pub created_at: D::Time,
+    pub last_used_at: Option<D::Time>,
+    pub revoked: bool,
+}
+
+impl<D: Dialect> ApiKeyRow<D> {
+    /// The key's record, re-parsed.
+    pub fn into_record(self) -> Result<ApiKeyRecord, StorageError> {
+        Ok(ApiKeyRecord {
+            id: self.id,
+            case_id: case_id(&self.case_id)?,
+            digest: self.digest,
+            prefix: self.prefix,
+            label: self.label,
+            created_at: D::instant("key created_at", self.created_at)?,
+            last_used_at: opt_instant::<D>("key last_used_at", self.last_used_at)?,
+            revoked: self.revoked,
+        })
+    }
+}
