@@ -1621,3 +1621,86 @@ async fn array_forms_of_the_tag_filter_are_honoured() {
         assert_eq!(names(list), expected, "{query}");
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Schedule preview
+
+/// `GET /v1/schedules/preview`: the next expected times of a cron expression in a zone,
+/// in UTC and in the zone, with a note for the run a spring-forward gap moves.
+#[tokio::test]
+async fn a_schedule_preview_lists_the_next_runs_and_the_one_dst_moves() {
+    let server = Server::start().await;
+    let path = "/v1/schedules/preview?schedule=30+3+*+*+*&timezone=Europe/Riga\
+                &after=2027-03-26T00:00:00Z&count=3";
+    let preview = json_ok(server.get(path).await).await;
+    assert_eq!(
+        preview["times"],
+        json!([
+            "2027-03-26T01:30:00.000Z",
+            "2027-03-27T01:30:00.000Z",
+            "2027-03-28T01:00:00.000Z"
+        ])
+    );
+    assert_eq!(
+        preview["local"],
+        json!([
+            "2027-03-26T03:30:00.000+02:00",
+            "2027-03-27T03:30:00.000+02:00",
+            "2027-03-28T04:00:00.000+03:00"
+        ])
+    );
+    let warnings = preview["warnings"].as_array().expect("a list");
+    assert_eq!(warnings.len(), 1, "{preview}");
+    assert!(
+        warnings[0].as_str().unwrap_or("").contains("2027-03-28"),
+        "{preview}"
+    );
+    // `tz` is an alias; `count` defaults to 5; a macro works.
+    let daily = json_ok(
+        server
+            .get("/v1/schedules/preview?schedule=@daily&tz=Asia/Kathmandu&after=2026-01-01T00:00:00Z")
+            .await,
+    )
+    .await;
+    assert_eq!(daily["times"].as_array().map(Vec::len), Some(5));
+    assert_eq!(daily["times"][0], "2026-01-01T18:15:00.000Z");
+    assert_eq!(daily["local"][0], "2026-01-02T00:00:00.000+05:45");
+    assert_eq!(daily["warnings"], json!([]));
+    // With a trailing slash too.
+    let again = server
+        .get("/v1/schedules/preview/?schedule=*/15+*+*+*+*")
+        .await;
+    assert_eq!(again.status(), StatusCode::OK);
+}
+
+/// Every bad parameter of a preview is a 422 naming it, all at once; never a 500.
+#[tokio::test]
+async fn a_bad_schedule_preview_names_each_bad_parameter() {
+    let server = Server::start().await;
+    for (query, expected) in [
+        ("schedule=%40reboot", vec!["schedule"]),
+        ("schedule=*+*+*+*+*+*", vec!["schedule"]),
+        ("schedule=*+*+30+2+*", vec!["schedule"]),
+        ("schedule=a%00b", vec!["schedule"]),
+        ("", vec!["schedule"]),
+        ("schedule=@daily&timezone=Mars/Base", vec!["timezone"]),
+        (
+            "schedule=@daily&count=0&after=yesterday",
+            vec!["after", "count"],
+        ),
+        ("schedule=@daily&count=101", vec!["count"]),
+        ("schedule=@daily&count=-1", vec!["count"]),
+    ] {
+        let invalid =
+            assert_invalid(server.get(&format!("/v1/schedules/preview?{query}")).await).await;
+        let mut named = attributes(&invalid);
+        named.sort_unstable();
+        assert_eq!(named, expected, "{query}: {invalid:?}");
+    }
+    let anonymous = server
+        .anonymous(Method::GET, "/v1/schedules/preview?schedule=@daily")
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+}

@@ -284,6 +284,7 @@ check-ins, outages, health). Check-ins themselves go to the check-in host: \
         crate::api::handlers::create_webhook,
         crate::api::handlers::delete_webhook,
         crate::api::handlers::list_outages,
+        crate::api::handlers::preview_schedule,
         crate::health::healthz,
         crate::health::readyz,
         openapi_json,

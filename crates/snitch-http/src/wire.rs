@@ -236,6 +236,17 @@ impl EventJson {
     }
 }
 
+/// What a cron schedule means (`GET /v1/schedules/preview`): its next expected times.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SchedulePreviewJson {
+    /// The next expected times strictly after `after`, RFC 3339 UTC with milliseconds.
+    pub times: Vec<String>,
+    /// The same instants in the schedule's time zone, ISO 8601 with its offset.
+    pub local: Vec<String>,
+    /// What a person should know about these runs (a run daylight saving time moves).
+    pub warnings: Vec<String>,
+}
+
 /// An outage as the caller's case saw it (`GET /v1/outages`, docs/rules.md#outages).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct OutageJson {

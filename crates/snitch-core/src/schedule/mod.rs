@@ -298,6 +298,35 @@ impl CronSchedule {
         shortest
     }
 
+    /// What a person should know about these runs (the next ones of this schedule):
+    /// for a job at fixed wall clock times, each run that daylight saving time moves off
+    /// the written time (a spring-forward gap: the run is at the first minute after it).
+    /// A repeated fall-back hour needs no note: the job runs once, at the first.
+    pub fn notes_on(&self, times: &[DateTime<Utc>]) -> Vec<String> {
+        if !self.fixed_time {
+            return Vec::new();
+        }
+        let mut notes = Vec::new();
+        for &t in times {
+            let Some(ts) = to_jiff(t) else { continue };
+            let local = ts.to_zoned(self.timezone.clone());
+            let (hour, minute) = (local.hour() as u32, local.minute() as u32);
+            let written = (self.fields.hours.values >> hour) & 1 == 1
+                && (self.fields.minutes.values >> minute) & 1 == 1;
+            if !written {
+                notes.push(format!(
+                    "on {} the written time does not exist in {} (clocks go forward): \
+                     that run is at {:02}:{:02} local time",
+                    local.strftime("%Y-%m-%d"),
+                    self.timezone_name,
+                    hour,
+                    minute
+                ));
+            }
+        }
+        notes
+    }
+
     /// The schedule in words when it is a common simple one ("every 15 minutes", "every
     /// day at 02:30", "every Monday at 09:00"), else `None`. Says nothing of the zone.
     pub fn describe(&self) -> Option<String> {

@@ -1,10 +1,12 @@
 //! The API's handlers, one per operation; each one's `#[utoipa::path]` is its entry in
 //! the OpenAPI document.
 
+use std::collections::HashMap;
+
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{StatusCode, Uri};
 use axum::Json;
-use snitch_core::{SnitchService, Validations};
+use snitch_core::{ServiceError, SnitchService, Validation, Validations};
 
 use crate::wire::{self, SnitchJson};
 use crate::{openapi, ApiError};
@@ -345,6 +347,90 @@ pub(crate) async fn list_events(
             .map(|(e, d)| wire::EventJson::new(e, d))
             .collect(),
     ))
+}
+
+/// The most expected times a schedule preview lists.
+pub(crate) const PREVIEW_MAX: usize = 100;
+/// How many it lists when `count` is absent.
+pub(crate) const PREVIEW_DEFAULT: usize = 5;
+
+/// The next expected times of a cron expression in a time zone, before saving it.
+#[utoipa::path(
+    get,
+    path = "/v1/schedules/preview",
+    tag = "extensions",
+    params(
+        ("schedule" = String, Query, description = "A 5-field cron expression or a macro such as @daily"),
+        ("timezone" = Option<String>, Query, description = "An IANA time zone (default UTC; `tz` is accepted too)"),
+        ("after" = Option<String>, Query, description = "ISO 8601; the times listed are strictly after it (default now)"),
+        ("count" = Option<u32>, Query, description = "How many times, 1 to 100 (default 5)"),
+    ),
+    responses(
+        (status = 200, description = "The next expected times", body = wire::SchedulePreviewJson),
+        (status = 401, response = openapi::Unauthorized),
+        (status = 402, response = openapi::PaymentRequired),
+        (status = 422, response = openapi::Invalid),
+        (status = 429, response = openapi::TooMany),
+        (status = 503, response = openapi::Unavailable),
+    ),
+    security(("api_key" = []))
+)]
+pub(crate) async fn preview_schedule(
+    State(state): State<ApiState>,
+    Authed(case): Authed,
+    RawQuery(query): RawQuery,
+) -> Result<Json<wire::SchedulePreviewJson>, ApiError> {
+    if case.on_hold {
+        return Err(ServiceError::AccountOnHold.into());
+    }
+    let mut params: HashMap<String, String> = HashMap::new();
+    for (key, value) in form_urlencoded::parse(query.as_deref().unwrap_or("").as_bytes()) {
+        params
+            .entry(key.into_owned())
+            .or_insert_with(|| value.into_owned());
+    }
+    let text = |key: &str| params.get(key).map(String::as_str);
+    let mut problems = Validations::new();
+    let expression = text("schedule").unwrap_or("");
+    let timezone = text("timezone")
+        .or_else(|| text("tz"))
+        .filter(|tz| !tz.trim().is_empty())
+        .unwrap_or(snitch_core::schedule::DEFAULT_TIMEZONE);
+    let schedule = problems
+        .check(snitch_core::CronSchedule::parse(expression, timezone).map_err(Validation::from));
+    let after = match text("after").filter(|a| !a.is_empty()) {
+        None => Some(state.inner.service.clock().now()),
+        Some(raw) => problems.check(
+            chrono::DateTime::parse_from_rfc3339(raw)
+                .map(|t| t.to_utc())
+                .map_err(|_| Validation::new("after", "must be an ISO 8601 time")),
+        ),
+    };
+    let count = match text("count").filter(|c| !c.is_empty()) {
+        None => Some(PREVIEW_DEFAULT),
+        Some(raw) => problems.check(
+            raw.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=PREVIEW_MAX).contains(n))
+                .ok_or_else(|| {
+                    Validation::new(
+                        "count",
+                        format!("must be a whole number from 1 to {PREVIEW_MAX}"),
+                    )
+                }),
+        ),
+    };
+    problems.into_result().map_err(ApiError::invalid)?;
+    let (Some(schedule), Some(after), Some(count)) = (schedule, after, count) else {
+        return Err(ApiError::invalid_attribute("schedule", "is invalid"));
+    };
+    let times: Vec<_> = schedule.times_after(after).take(count).collect();
+    Ok(Json(wire::SchedulePreviewJson {
+        times: times.iter().map(|t| wire::format_time(*t)).collect(),
+        local: times.iter().map(|t| schedule.to_local_iso(*t)).collect(),
+        warnings: schedule.notes_on(&times),
+    }))
 }
 
 /// How many recent outages `GET /v1/outages` shows.

@@ -194,7 +194,7 @@ impl ApiState {
 pub fn api_router(state: ApiState) -> Router {
     // Every path answers alike with one trailing slash (Rails routes both, and clients
     // such as snitchit send `/v1/snitches/`).
-    let routes: [(&str, MethodRouter<ApiState>); 12] = [
+    let routes: [(&str, MethodRouter<ApiState>); 13] = [
         ("/v1/snitches", get(list_snitches).post(create_snitch)),
         (
             "/v1/snitches/{token}",
@@ -212,6 +212,7 @@ pub fn api_router(state: ApiState) -> Router {
         ("/v1/webhooks", get(list_webhooks).post(create_webhook)),
         ("/v1/webhooks/{id}", delete(delete_webhook)),
         ("/v1/outages", get(list_outages)),
+        ("/v1/schedules/preview", get(preview_schedule)),
         ("/v1/openapi.json", get(openapi::openapi_json)),
     ];
     let mut router = Router::new();
