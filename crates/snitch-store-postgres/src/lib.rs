@@ -245,17 +245,18 @@ async fn insert_check_ins(
             .push_bind(c.message);
     });
     q.build().execute(&mut *conn).await.map_err(backend)?;
+    let kept = set_based::set_keep(conn, token, keep, newest.len()).await?;
     sqlx::query(
         "DELETE FROM snitch.check_ins WHERE token = $1 AND seq <= \
          (SELECT seq FROM snitch.check_ins WHERE token = $1 \
           ORDER BY seq DESC OFFSET $2 LIMIT 1)",
     )
     .bind(token)
-    .bind(limit(keep))
+    .bind(kept)
     .execute(&mut *conn)
     .await
     .map_err(backend)?;
-    set_based::recount_check_ins(conn, token, keep).await
+    set_based::recount_check_ins(conn, token).await
 }
 
 /// Applies one change in the caller's transaction: the new state, then its check-in,

@@ -99,13 +99,30 @@ fn update_expected(sets: &[String]) -> String {
         "updated AS ( \
            UPDATE snitch.snitches s SET {sets}, sweep_lease_until = NULL, \
              check_ins_stored = s.check_ins_stored + i.check_ins_added, \
-             check_ins_keep = i.keep \
+             check_ins_keep = {keep_after_save} \
            FROM input i \
            WHERE s.token = i.token AND s.version = i.expected \
            RETURNING s.token, s.check_ins_stored)",
         sets = sets.join(", "),
+        keep_after_save = *KEEP_AFTER_SAVE,
     )
 }
+
+/// The history length a save leaves a snitch with (`check_ins_keep`, what readers may
+/// see and what trims cut to), for `$keep` asked and `$added` check-ins written. Asked
+/// for a longer history than it kept, it grows only by what this save adds: the stored
+/// rows beyond the old length (trims are lazy, up to twice the length) were already gone
+/// for readers and stay gone, and the length reaches the one asked as check-ins arrive.
+fn keep_after_save(keep: &str, added: &str) -> String {
+    format!(
+        "CASE WHEN {keep} > s.check_ins_keep \
+           THEN least({keep}, s.check_ins_keep + {added}) ELSE {keep} END"
+    )
+}
+
+/// [`keep_after_save`] in the set-based round.
+static KEEP_AFTER_SAVE: LazyLock<String> =
+    LazyLock::new(|| keep_after_save("i.keep", "i.check_ins_added"));
 
 /// One round: `$1` snitches, `$2` check-ins, `$3` events, `$4` deliveries, `$5` outage
 /// deferrals, each a JSON array of rows, `$6` [`EVENTS_KEPT`], `$7` the tokens of `$1` as
@@ -663,19 +680,39 @@ fn settle(
     }
 }
 
+/// Sets a snitch's history length right after a save that wrote `added` check-ins one
+/// by one (the fallback path), as [`keep_after_save`] says, and answers it.
+pub(crate) async fn set_keep(
+    conn: &mut PgConnection,
+    token: &str,
+    keep: usize,
+    added: usize,
+) -> Result<i64, StorageError> {
+    let kept: Option<i32> = sqlx::query_scalar(&format!(
+        "UPDATE snitch.snitches s SET check_ins_keep = {} WHERE token = $1 \
+         RETURNING check_ins_keep",
+        keep_after_save("$2", "$3")
+    ))
+    .bind(token)
+    .bind(i32::try_from(keep).unwrap_or(i32::MAX))
+    .bind(i32::try_from(added).unwrap_or(i32::MAX))
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(backend)?;
+    Ok(kept.map_or(limit(keep), i64::from))
+}
+
 /// Keeps a snitch's count of stored check-ins right after a save that wrote them one by
 /// one (the fallback path).
 pub(crate) async fn recount_check_ins(
     conn: &mut PgConnection,
     token: &str,
-    keep: usize,
 ) -> Result<(), StorageError> {
     sqlx::query(
-        "UPDATE snitch.snitches SET check_ins_keep = $2, check_ins_stored = \
+        "UPDATE snitch.snitches SET check_ins_stored = \
          (SELECT count(*) FROM snitch.check_ins WHERE token = $1) WHERE token = $1",
     )
     .bind(token)
-    .bind(limit(keep))
     .execute(&mut *conn)
     .await
     .map_err(backend)?;

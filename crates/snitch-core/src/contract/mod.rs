@@ -83,6 +83,7 @@ macro_rules! storage_contract_tests {
             a_change_with_several_check_ins_keeps_them_in_order,
             the_history_length_is_the_changes_keep_check_ins,
             a_history_trimmed_again_and_again_keeps_the_newest,
+            a_longer_history_never_brings_back_what_a_shorter_one_cut,
             a_sweep_keeps_the_servers_history_and_tells_the_hooks,
             // Trust under fire (docs/rules.md#trust-under-fire), through the service.
             concurrent_check_ins_of_one_snitch_are_all_recorded,
@@ -1044,6 +1045,41 @@ pub async fn a_history_trimmed_again_and_again_keeps_the_newest(store: Arc<dyn S
     assert!(kept.len() <= 13, "{} check-ins", kept.len());
     assert_eq!(kept, newest_first(&expected[expected.len() - kept.len()..]));
     assert!(kept.len() >= 10, "the 10 new ones are all kept");
+}
+
+/// A change that asks for a longer history than the snitch kept shows the check-ins it
+/// kept and the new ones, never one the shorter length had cut, however lazily the store
+/// deletes them (Postgres trims once a snitch holds twice its length).
+pub async fn a_longer_history_never_brings_back_what_a_shorter_one_cut(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let mut s = snitch(&acme, 1, t0());
+    insert(&store, &s).await;
+    let mut sent = Vec::new();
+    for i in 0..5 {
+        let check_in = success(at(i));
+        let mut change = checked_in_with(&s, check_in.clone());
+        change.keep_check_ins = 3;
+        s = apply(&store, change).await;
+        sent.push(check_in);
+    }
+    let newer = success(at(5));
+    let mut change = checked_in_with(&s, newer.clone());
+    change.keep_check_ins = 20;
+    s = apply(&store, change).await;
+    let mut expected = sent[2..].to_vec();
+    expected.push(newer);
+    let kept = store.check_ins(&s.token, 1_000).await.expect("read");
+    assert_eq!(kept, newest_first(&expected), "the 3 kept and the new one");
+    // And it grows from there as check-ins arrive.
+    let more: Vec<CheckIn> = (6..30).map(|i| success(at(i))).collect();
+    for check_in in &more {
+        let mut change = checked_in_with(&s, check_in.clone());
+        change.keep_check_ins = 20;
+        s = apply(&store, change).await;
+    }
+    expected.extend(more);
+    let kept = store.check_ins(&s.token, 1_000).await.expect("read");
+    assert_eq!(kept, newest_first(&expected[expected.len() - 20..]));
 }
 
 /// A service over the store, its clock standing at `at(30)`.

@@ -7,8 +7,9 @@
 //! (`snitch_tpl_<hash>`, kept for later runs of the same migrations); each test's
 //! database is a copy of it (`CREATE DATABASE … TEMPLATE …`), which takes milliseconds
 //! where running every migration took a good part of a second. Test databases are named
-//! `snitch_test_<random>` and left behind (the store owns the test's pool, and the suites
-//! have no teardown hook); `scripts/ensure-postgres.sh` drops them.
+//! `snitch_test_p<pid>_<random>`: the store owns the test's pool and the suites have no
+//! teardown hook, so each test process first drops the databases of processes that have
+//! ended (a run leaves only its last binary's, which the next run drops).
 
 use std::future::Future;
 use std::hash::{Hash, Hasher};
@@ -43,7 +44,12 @@ pub async fn fresh_database_with_connections(connections: u32) -> PgPool {
             )
         });
     let template = migrated_template(&mut admin, &server).await;
-    let name = format!("snitch_test_{}", RandomTokens.new_token());
+    drop_databases_of_ended_processes(&mut admin).await;
+    let name = format!(
+        "snitch_test_p{}_{}",
+        std::process::id(),
+        RandomTokens.new_token().as_str()
+    );
     admin
         .execute(format!("CREATE DATABASE {name} TEMPLATE {template}").as_str())
         .await
@@ -138,4 +144,33 @@ pub async fn stored_check_ins(pool: &PgPool, token: &str) -> i64 {
         .fetch_one(pool)
         .await
         .expect("count")
+}
+
+/// Drops the test databases that processes no longer running left behind (named
+/// `snitch_test_p<pid>_…`), once per test process: a run leaves at most its last test
+/// binary's databases, and the next run drops those. A database of a live process (one
+/// running now, maybe another clone's tests) is never touched.
+async fn drop_databases_of_ended_processes(admin: &mut PgConnection) {
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if DONE.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    let names: Vec<(String,)> =
+        sqlx::query_as("SELECT datname FROM pg_database WHERE datname LIKE 'snitch\\_test\\_p%'")
+            .fetch_all(&mut *admin)
+            .await
+            .unwrap_or_default();
+    for (name,) in names {
+        let pid = name
+            .strip_prefix("snitch_test_p")
+            .and_then(|rest| rest.split('_').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        let ended = pid.is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists());
+        if ended {
+            // Best effort: one still in use by a straggler is dropped next time.
+            let _ = admin
+                .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
+                .await;
+        }
+    }
 }
