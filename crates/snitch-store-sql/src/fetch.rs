@@ -1,5 +1,5 @@
 //! Running a query and turning its rows into domain values, the same in every dialect:
-//! a database failure is [`backend`](crate::backend), a row that does not convert is the
+//! a database failure is [`backend`], a row that does not convert is the
 //! conversion's error.
 
 use snitch_core::StorageError;

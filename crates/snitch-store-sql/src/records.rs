@@ -508,7 +508,7 @@ macro_rules! bind_event {
 // Webhooks
 // ---------------------------------------------------------------------------------------
 
-/// Every column [`WebhookRow`] reads, in the order [`sql::INSERT_WEBHOOK`](crate::sql::INSERT_WEBHOOK)
+/// Every column [`WebhookRow`] reads, in the order [`sql::insert_webhook`](crate::sql::insert_webhook)
 /// writes them.
 pub const WEBHOOK_COLUMNS: &str = "id, case_id, url, secret, created_at";
 
@@ -759,7 +759,7 @@ impl<D: Dialect> DeliveryRow<D> {
 // API keys
 // ---------------------------------------------------------------------------------------
 
-/// Every column [`ApiKeyRow`] reads, in the order [`sql::INSERT_API_KEY`](crate::sql::INSERT_API_KEY)
+/// Every column [`ApiKeyRow`] reads, in the order [`sql::insert_api_key`](crate::sql::insert_api_key)
 /// writes them.
 pub const API_KEY_COLUMNS: &str =
     "id, case_id, digest, prefix, label, created_at, last_used_at, revoked";
