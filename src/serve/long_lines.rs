@@ -58,10 +58,8 @@ pub struct LongRequestLines<S> {
     held: Vec<u8>,
     /// How much of `held` was already searched for the end of the head.
     searched: usize,
-    /// A rewritten head to hand over before anything else.
-    out: Vec<u8>,
-    out_at: usize,
-    /// How many bytes of `held` (a head left as it was) to hand over before anything else.
+    /// How many bytes at the start of `held` (a head, as it came or rewritten in place) to
+    /// hand over before anything else.
     verbatim: usize,
     /// Our own answer while [`State::Answer`].
     answer: Vec<u8>,
@@ -85,8 +83,6 @@ impl<S> LongRequestLines<S> {
             state,
             held: Vec::new(),
             searched: 0,
-            out: Vec::new(),
-            out_at: 0,
             verbatim: 0,
             answer: Vec::new(),
             answer_at: 0,
@@ -222,17 +218,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> LongRequestLines<S> {
         Poll::Ready(Ok(true))
     }
 
-    /// Hands over what `out` holds.
-    fn give_out(&mut self, buf: &mut ReadBuf<'_>) {
-        let n = buf.remaining().min(self.out.len() - self.out_at);
-        buf.put_slice(&self.out[self.out_at..self.out_at + n]);
-        self.out_at += n;
-        if self.out_at == self.out.len() {
-            self.out.clear();
-            self.out_at = 0;
-        }
-    }
-
     /// Hands over up to `limit` held bytes; how many it gave.
     fn give_held(&mut self, buf: &mut ReadBuf<'_>, limit: u64) -> usize {
         let n = (buf.remaining() as u64)
@@ -252,10 +237,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for LongRequestLines<S> {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         loop {
-            if !this.out.is_empty() {
-                this.give_out(buf);
-                return Poll::Ready(Ok(()));
-            }
             if this.verbatim > 0 {
                 let n = this.give_held(buf, this.verbatim as u64);
                 this.verbatim -= n;
@@ -290,14 +271,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for LongRequestLines<S> {
                     if let Some(end) = found {
                         this.searched = 0;
                         match examine(&this.held[..end]) {
-                            Head::Forward(None, next) => {
-                                // Unchanged: handed over straight from `held`.
-                                this.verbatim = end;
-                                this.state = next;
-                            }
-                            Head::Forward(Some(bytes), next) => {
-                                this.held.drain(..end);
-                                this.out = bytes;
+                            Head::Forward(rewritten, next) => {
+                                this.verbatim = match rewritten {
+                                    Some(bytes) => {
+                                        let len = bytes.len();
+                                        this.held.splice(..end, bytes);
+                                        len
+                                    }
+                                    None => end,
+                                };
                                 this.state = next;
                             }
                             Head::Refuse(status, text) => {
@@ -327,7 +309,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for LongRequestLines<S> {
                     this.state = State::Drain;
                 }
                 State::Drain => {
-                    this.held.clear();
                     if !ready!(this.poll_fill(cx, buf))? {
                         // End of stream for hyper: it closes the connection.
                         return Poll::Ready(Ok(()));
