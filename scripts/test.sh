@@ -35,13 +35,22 @@ if [ "${1:-}" = "--quick" ]; then
     exec cargo test --workspace --all-features "${targets[@]}" "$@"
 fi
 
-cargo test --workspace --all-features "$@"
-
-# With arguments (a filter, say) only the cargo tests run; without, every test does: the
+# With arguments (a filter, say) only those cargo tests run; without, every test does: the
 # dashboard in a real browser and the API fuzzed against its OpenAPI document too.
-if [ "$#" -eq 0 ]; then
-    echo "== end-to-end: the dashboard in headless chromium"
-    bash scripts/e2e.sh
-    echo "== API fuzzing (schemathesis against a running server)"
-    bash scripts/fuzz-api.sh
+if [ "$#" -gt 0 ]; then
+    exec cargo test --workspace --all-features "$@"
 fi
+
+if cargo nextest --version >/dev/null 2>&1; then
+    # Every binary's tests side by side (.config/nextest.toml says why), then the doc
+    # tests, which nextest does not run.
+    cargo nextest run --workspace --all-features
+    cargo test --workspace --all-features --doc
+else
+    cargo test --workspace --all-features
+fi
+
+echo "== end-to-end: the dashboard in headless chromium"
+bash scripts/e2e.sh
+echo "== API fuzzing (schemathesis against a running server)"
+bash scripts/fuzz-api.sh

@@ -13,6 +13,7 @@ use common::{
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 use snitch::prelude::{ManualClock, SystemClock, Token};
+use snitch_store_postgres::test_databases::{self, TestDatabase};
 
 /// Which store a server under test keeps its data in.
 #[derive(Debug, Clone, Copy)]
@@ -21,20 +22,23 @@ enum Store {
     Postgres,
 }
 
-async fn start(store: Store, clock: Option<Arc<ManualClock>>) -> Server {
-    let top = match store {
-        Store::Memory => NO_RATE_LIMIT.to_owned(),
-        Store::Postgres => format!(
-            "{NO_RATE_LIMIT}database_url = {:?}\n",
-            common::postgres::fresh_database(1).await.url
-        ),
+/// A server on `store`, and its database (dropped with it) when that is Postgres.
+async fn start(store: Store, clock: Option<Arc<ManualClock>>) -> (Server, Option<TestDatabase>) {
+    let db = match store {
+        Store::Memory => None,
+        Store::Postgres => Some(test_databases::empty(1).await),
     };
-    match clock {
+    let top = match &db {
+        None => NO_RATE_LIMIT.to_owned(),
+        Some(db) => format!("{NO_RATE_LIMIT}database_url = {:?}\n", db.url),
+    };
+    let server = match clock {
         Some(clock) => {
             Server::launch(&format!("{top}{MANUAL_TIME}"), &default_cases(), clock).await
         }
         None => Server::launch(&top, &default_cases(), Arc::new(SystemClock)).await,
-    }
+    };
+    (server, db)
 }
 
 /// `workers` clients check in to one token at once, `rounds` times each; every answer
@@ -89,7 +93,7 @@ async fn kept_messages(server: &Server, token: &str) -> Vec<String> {
 /// docs/rules.md#concurrency. A regression test: 64 connections on one token once gave 500s
 /// on PostgreSQL and lost check-ins. Every one must be answered 202 and recorded.
 async fn workers_sharing_one_url_are_all_answered_and_recorded(store: Store) {
-    let server = start(store, None).await;
+    let (server, _db) = start(store, None).await;
     let token = server.create_snitch("shared queue worker", "hourly").await;
 
     // 64 at once, each recorded (64 fit in the kept history of 100).
@@ -118,7 +122,7 @@ async fn workers_sharing_one_url_are_all_recorded_on_postgres() {
 /// period send one errored/reporting pair; the status still follows every check-in.
 async fn flapping_sends_one_alert_pair_per_period(store: Store) {
     let clock = Arc::new(ManualClock::new(start_time()));
-    let server = start(store, Some(clock.clone())).await;
+    let (server, _db) = start(store, Some(clock.clone())).await;
     let token = server.create_snitch("flapper", "hourly").await;
     server.check_in(&token, "").await;
     for i in 0..1_000 {
@@ -167,7 +171,7 @@ async fn flapping_sends_one_alert_pair_per_period_on_postgres() {
 /// lost check-ins, while the memory store took it. Now both answer alike: 422 naming the
 /// attribute for API text, 404 for ids, and check-ins recorded with U+FFFD.
 async fn nul_bytes_get_the_same_clear_answers(store: Store) {
-    let server = start(store, None).await;
+    let (server, _db) = start(store, None).await;
     let nul = "can't contain a NUL character";
 
     let response = server

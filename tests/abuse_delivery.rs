@@ -87,30 +87,6 @@ async fn receiver() -> (u16, mpsc::UnboundedReceiver<Instant>, JoinHandle<()>) {
     (port, rx, task)
 }
 
-/// A fresh database on the server of `DATABASE_URL` (default: the local one that
-/// `scripts/ensure-postgres.sh` starts, which drops these databases on its next run);
-/// its URL. Fails, never skips, when PostgreSQL cannot be reached.
-async fn fresh_database_url() -> String {
-    use sqlx::{ConnectOptions, Connection, Executor};
-    use std::str::FromStr;
-    let url = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    let server = sqlx::postgres::PgConnectOptions::from_str(&url).expect("a Postgres URL");
-    let mut admin = sqlx::PgConnection::connect_with(&server)
-        .await
-        .unwrap_or_else(|e| panic!("cannot reach Postgres at {url}: {e}"));
-    let name = format!(
-        "snitch_test_{}",
-        snitch::core::TokenSource::new_token(&snitch::core::RandomTokens).as_str()
-    );
-    admin
-        .execute(format!("CREATE DATABASE {name}").as_str())
-        .await
-        .expect("create the test database");
-    admin.close().await.ok();
-    server.database(&name).to_url_lossy().to_string()
-}
-
 /// How many webhook attempts of the bully's deliveries have ended (and been recorded).
 async fn bully_webhook_attempts(server: &Server) -> usize {
     let snitches =
@@ -137,8 +113,8 @@ async fn dead_hooks_of_one_case_do_not_delay_another_cases_alerts() {
 
 #[tokio::test]
 async fn dead_hooks_of_one_case_do_not_delay_another_cases_alerts_on_postgres() {
-    let url = fresh_database_url().await;
-    isolation_scenario(&format!("database_url = \"{url}\"\n")).await;
+    let db = snitch_store_postgres::test_databases::empty(1).await;
+    isolation_scenario(&format!("database_url = \"{}\"\n", db.url)).await;
 }
 
 /// Case `bully` has five hooks into a black hole and sends 20 events; then a snitch of

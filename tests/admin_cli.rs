@@ -20,7 +20,6 @@ use std::time::Duration;
 
 use reqwest::{Client, StatusCode};
 use snitch::core::clock::monotonic_now;
-use sqlx::PgPool;
 
 /// How long a revocation (or a new key) may take to reach a running server: it reloads
 /// keys every 0.5 s; the rest is margin for a loaded machine.
@@ -278,12 +277,6 @@ fn sqlite_store() -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
-/// A fresh, empty Postgres database: its URL and a pool on it.
-async fn fresh_database() -> (String, PgPool) {
-    let db = common::postgres::fresh_database(2).await;
-    (db.url, db.pool)
-}
-
 /// Every byte of the SQLite database (the main file and its write-ahead log).
 fn database_bytes(dir: &Path) -> Vec<u8> {
     let mut bytes = Vec::new();
@@ -465,7 +458,8 @@ async fn bad_input_is_one_line_on_stderr_and_a_non_zero_exit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_key_made_by_the_cli_reaches_two_servers_and_its_revocation_too() {
-    let (url, pool) = fresh_database().await;
+    let db = snitch_store_postgres::test_databases::empty(2).await;
+    let (url, pool) = (db.url.clone(), db.pool.clone());
     let (_dir, mut store) = sqlite_store();
     store.database_url = Some(url);
     let client = Client::new();

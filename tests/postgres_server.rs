@@ -36,7 +36,8 @@ use snitch::core::{RandomTokens, TokenSource};
 use snitch::prelude::{Clock, SystemClock};
 use snitch::server::{config_from_toml, launch_with_clock};
 use snitch::store::postgres::MIGRATOR;
-use sqlx::{PgPool, Row};
+use snitch_store_postgres::test_databases::{self, TestDatabase};
+use sqlx::Row;
 use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -87,22 +88,20 @@ impl Deadline {
 // ---------------------------------------------------------------------------------------
 // A database of its own
 
-struct TestDb {
-    name: String,
-    /// A URL of the test database, for the server.
-    url: String,
-    /// A pool on it, for the test's own queries.
-    pool: PgPool,
+struct TestDb(TestDatabase);
+
+impl std::ops::Deref for TestDb {
+    type Target = TestDatabase;
+
+    fn deref(&self) -> &TestDatabase {
+        &self.0
+    }
 }
 
-/// Creates a fresh, empty database (the server migrates it on start).
+/// Creates a fresh, empty database (the server migrates it on start), dropped at the end
+/// of the test.
 async fn fresh_database() -> TestDb {
-    let db = common::postgres::fresh_database(4).await;
-    TestDb {
-        name: db.name,
-        url: db.url,
-        pool: db.pool,
-    }
+    TestDb(test_databases::empty(4).await)
 }
 
 impl TestDb {

@@ -8,7 +8,9 @@ use snitch::core::clock::monotonic_now;
 
 /// `target/<profile>/examples/server`, built by this test process before first use: with
 /// `cargo test --test <one>` cargo builds no example, and a binary left by an
-/// earlier build would run outdated code. When it is fresh the build is a no-op.
+/// earlier build would run outdated code. Built as `scripts/test.sh` builds everything
+/// (`--workspace --all-features`), so under it this build is a no-op; other features would
+/// rebuild a share of the dependencies and relink the example the scripts run next.
 pub fn server_binary() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
@@ -30,7 +32,14 @@ pub fn server_binary() -> &'static Path {
             .to_owned();
         let mut cargo = Command::new(env!("CARGO"));
         cargo
-            .args(["build", "--example", "server", "--manifest-path"])
+            .args([
+                "build",
+                "--workspace",
+                "--all-features",
+                "--example",
+                "server",
+            ])
+            .arg("--manifest-path")
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
             .arg("--target-dir")
             .arg(&target_dir);

@@ -6,7 +6,6 @@
 #![allow(dead_code)]
 
 pub mod binary;
-pub mod postgres;
 
 use std::sync::Arc;
 

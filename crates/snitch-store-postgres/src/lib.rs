@@ -44,6 +44,8 @@ mod group_commit;
 mod read_batch;
 mod records;
 mod set_based;
+#[cfg(feature = "test-support")]
+pub mod test_databases;
 
 use std::convert::identity;
 use std::sync::{Arc, LazyLock};

@@ -12,25 +12,24 @@ use snitch_core::contract::{case, snitch, t0};
 use snitch_core::{
     CheckIn, Clock, ManualClock, Outcome, ServiceError, SnitchService, Status, Storage, Token,
 };
+use snitch_store_postgres::test_databases::TestDatabase;
 use snitch_store_postgres::PgStorage;
 use support::{fresh_database, stored_check_ins};
 
 const NO_LIMIT: u32 = 1_000_000;
 
 /// Two services ("servers") on their own stores over one database, sharing a clock.
-async fn two_servers() -> (SnitchService, SnitchService, PgStorage, Arc<ManualClock>) {
-    let (a, b, store, clock, _) = two_servers_with_pool().await;
-    (a, b, store, clock)
-}
-
-async fn two_servers_with_pool() -> (
+/// Two servers' services on one database, a store on it, their clock, and the database
+/// (dropped when the test ends).
+async fn two_servers() -> (
     SnitchService,
     SnitchService,
     PgStorage,
     Arc<ManualClock>,
-    sqlx::PgPool,
+    TestDatabase,
 ) {
-    let pool = fresh_database().await;
+    let db = fresh_database().await;
+    let pool = db.pool.clone();
     let clock = Arc::new(ManualClock::new(t0()));
     let first = PgStorage::new(pool.clone());
     let second = PgStorage::new(pool.clone());
@@ -46,7 +45,7 @@ async fn two_servers_with_pool() -> (
             Arc::clone(&clock) as Arc<dyn Clock>,
         )
     };
-    (on(&first), on(&second), first, clock, pool)
+    (on(&first), on(&second), first, clock, db)
 }
 
 /// The token of the one snitch, as the check-in URL carries it.
@@ -65,7 +64,7 @@ async fn history(store: &PgStorage) -> Vec<CheckIn> {
 
 #[tokio::test]
 async fn check_ins_through_two_servers_are_all_recorded() {
-    let (a, b, store, clock) = two_servers().await;
+    let (a, b, store, clock, _db) = two_servers().await;
     // Alternating, so each server's cached copy is stale at each of its check-ins.
     for n in 0..6 {
         clock.advance(Duration::minutes(1));
@@ -84,7 +83,7 @@ async fn check_ins_through_two_servers_are_all_recorded() {
 
 #[tokio::test]
 async fn a_second_check_in_through_one_server_needs_no_read() {
-    let (a, _, store, clock) = two_servers().await;
+    let (a, _, store, clock, _db) = two_servers().await;
     clock.advance(Duration::minutes(1));
     a.check_in(&token(), Outcome::Success, None)
         .await
@@ -99,7 +98,7 @@ async fn a_second_check_in_through_one_server_needs_no_read() {
 
 #[tokio::test]
 async fn concurrent_check_ins_on_two_servers_are_all_recorded() {
-    let (a, b, store, clock) = two_servers().await;
+    let (a, b, store, clock, _db) = two_servers().await;
     clock.advance(Duration::minutes(1));
     let calls = (0..40).map(|n| {
         let server = if n % 2 == 0 { a.clone() } else { b.clone() };
@@ -121,7 +120,7 @@ async fn concurrent_check_ins_on_two_servers_are_all_recorded() {
 
 #[tokio::test]
 async fn a_change_made_through_the_other_server_is_not_undone() {
-    let (a, b, store, clock) = two_servers().await;
+    let (a, b, store, clock, _db) = two_servers().await;
     clock.advance(Duration::minutes(1));
     a.check_in(&token(), Outcome::Success, None)
         .await
@@ -155,7 +154,7 @@ async fn a_change_made_through_the_other_server_is_not_undone() {
 
 #[tokio::test]
 async fn a_snitch_deleted_through_the_other_server_takes_no_more_check_ins() {
-    let (a, b, store, clock) = two_servers().await;
+    let (a, b, store, clock, _db) = two_servers().await;
     clock.advance(Duration::minutes(1));
     a.check_in(&token(), Outcome::Success, None)
         .await
@@ -177,7 +176,7 @@ async fn a_snitch_deleted_through_the_other_server_takes_no_more_check_ins() {
 
 #[tokio::test]
 async fn a_delete_racing_check_ins_leaves_no_check_in_behind() {
-    let (a, b, store, clock, pool) = two_servers_with_pool().await;
+    let (a, b, store, clock, db) = two_servers().await;
     clock.advance(Duration::minutes(1));
     let token_value = snitch_token();
     let check_ins = (0..30).map(|_| {
@@ -199,7 +198,7 @@ async fn a_delete_racing_check_ins_leaves_no_check_in_behind() {
     let history = history(&store).await;
     assert_eq!(history, vec![], "no check-in outlives its snitch");
     assert_eq!(
-        stored_check_ins(&pool, token_value.as_str()).await,
+        stored_check_ins(&db, token_value.as_str()).await,
         0,
         "no stored check-in row outlives its snitch"
     );

@@ -48,7 +48,8 @@ async fn waiting(pool: &PgPool, advisory: Option<i64>, pid: Option<i32>) -> bool
 /// the other transaction is gone, and saved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_deadlock_inside_a_batch_is_tried_again() {
-    let pool = fresh_database_with_connections(8).await;
+    let db = fresh_database_with_connections(8).await;
+    let pool = db.pool.clone();
     let store = PgStorage::new(pool.clone());
     let fresh = one_snitch(&store).await;
     // Updating a snitch takes advisory lock 1, then 2 (released at the end of the
@@ -128,7 +129,8 @@ async fn a_deadlock_inside_a_batch_is_tried_again() {
 /// as a serializable rival would): the whole batch was rolled back and is tried again.
 #[tokio::test]
 async fn a_serialization_failure_at_commit_tries_the_batch_again() {
-    let pool = fresh_database().await;
+    let db = fresh_database().await;
+    let pool = db.pool.clone();
     let store = PgStorage::new(pool.clone());
     let fresh = one_snitch(&store).await;
     pool.execute(
@@ -171,7 +173,8 @@ async fn a_serialization_failure_at_commit_tries_the_batch_again() {
 /// says so, it is neither `Ok` nor a plain backend error. The store goes on working.
 #[tokio::test]
 async fn a_commit_without_an_answer_is_reported_as_outcome_unknown() {
-    let pool = fresh_database().await;
+    let db = fresh_database().await;
+    let pool = db.pool.clone();
     let store = PgStorage::new(pool.clone());
     let fresh = one_snitch(&store).await;
     pool.execute(

@@ -8,8 +8,13 @@ mod support;
 use snitch_store_postgres::PgStorage;
 use support::fresh_database;
 
-async fn fresh_store() -> PgStorage {
-    PgStorage::new(fresh_database().await)
+/// A store on a database of its own, and the database (dropped when the test ends).
+async fn fresh_store() -> (
+    PgStorage,
+    snitch_store_postgres::test_databases::TestDatabase,
+) {
+    let db = fresh_database().await;
+    (PgStorage::new(db.pool.clone()), db)
 }
 
 snitch_core::storage_contract_tests!(fresh_store);
@@ -75,7 +80,8 @@ mod beyond_the_contract {
     /// until they finish.
     #[tokio::test]
     async fn a_long_change_keeps_the_newest_events_and_pending_deliveries() {
-        let store = PgStorage::new(fresh_database().await);
+        let db = fresh_database().await;
+        let store = PgStorage::new(db.pool.clone());
         let (acme, hooks) = case_with_outbox(&store).await;
         let made = reporting(&store, &acme, &hooks, 1, 1).await;
         let (hook, mail) = (&made[0], &made[1]);
@@ -128,7 +134,8 @@ mod beyond_the_contract {
     /// the same ids: they replace the old ones instead of failing every save.
     #[tokio::test]
     async fn a_reused_token_replaces_old_deliveries() {
-        let store = PgStorage::new(fresh_database().await);
+        let db = fresh_database().await;
+        let store = PgStorage::new(db.pool.clone());
         let (acme, hooks) = case_with_outbox(&store).await;
         let old = reporting(&store, &acme, &hooks, 1, 1).await;
         assert!(store.delete_snitch(&token(1)).await.expect("delete"));
@@ -146,7 +153,8 @@ mod beyond_the_contract {
     /// is claimed twice, and together they claim every one.
     #[tokio::test]
     async fn dispatchers_on_several_pools_never_claim_a_delivery_twice() {
-        let pool = fresh_database().await;
+        let db = fresh_database().await;
+        let pool = db.pool.clone();
         let store = PgStorage::new(pool.clone());
         let (acme, hooks) = case_with_outbox(&store).await;
         let mut all = HashSet::new();
@@ -192,7 +200,8 @@ mod beyond_the_contract {
     /// A stored value that its domain type refuses reads as `Corrupt`, never as a value.
     #[tokio::test]
     async fn unreadable_rows_are_corrupt() {
-        let pool = fresh_database().await;
+        let db = fresh_database().await;
+        let pool = db.pool.clone();
         let store = PgStorage::new(pool.clone());
         let acme = case("acme");
         store.upsert_case(&acme).await.expect("upsert");
@@ -217,7 +226,8 @@ mod beyond_the_contract {
     /// A database that cannot be reached is a `Backend` failure, which may be retried.
     #[tokio::test]
     async fn a_lost_database_is_a_backend_failure() {
-        let pool = fresh_database().await;
+        let db = fresh_database().await;
+        let pool = db.pool.clone();
         let store = PgStorage::new(pool.clone());
         pool.close().await;
         let read = store.case(&case("acme").id).await;
@@ -227,7 +237,8 @@ mod beyond_the_contract {
     /// Migrations can run again, and beside the host's own sqlx migrations.
     #[tokio::test]
     async fn migrations_rerun_beside_the_hosts() {
-        let pool = fresh_database().await;
+        let db = fresh_database().await;
+        let pool = db.pool.clone();
         sqlx::query(
             "INSERT INTO _sqlx_migrations (version, description, success, checksum, \
              execution_time) VALUES (1, 'the host''s own', true, '\\x00', 0)",
@@ -255,7 +266,7 @@ mod fair_claims {
                 .build()
                 .expect("a runtime");
             runtime.block_on(async {
-                let store = super::fresh_store().await;
+                let (store, _db) = super::fresh_store().await;
                 claims_as_select_picks(&store, &outbox).await;
             });
         }

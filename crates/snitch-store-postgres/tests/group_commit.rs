@@ -78,7 +78,8 @@ async fn check_in_count(store: &PgStorage, s: &Snitch) -> usize {
 /// saves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_saves_share_few_transactions() {
-    let store = PgStorage::new(fresh_database().await);
+    let db = fresh_database().await;
+    let store = PgStorage::new(db.pool.clone());
     let (_, snitches) = acme_with_snitches(&store, 200).await;
     let changes: Vec<Change> = snitches.iter().map(|s| checked_in(s, at(5))).collect();
 
@@ -114,7 +115,8 @@ async fn concurrent_saves_share_few_transactions() {
 /// conflicts, one made from the first's result applies.
 #[tokio::test]
 async fn conflicts_in_a_batch_leave_the_others_committed() {
-    let pool = fresh_database().await;
+    let db = fresh_database().await;
+    let pool = db.pool.clone();
     let setup = PgStorage::new(pool.clone());
     let (_, read) = acme_with_snitches(&setup, 4).await;
     // Snitch 2 moves on after it was read.
@@ -166,7 +168,8 @@ async fn conflicts_in_a_batch_leave_the_others_committed() {
 /// A change to a snitch deleted meanwhile is `NotFound`; the rest of its batch commits.
 #[tokio::test]
 async fn a_deleted_snitch_in_a_batch_is_not_found_and_the_others_commit() {
-    let pool = fresh_database().await;
+    let db = fresh_database().await;
+    let pool = db.pool.clone();
     let setup = PgStorage::new(pool.clone());
     let (_, read) = acme_with_snitches(&setup, 3).await;
     assert!(setup.delete_snitch(read[1].token()).await.expect("delete"));
@@ -194,7 +197,8 @@ async fn a_deleted_snitch_in_a_batch_is_not_found_and_the_others_commit() {
 /// whole, its new state included, and fails alone: the rest of its batch commits.
 #[tokio::test]
 async fn a_failing_change_rolls_back_alone() {
-    let pool = fresh_database().await;
+    let db = fresh_database().await;
+    let pool = db.pool.clone();
     let setup = PgStorage::new(pool.clone());
     let (_, read) = acme_with_snitches(&setup, 3).await;
     let earlier = checked_in(&read[0], at(1));
@@ -222,7 +226,8 @@ async fn a_failing_change_rolls_back_alone() {
 /// timeout.
 #[tokio::test]
 async fn a_store_on_a_pool_of_one_connection_falls_back_and_trims() {
-    let pool = fresh_database_with_connections(1).await;
+    let db = fresh_database_with_connections(1).await;
+    let pool = db.pool.clone();
     let setup = PgStorage::new(pool.clone());
     let (_, read) = acme_with_snitches(&setup, 3).await;
     let earlier = checked_in(&read[0], at(1));
@@ -253,7 +258,8 @@ async fn a_store_on_a_pool_of_one_connection_falls_back_and_trims() {
 /// fill up together); each of the others is trimmed after a later save of its own.
 #[tokio::test]
 async fn a_batch_trims_so_many_histories_and_later_saves_trim_the_rest() {
-    let pool = fresh_database().await;
+    let db = fresh_database().await;
+    let pool = db.pool.clone();
     let setup = PgStorage::new(pool.clone());
     let count = 2 * TRIMS_PER_BATCH + 4;
     let (_, read) = acme_with_snitches(&setup, count as u64).await;
@@ -319,7 +325,8 @@ async fn a_batch_trims_so_many_histories_and_later_saves_trim_the_rest() {
 /// gets its turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_busy_saving_leaves_its_pool_to_reads() {
-    let pool = fresh_database_with_connections(1).await;
+    let db = fresh_database_with_connections(1).await;
+    let pool = db.pool.clone();
     let store = PgStorage::new(pool.clone());
     let (_, read) = acme_with_snitches(&store, 20).await;
     for s in &read {
@@ -361,7 +368,8 @@ async fn a_store_busy_saving_leaves_its_pool_to_reads() {
 /// When the commit itself fails, no change of the batch is reported saved, and none is.
 #[tokio::test]
 async fn a_failed_commit_fails_every_change_of_its_batch() {
-    let pool = fresh_database().await;
+    let db = fresh_database().await;
+    let pool = db.pool.clone();
     let setup = PgStorage::new(pool.clone());
     let (_, read) = acme_with_snitches(&setup, 3).await;
     // A deferred check that refuses a poisoned check-in at commit, after every change of
@@ -400,7 +408,8 @@ async fn a_failed_commit_fails_every_change_of_its_batch() {
 /// one wins.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_batches_on_the_same_snitches_let_exactly_one_win_each() {
-    let pool = fresh_database().await;
+    let db = fresh_database().await;
+    let pool = db.pool.clone();
     let store = PgStorage::with_options(
         pool,
         PgStorageOptions::default()
@@ -451,7 +460,8 @@ async fn concurrent_batches_on_the_same_snitches_let_exactly_one_win_each() {
 /// after `overlap_after` the next batch starts beside it, on a connection of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_stuck_on_a_row_lock_does_not_hold_up_the_next() {
-    let pool = fresh_database().await;
+    let db = fresh_database().await;
+    let pool = db.pool.clone();
     let store = PgStorage::with_options(
         pool.clone(),
         PgStorageOptions::default().with_overlap_after(Duration::from_millis(5)),
@@ -507,7 +517,8 @@ async fn a_batch_stuck_on_a_row_lock_does_not_hold_up_the_next() {
 /// once it is idle (for other users of the pool, and for `PgPool::close`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_store_holds_no_connection() {
-    let pool = fresh_database().await;
+    let db = fresh_database().await;
+    let pool = db.pool.clone();
     let store = PgStorage::new(pool.clone());
     let (_, snitches) = acme_with_snitches(&store, 100).await;
     let changes: Vec<Change> = snitches.iter().map(|s| checked_in(s, at(5))).collect();
@@ -529,7 +540,8 @@ async fn an_idle_store_holds_no_connection() {
 /// busy time (while the store still holds its connections) as later.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn saves_after_postgres_ended_the_sessions_commit() {
-    let pool = fresh_database_with_connections(10).await;
+    let db = fresh_database_with_connections(10).await;
+    let pool = db.pool.clone();
     let store = PgStorage::new(pool.clone());
     let (_, snitches) = acme_with_snitches(&store, 40).await;
     let stop = Arc::new(AtomicBool::new(false));
@@ -603,7 +615,8 @@ async fn check_in_wave(
 /// With `max_batch` 1, every save is a transaction of its own.
 #[tokio::test]
 async fn a_batch_of_one_commits_each_save_alone() {
-    let pool = fresh_database().await;
+    let db = fresh_database().await;
+    let pool = db.pool.clone();
     let store = PgStorage::with_options(pool, PgStorageOptions::default().with_max_batch(1));
     let (_, read) = acme_with_snitches(&store, 20).await;
 
@@ -626,7 +639,8 @@ fn a_save_after_its_batching_task_died_answers() {
             .expect("a runtime")
     };
     let first = runtime();
-    let pool = first.block_on(fresh_database());
+    let db = first.block_on(fresh_database());
+    let pool = db.pool.clone();
     let store = PgStorage::new(pool.clone());
     let (_, read) = first.block_on(acme_with_snitches(&store, 2));
     first
@@ -703,7 +717,8 @@ async fn throughput_of_grouped_and_single_commits() {
         ),
     ];
     for (name, options) in configurations {
-        let pool = fresh_database_with_connections(16).await;
+        let db = fresh_database_with_connections(16).await;
+        let pool = db.pool.clone();
         let store = PgStorage::with_options(pool, options);
         let (_, read) = acme_with_snitches(&store, SAVES).await;
         let changes: Vec<Change> = read.iter().map(|s| checked_in(s, at(5))).collect();

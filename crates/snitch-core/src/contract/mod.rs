@@ -45,8 +45,28 @@ use crate::webhook::Webhook;
 mod fixtures;
 pub use fixtures::*;
 
+/// What a store's maker returns to the contract suite: the store, or the store and what it
+/// needs kept until the test ends (a guard that drops its database, say).
+pub trait ContractStore {
+    /// The store, and what to keep alive beside it (dropped after the test).
+    fn into_parts(self) -> (Arc<dyn Storage>, Box<dyn std::any::Any>);
+}
+
+impl<S: Storage + 'static> ContractStore for S {
+    fn into_parts(self) -> (Arc<dyn Storage>, Box<dyn std::any::Any>) {
+        (Arc::new(self), Box::new(()))
+    }
+}
+
+impl<S: Storage + 'static, K: 'static> ContractStore for (S, K) {
+    fn into_parts(self) -> (Arc<dyn Storage>, Box<dyn std::any::Any>) {
+        (Arc::new(self.0), Box::new(self.1))
+    }
+}
+
 /// Expands to one test per rule of the storage contract, each run on a store made by
-/// `$make`, an expression callable as `$make()` that returns a future of the store.
+/// `$make`, an expression callable as `$make()` that returns a future of the store, or of
+/// the store and what must outlive the test's use of it ([`ContractStore`]).
 #[macro_export]
 macro_rules! storage_contract_tests {
     ($make:expr) => {
@@ -140,8 +160,10 @@ macro_rules! storage_contract_tests {
         $(
             #[tokio::test]
             async fn $name() {
-                let store = ($make)().await;
-                $crate::contract::$name(::std::sync::Arc::new(store)).await;
+                // What the store needs kept until the test ends (its database, say)
+                // comes along as the second value, and is dropped last.
+                let (store, _kept) = $crate::contract::ContractStore::into_parts(($make)().await);
+                $crate::contract::$name(store).await;
             }
         )*
     };
