@@ -139,6 +139,11 @@ impl PgStorage {
         }
     }
 
+    /// The pool the store runs on.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
     /// How many check-in reads the store's check-in cache answered (see
     /// [`PgStorageOptions::cache_capacity`]).
     pub fn check_in_cache_hits(&self) -> u64 {

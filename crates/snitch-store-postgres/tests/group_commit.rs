@@ -14,14 +14,14 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use snitch_core::clock::monotonic_now;
-use snitch_core::contract::{at, case, checked_in, checked_in_with, failure, snitch, token};
-use snitch_core::{Case, Change, Snitch, Storage, StorageError};
+use snitch_core::contract::{at, checked_in, checked_in_with, failure, token};
+use snitch_core::{Change, Snitch, Storage, StorageError};
 use snitch_store_postgres::{PgStorage, PgStorageOptions, TRIMS_PER_BATCH};
+use snitch_store_sql::group_commit_tests::{
+    acme_with_snitches, check_in_count, outcomes, save_all, stored,
+};
 use sqlx::PgPool;
 use support::{fresh_database, fresh_database_with_connections, stored_check_ins, until};
-
-/// Stored cases never hold more snitches than this in these tests.
-const NO_LIMIT: u32 = 1_000_000;
 
 /// A store whose next batch is `saves` changes: it waits (up to a minute) until they are
 /// all queued, then commits them in one transaction.
@@ -34,190 +34,27 @@ fn batching(pool: &PgPool, saves: usize) -> PgStorage {
     )
 }
 
-/// Stores case `acme` with pending snitches `1..=count`, as they were stored.
-async fn acme_with_snitches(store: &PgStorage, count: u64) -> (Case, Vec<Snitch>) {
-    let acme = case("acme");
-    store.upsert_case(&acme).await.expect("upsert");
-    let snitches: Vec<Snitch> = (1..=count).map(|n| snitch(&acme, n, at(0))).collect();
-    for chunk in snitches.chunks(50) {
-        for inserted in join_all(chunk.iter().map(|s| store.insert_snitch(s, NO_LIMIT))).await {
-            inserted.expect("insert");
-        }
+/// The rules of group commit both SQL stores share.
+mod shared {
+    use snitch_store_postgres::PgStorage;
+    use snitch_store_sql::group_commit_tests::Driver;
+
+    use super::support::fresh_database;
+
+    async fn fresh_store() -> (
+        PgStorage,
+        snitch_store_postgres::test_databases::TestDatabase,
+    ) {
+        let db = fresh_database().await;
+        (PgStorage::new(db.pool.clone()), db)
     }
-    (acme, snitches)
-}
 
-/// Saves the changes concurrently (queued in order) and returns their results.
-async fn save_all(store: &PgStorage, changes: &[Change]) -> Vec<Result<(), StorageError>> {
-    join_all(changes.iter().map(|c| store.save(c))).await
-}
+    const DRIVER: Driver<PgStorage> = Driver {
+        batches_committed: PgStorage::batches_committed,
+        batching: |store, saves| super::batching(store.pool(), saves),
+    };
 
-/// The results, `Ok` or the name of the error, to compare with what was expected.
-fn outcomes(results: &[Result<(), StorageError>]) -> Vec<&'static str> {
-    results
-        .iter()
-        .map(|r| match r {
-            Ok(()) => "ok",
-            Err(StorageError::Conflict) => "conflict",
-            Err(StorageError::NotFound) => "not found",
-            Err(StorageError::Backend(_)) => "backend",
-            Err(_) => "other",
-        })
-        .collect()
-}
-
-async fn stored(store: &PgStorage, s: &Snitch) -> Option<Snitch> {
-    store.snitch(s.token()).await.expect("read")
-}
-
-async fn check_in_count(store: &PgStorage, s: &Snitch) -> usize {
-    store.check_ins(s.token(), 1_000).await.expect("read").len()
-}
-
-/// 200 check-ins on 200 snitches at once all commit, in far fewer transactions than
-/// saves.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_saves_share_few_transactions() {
-    let db = fresh_database().await;
-    let store = PgStorage::new(db.pool.clone());
-    let (_, snitches) = acme_with_snitches(&store, 200).await;
-    let changes: Vec<Change> = snitches.iter().map(|s| checked_in(s, at(5))).collect();
-
-    let before = store.batches_committed();
-    let saves = changes.iter().cloned().map(|change| {
-        let store = store.clone();
-        tokio::spawn(async move { store.save(&change).await })
-    });
-    for saved in join_all(saves).await {
-        saved.expect("the save task ran").expect("saved");
-    }
-    let transactions = store.batches_committed() - before;
-
-    assert!(
-        transactions < 100,
-        "200 saves took {transactions} transactions"
-    );
-    for change in &changes {
-        assert_eq!(
-            stored(&store, change.snitch()).await.as_ref(),
-            Some(change.snitch())
-        );
-        let check_ins = store
-            .check_ins(change.snitch().token(), 10)
-            .await
-            .expect("read");
-        assert_eq!(check_ins, change.check_ins().to_vec());
-    }
-}
-
-/// In one batch, changes refused for a stale version leave the others committed, and
-/// changes to one snitch apply as if one after another: the second from the same read
-/// conflicts, one made from the first's result applies.
-#[tokio::test]
-async fn conflicts_in_a_batch_leave_the_others_committed() {
-    let db = fresh_database().await;
-    let pool = db.pool.clone();
-    let setup = PgStorage::new(pool.clone());
-    let (_, read) = acme_with_snitches(&setup, 4).await;
-    // Snitch 2 moves on after it was read.
-    let moved_on = checked_in(&read[1], at(1));
-    setup.save(&moved_on).await.expect("save");
-
-    let first = checked_in(&read[0], at(5));
-    let batch = vec![
-        first.clone(),
-        checked_in(&read[1], at(5)),
-        checked_in(&read[2], at(5)),
-        checked_in(&read[0], at(6)),
-        checked_in(first.snitch(), at(7)),
-        checked_in(&read[3], at(5)),
-    ];
-    let store = batching(&pool, batch.len());
-    let results = save_all(&store, &batch).await;
-
-    assert_eq!(
-        outcomes(&results),
-        ["ok", "conflict", "ok", "conflict", "ok", "ok"]
-    );
-    assert_eq!(store.batches_committed(), 1, "one transaction");
-    assert_eq!(
-        stored(&store, &read[0]).await,
-        Some(batch[4].snitch().clone())
-    );
-    let check_ins = store.check_ins(read[0].token(), 10).await.expect("read");
-    let expected: Vec<_> = [&batch[4], &batch[0]]
-        .iter()
-        .flat_map(|c| c.check_ins().to_vec())
-        .collect();
-    assert_eq!(check_ins, expected, "the first and the one made from it");
-    assert_eq!(
-        stored(&store, &read[1]).await,
-        Some(moved_on.snitch().clone())
-    );
-    assert_eq!(check_in_count(&store, &read[1]).await, 1);
-    assert_eq!(
-        stored(&store, &read[2]).await,
-        Some(batch[2].snitch().clone())
-    );
-    assert_eq!(
-        stored(&store, &read[3]).await,
-        Some(batch[5].snitch().clone())
-    );
-}
-
-/// A change to a snitch deleted meanwhile is `NotFound`; the rest of its batch commits.
-#[tokio::test]
-async fn a_deleted_snitch_in_a_batch_is_not_found_and_the_others_commit() {
-    let db = fresh_database().await;
-    let pool = db.pool.clone();
-    let setup = PgStorage::new(pool.clone());
-    let (_, read) = acme_with_snitches(&setup, 3).await;
-    assert!(setup.delete_snitch(read[1].token()).await.expect("delete"));
-
-    let batch: Vec<Change> = read.iter().map(|s| checked_in(s, at(5))).collect();
-    let store = batching(&pool, batch.len());
-    let results = save_all(&store, &batch).await;
-
-    assert_eq!(outcomes(&results), ["ok", "not found", "ok"]);
-    assert_eq!(store.batches_committed(), 1, "one transaction");
-    assert_eq!(
-        stored(&store, &read[0]).await,
-        Some(batch[0].snitch().clone())
-    );
-    assert_eq!(stored(&store, &read[1]).await, None);
-    assert_eq!(check_in_count(&store, &read[1]).await, 0);
-    assert_eq!(store.events(read[1].token(), 10).await.expect("read"), []);
-    assert_eq!(
-        stored(&store, &read[2]).await,
-        Some(batch[2].snitch().clone())
-    );
-}
-
-/// A change that fails in the database (here: events whose ids are taken) is rolled back
-/// whole, its new state included, and fails alone: the rest of its batch commits.
-#[tokio::test]
-async fn a_failing_change_rolls_back_alone() {
-    let db = fresh_database().await;
-    let pool = db.pool.clone();
-    let setup = PgStorage::new(pool.clone());
-    let (_, read) = acme_with_snitches(&setup, 3).await;
-    let earlier = checked_in(&read[0], at(1));
-    assert!(!earlier.events().is_empty(), "fixture: the check-in emits");
-    setup.save(&earlier).await.expect("save");
-
-    let taken_ids = checked_in(&read[1], at(5)).with_events(earlier.events().to_vec());
-    let batch = vec![taken_ids, checked_in(&read[2], at(5))];
-    let store = batching(&pool, batch.len());
-    let results = save_all(&store, &batch).await;
-
-    assert_eq!(outcomes(&results), ["backend", "ok"]);
-    assert_eq!(store.batches_committed(), 1, "one transaction");
-    assert_eq!(stored(&store, &read[1]).await, Some(read[1].clone()));
-    assert_eq!(check_in_count(&store, &read[1]).await, 0);
-    assert_eq!(
-        stored(&store, &read[2]).await,
-        Some(batch[1].snitch().clone())
-    );
+    snitch_store_sql::group_commit_tests!(fresh_store, DRIVER);
 }
 
 /// A batch needs one connection, whatever it does: on a pool of one, a batch that falls

@@ -13,6 +13,8 @@
 //! - [`fetch`]: running a query and turning its rows into domain values.
 //! - `claims` (feature `test-support`): the property test that a store's fair delivery
 //!   claim picks what [`snitch_core::ClaimLimits::select`] picks.
+//! - `group_commit_tests` (feature `test-support`): what group commit must do, for both
+//!   stores' tests.
 //!
 //! An internal crate: its API follows the stores, not semver.
 
@@ -21,6 +23,8 @@
 #[cfg(feature = "test-support")]
 pub mod claims;
 pub mod fetch;
+#[cfg(feature = "test-support")]
+pub mod group_commit_tests;
 pub mod queue;
 pub mod records;
 pub mod sql;

@@ -1,15 +1,16 @@
 //! What only the SQLite store has to get right: the durability settings, group commit
-//! (few transactions, a refused change never undoes the others), no `SQLITE_BUSY` under
+//! (the rules both SQL stores share, from `snitch_store_sql::group_commit_tests`), no
+//! `SQLITE_BUSY` under
 //! concurrent writers (of one store, and of two stores on one file), unreadable rows,
 //! migrations that run again, and data that survives reopening the file.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use futures::future::join_all;
 use snitch_core::contract::{at, case, checked_in, snitch, token};
-use snitch_core::{Case, Change, Snitch, Storage, StorageError};
-use snitch_store_sqlite::{connect, SqliteStorage, SqliteStorageOptions, MIGRATOR};
+use snitch_core::{Storage, StorageError};
+use snitch_store_sql::group_commit_tests::acme_with_snitches;
+use snitch_store_sqlite::{connect, SqliteStorage, MIGRATOR};
 use sqlx::SqlitePool;
 
 /// A fresh directory under Cargo's `target/tmp`.
@@ -31,14 +32,34 @@ async fn fresh_pool() -> SqlitePool {
     open(&fresh_dir().join("snitch.db")).await
 }
 
-async fn acme_with_snitches(store: &SqliteStorage, count: u64) -> (Case, Vec<Snitch>) {
-    let acme = case("acme");
-    store.upsert_case(&acme).await.expect("upsert");
-    let snitches: Vec<Snitch> = (1..=count).map(|n| snitch(&acme, n, at(0))).collect();
-    for s in &snitches {
-        store.insert_snitch(s, 1_000_000).await.expect("insert");
+/// The rules of group commit both SQL stores share.
+mod shared {
+    use std::time::Duration;
+
+    use snitch_store_sql::group_commit_tests::Driver;
+    use snitch_store_sqlite::{SqliteStorage, SqliteStorageOptions};
+
+    /// A store on a file in a directory of its own, and the directory (removed when the
+    /// test ends).
+    async fn fresh_store() -> (SqliteStorage, tempfile::TempDir) {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory");
+        let pool = super::open(&dir.path().join("snitch.db")).await;
+        (SqliteStorage::new(pool), dir)
     }
-    (acme, snitches)
+
+    const DRIVER: Driver<SqliteStorage> = Driver {
+        batches_committed: SqliteStorage::batches_committed,
+        batching: |store, saves| {
+            SqliteStorage::with_options(
+                store.pool().clone(),
+                SqliteStorageOptions::default()
+                    .with_max_wait(Duration::from_secs(60))
+                    .with_max_batch(saves),
+            )
+        },
+    };
+
+    snitch_store_sql::group_commit_tests!(fresh_store, DRIVER);
 }
 
 #[tokio::test]
@@ -64,94 +85,6 @@ async fn connections_are_durable_wal_with_foreign_keys() {
         .await
         .expect("read");
     assert!(timeout >= 1_000, "{timeout}");
-}
-
-/// 300 check-ins on 300 snitches at once all commit, in far fewer transactions.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_saves_share_few_transactions() {
-    let store = SqliteStorage::new(fresh_pool().await);
-    let (_, snitches) = acme_with_snitches(&store, 300).await;
-    let changes: Vec<Change> = snitches.iter().map(|s| checked_in(s, at(5))).collect();
-    let before = store.batches_committed();
-    let saves = changes.iter().cloned().map(|change| {
-        let store = store.clone();
-        tokio::spawn(async move { store.save(&change).await })
-    });
-    for saved in join_all(saves).await {
-        saved.expect("the save task ran").expect("saved");
-    }
-    let transactions = store.batches_committed() - before;
-    assert!(
-        transactions < 150,
-        "300 saves took {transactions} transactions"
-    );
-    for change in &changes {
-        let stored = store.snitch(change.snitch().token()).await.expect("read");
-        assert_eq!(stored.as_ref(), Some(change.snitch()));
-        let check_ins = store
-            .check_ins(change.snitch().token(), 10)
-            .await
-            .expect("read");
-        assert_eq!(check_ins, change.check_ins());
-    }
-}
-
-/// In one batch, refused changes leave the others committed, and changes to one snitch
-/// apply one after another.
-#[tokio::test]
-async fn conflicts_in_a_batch_leave_the_others_committed() {
-    let pool = fresh_pool().await;
-    let setup = SqliteStorage::new(pool.clone());
-    let (_, read) = acme_with_snitches(&setup, 3).await;
-    let moved_on = checked_in(&read[1], at(1));
-    setup.save(&moved_on).await.expect("save");
-
-    let first = checked_in(&read[0], at(5));
-    let batch = [
-        first.clone(),
-        checked_in(&read[1], at(5)),
-        checked_in(&read[0], at(6)),
-        checked_in(first.snitch(), at(7)),
-        checked_in(&read[2], at(5)),
-    ];
-    // The batch closes when full: all five in one transaction.
-    let store = SqliteStorage::with_options(
-        pool,
-        SqliteStorageOptions::default()
-            .with_max_wait(Duration::from_secs(60))
-            .with_max_batch(batch.len()),
-    );
-    let results = join_all(batch.iter().map(|c| store.save(c))).await;
-    let outcomes: Vec<&str> = results
-        .iter()
-        .map(|r| match r {
-            Ok(()) => "ok",
-            Err(StorageError::Conflict) => "conflict",
-            Err(_) => "other",
-        })
-        .collect();
-    assert_eq!(outcomes, ["ok", "conflict", "conflict", "ok", "ok"]);
-    assert_eq!(store.batches_committed(), 1, "one transaction");
-    assert_eq!(
-        store.snitch(read[0].token()).await.expect("read"),
-        Some(batch[3].snitch().clone())
-    );
-    assert_eq!(
-        store
-            .check_ins(read[0].token(), 10)
-            .await
-            .expect("read")
-            .len(),
-        2
-    );
-    assert_eq!(
-        store.snitch(read[1].token()).await.expect("read"),
-        Some(moved_on.snitch().clone())
-    );
-    assert_eq!(
-        store.snitch(read[2].token()).await.expect("read"),
-        Some(batch[4].snitch().clone())
-    );
 }
 
 /// Two stores on one file (two pools, as two processes would have) write at once: every
