@@ -30,6 +30,7 @@
 //! jiff's 9999): the rarest accepted expressions (`0 0 * 2 MON#5`: 2044, 2072, ...) still
 //! run at least every 40 years or so.
 
+mod expected;
 mod fields;
 
 use std::fmt;
@@ -45,6 +46,10 @@ use jiff::{SignedDuration, Timestamp as JiffTimestamp};
 use crate::types::CONTAINS_NUL;
 use crate::validation::Validation;
 use fields::{Field, Fields};
+
+pub use expected::{
+    ExpectedRuns, Window, EARLY_DEFAULT, EARLY_MAX, GRACE_DEFAULT_MAX, GRACE_MAX, GRACE_MIN,
+};
 
 /// The longest expression accepted, in characters (healthchecks' limit).
 pub const EXPRESSION_MAX_CHARS: usize = 100;
