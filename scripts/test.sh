@@ -23,7 +23,7 @@ QUICK_TESTS=(
     api check_in check_in_service service runtime ui operator request_log outages
     custom_storage alerts abuse_http
     # the stores' own: the storage contract, the Postgres check-in cache
-    contract required_methods_only check_in_cache
+    contract check_in_cache
 )
 
 if [ "${1:-}" = "--quick" ]; then

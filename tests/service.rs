@@ -119,6 +119,7 @@ async fn create_reports_every_problem_at_once() {
         alert_email: Some(vec!["nope".into()]),
         notes: Some("n".repeat(10_001)),
         tags: Some(vec!["a,b".into()]),
+        ..SnitchFields::default()
     };
     let err = w.service.create(&w.acme, &bad).await.expect_err("invalid");
     let attributes: Vec<String> = problems(err).into_iter().map(|v| v.attribute).collect();

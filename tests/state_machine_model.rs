@@ -861,7 +861,7 @@ fn describe_model(m: &Model) -> String {
 fn describe_real(s: &Snitch) -> String {
     format!(
         "service: {} {} status={} checked_in_at={} deadline={} offsets={:?} pause={:?}",
-        s.interval(),
+        s.cadence().name(),
         s.alert_type().as_str(),
         s.state().status(),
         iso_opt(s.state().checked_in_at().map(ms)),
@@ -1193,8 +1193,7 @@ impl World {
                     describe_model(m)
                 )
             };
-            if s.interval().as_str() != m.iv.name()
-                || (s.alert_type() == AlertType::Smart) != m.smart
+            if s.cadence().name() != m.iv.name() || (s.alert_type() == AlertType::Smart) != m.smart
             {
                 return Err(format!("configuration differs: {}", state()));
             }

@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cadence;
 pub mod calendar;
 mod check_in_queue;
 pub mod check_in_step;
@@ -27,6 +28,7 @@ pub mod types;
 pub mod validation;
 pub mod webhook;
 
+pub use cadence::Cadence;
 pub use calendar::{period_of, Interval, Period, Timestamp};
 pub use check_in_step::PendingCheckIns;
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -36,7 +38,7 @@ pub use notifier::{Notifier, NotifyError};
 pub use outbox::{
     Attempt, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery, DeliveryState, RetryPolicy,
 };
-pub use schedule::{CronSchedule, ScheduleError};
+pub use schedule::{CronSchedule, ExpectedRuns, ScheduleError};
 pub use service::{SnitchFields, SnitchService, SweepReport};
 pub use snitch::{
     CheckIn, Event, EventKind, InvalidSnitch, Pause, PauseUntil, Snitch, SnitchRecord, SnitchState,

@@ -12,7 +12,8 @@
 
 use chrono::Duration;
 
-use crate::calendar::{Period, Timestamp};
+use crate::cadence::{or_horizon, Cadence};
+use crate::calendar::{Interval, Period, Timestamp};
 use crate::liveness::Outage;
 use crate::snitch::{CheckIn, Event, EventKind, Pause, PauseUntil, Snitch, SnitchState};
 use crate::types::{AlertType, Plan, Status};
@@ -82,7 +83,8 @@ impl Step {
     }
 }
 
-/// When a snitch with these learned offsets must have checked in during `period`.
+/// When an interval snitch with these learned offsets must have checked in during
+/// `period`.
 pub fn due_point(snitch: &Snitch, period: Period) -> Timestamp {
     let basic = period.end();
     let offsets = &snitch.state.smart_offsets_ms;
@@ -96,15 +98,41 @@ pub fn due_point(snitch: &Snitch, period: Period) -> Timestamp {
 }
 
 /// The period a deadline belongs to: deadlines lie in `(start, end]` of their period.
-fn period_due(snitch: &Snitch, deadline: Timestamp) -> Period {
-    snitch
-        .interval
-        .period_of(deadline - Duration::nanoseconds(1))
+fn period_due(interval: Interval, deadline: Timestamp) -> Period {
+    interval.period_of(deadline - Duration::nanoseconds(1))
 }
 
-/// Deadline of a snitch whose last check-in or resume was at `anchor`.
+/// Deadline of a snitch that starts counting at `anchor` with no run pending: its last
+/// check-in, a resume, or the end of our outage.
 fn deadline_after(snitch: &Snitch, anchor: Timestamp) -> Timestamp {
-    due_point(snitch, snitch.interval.period_of(anchor).next())
+    match &snitch.cadence {
+        Cadence::Interval(interval) => due_point(snitch, interval.period_of(anchor).next()),
+        Cadence::Cron(runs) => or_horizon(runs.deadline_from(anchor), anchor),
+    }
+}
+
+/// The span a job had to check in during for the deadline `deadline`, as
+/// `(opens, the deadline after it)` when it passes empty.
+fn missed_window(snitch: &Snitch, deadline: Timestamp) -> (Timestamp, Timestamp) {
+    match &snitch.cadence {
+        Cadence::Interval(interval) => {
+            let period = period_due(*interval, deadline);
+            (period.start(), due_point(snitch, period.next()))
+        }
+        Cadence::Cron(runs) => (
+            runs.window_closing_at(deadline).opens,
+            or_horizon(runs.deadline_after_miss(deadline), deadline),
+        ),
+    }
+}
+
+/// Whether `earlier` falls in the same period (or, for a schedule, between the same two
+/// expected times) as `now`: at most one alert of a kind per period.
+fn same_period(snitch: &Snitch, earlier: Timestamp, now: Timestamp) -> bool {
+    match &snitch.cadence {
+        Cadence::Interval(interval) => interval.period_of(now).contains(earlier),
+        Cadence::Cron(runs) => runs.same_slot(earlier, now),
+    }
 }
 
 fn emit(
@@ -162,8 +190,8 @@ pub fn advance_through_owned(mut s: Snitch, now: Timestamp, outages: &[Outage]) 
             resume(&mut s, wake);
             continue;
         }
-        let window = period_due(&s, wake);
-        if let Some(outage) = outages.iter().find(|o| o.overlaps(window.start(), wake)) {
+        let (opened, next_deadline) = missed_window(&s, wake);
+        if let Some(outage) = outages.iter().find(|o| o.overlaps(opened, wake)) {
             announce_missed(&mut s, &mut events, missed.take());
             s.state.anchor_at = Some(outage.ended_at);
             s.state.deadline_at = Some(deadline_after(&s, outage.ended_at));
@@ -174,7 +202,7 @@ pub fn advance_through_owned(mut s: Snitch, now: Timestamp, outages: &[Outage]) 
         }
         let previous = s.state.status;
         s.state.status = Status::Failed;
-        s.state.deadline_at = Some(due_point(&s, window.next()));
+        s.state.deadline_at = Some(next_deadline);
         missed = Some(match missed {
             Some(run) => MissedRun {
                 count: run.count + 1,
@@ -224,16 +252,21 @@ pub fn check_in_owned(mut s: Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
     let now = check_in.at;
     let mut events = Vec::new();
     let success = check_in.outcome.is_success();
-    let period = s.interval.period_of(now);
+    // The run pending before this check-in (none while pending or paused).
+    let pending = s.state.deadline_at;
 
     s.state.last_check_in_at = Some(now);
     s.state.anchor_at = Some(now);
     if success {
         s.state.checked_in_at = Some(now);
     }
-    s.state
-        .smart_offsets_ms
-        .push((now - period.start()).num_milliseconds());
+    if let Some(interval) = s.cadence.interval() {
+        // Smart alerts learn when in its period a job checks in.
+        let period = interval.period_of(now);
+        s.state
+            .smart_offsets_ms
+            .push((now - period.start()).num_milliseconds());
+    }
 
     // Without error notices an error check-in counts as a success
     // (docs/rules.md#check-in-transitions), also for ending a pause; `checked_in_at` still
@@ -257,7 +290,7 @@ pub fn check_in_owned(mut s: Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
         let alerted_this_period = s
             .state
             .last_errored_alert_at
-            .is_some_and(|t| period.contains(t));
+            .is_some_and(|t| same_period(&s, t, now));
         if !alerted_this_period {
             s.state.last_errored_alert_at = Some(now);
             s.state.error_announced = true;
@@ -284,7 +317,7 @@ pub fn check_in_owned(mut s: Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
                 let recovered_this_period = s
                     .state
                     .last_recovery_alert_at
-                    .is_some_and(|t| period.contains(t));
+                    .is_some_and(|t| same_period(&s, t, now));
                 s.state.error_announced && !recovered_this_period
             }
             Status::Pending | Status::Failed | Status::Paused => true,
@@ -302,8 +335,11 @@ pub fn check_in_owned(mut s: Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
             ));
         }
     }
-    // `deadline_after(&s, now)`, from the period found above.
-    s.state.deadline_at = Some(due_point(&s, period.next()));
+    s.state.deadline_at = Some(match &s.cadence {
+        Cadence::Interval(_) => deadline_after(&s, now),
+        // A check-in before the pending run's window leaves that run due.
+        Cadence::Cron(runs) => or_horizon(runs.deadline_after_check_in(pending, now), now),
+    });
     Step::new(s, events)
 }
 
@@ -361,32 +397,41 @@ fn resume(s: &mut Snitch, at: Timestamp) {
     s.state.deadline_at = Some(deadline_after(s, at));
 }
 
-/// Recomputes the deadline after the interval or alert type changed
-/// (docs/rules.md#update-and-delete). Learned offsets belong to the old periods, so a new
-/// interval forgets them.
-pub fn reschedule(snitch: &Snitch, interval_changed: bool, now: Timestamp) -> Step {
+/// Recomputes the deadline after the interval, schedule or alert type changed
+/// (docs/rules.md#update-and-delete, #expected-runs). Learned offsets belong to the old
+/// periods, so a new cadence forgets them. A schedule takes effect from `now`: its first
+/// run after the change is the first that must happen.
+pub fn reschedule(snitch: &Snitch, cadence_changed: bool, now: Timestamp) -> Step {
     let mut s = snitch.clone();
-    if interval_changed {
+    if cadence_changed {
         s.state.smart_offsets_ms.clear();
     }
     if s.state.pause.is_some() {
         return Step::new(s, Vec::new());
     }
-    if let Some(anchor) = s.state.anchor_at {
-        let mut period = s.interval.period_of(anchor).next();
-        if s.state.status == Status::Failed {
-            // Already alerted: the next alert is for the next period that ends silent,
-            // not an immediate repeat for the periods already reported.
-            let current = s.interval.period_of(now);
-            if current.start() > period.start() {
-                period = current;
+    let Some(anchor) = s.state.anchor_at else {
+        return Step::new(s, Vec::new());
+    };
+    let deadline = match &s.cadence {
+        Cadence::Cron(runs) => or_horizon(runs.deadline_after_change(now), now),
+        Cadence::Interval(interval) => {
+            let interval = *interval;
+            let mut period = interval.period_of(anchor).next();
+            if s.state.status == Status::Failed {
+                // Already alerted: the next alert is for the next period that ends silent,
+                // not an immediate repeat for the periods already reported.
+                let current = interval.period_of(now);
+                if current.start() > period.start() {
+                    period = current;
+                }
+                if due_point(&s, period) <= now {
+                    period = period.next();
+                }
             }
-            if due_point(&s, period) <= now {
-                period = period.next();
-            }
+            due_point(&s, period)
         }
-        s.state.deadline_at = Some(due_point(&s, period));
-    }
+    };
+    s.state.deadline_at = Some(deadline);
     Step::new(s, Vec::new())
 }
 
@@ -415,7 +460,7 @@ mod tests {
             name: SnitchName::parse("nightly backup").expect("valid"),
             tags: Tags::default(),
             notes: Notes::default(),
-            interval,
+            cadence: interval.into(),
             alert_type,
             alert_email: AlertEmails::default(),
             created_at: at("2026-11-22T00:00:00Z"),
@@ -724,7 +769,7 @@ mod tests {
         );
         assert_eq!(s.events.len(), 1);
         let mut longer = s.snitch.clone();
-        longer.interval = Interval::Hour6;
+        longer.cadence = Interval::Hour6.into();
         let longer = reschedule(&longer, true, at("2026-11-22T03:00:00Z")).snitch;
         let again = arrive(&longer, &err("2026-11-22T04:30:00Z"), &NOTICES);
         assert!(
@@ -891,7 +936,7 @@ mod tests {
         }
         assert_eq!(s.state.deadline_at, Some(at("2026-11-22T04:06:00Z")));
         let mut s = new_snitch(Interval::Hourly, AlertType::Smart);
-        s.interval = Interval::Hour2;
+        s.cadence = Interval::Hour2.into();
         for t in [
             "2026-11-22T00:00:00Z",
             "2026-11-22T02:00:00Z",
@@ -912,7 +957,7 @@ mod tests {
         )
         .snitch;
         let mut hourly = s.clone();
-        hourly.interval = Interval::Hourly;
+        hourly.cadence = Interval::Hourly.into();
         let step = reschedule(&hourly, true, at("2026-11-22T06:30:00Z"));
         // Due by 05:00 under the new interval: already past, so the next sweep alerts.
         assert_eq!(
@@ -937,7 +982,7 @@ mod tests {
         );
 
         let mut daily = failed.snitch.clone();
-        daily.interval = Interval::Daily;
+        daily.cadence = Interval::Daily.into();
         // The day of the last check-in is covered: due by the end of the next day.
         let step = reschedule(&daily, true, at("2026-11-22T06:45:00Z"));
         assert_eq!(
@@ -950,11 +995,156 @@ mod tests {
         let old = advance(&s, at("2026-11-25T12:00:00Z")).snitch;
         assert_eq!(old.status(), Status::Failed);
         let mut weekly = old.clone();
-        weekly.interval = Interval::Weekly;
+        weekly.cadence = Interval::Weekly.into();
         let step = reschedule(&weekly, true, at("2026-11-25T12:00:00Z"));
         assert_eq!(
             step.snitch.state.deadline_at,
             Some(at("2026-11-30T00:00:00Z"))
         );
+    }
+
+    /// A snitch on `expression` in `timezone` with these spans (seconds).
+    fn cron_snitch(expression: &str, timezone: &str, grace: i64, early: i64) -> Snitch {
+        let runs = crate::schedule::ExpectedRuns::with_spans(
+            crate::schedule::CronSchedule::parse(expression, timezone).expect("valid"),
+            Duration::seconds(grace),
+            Duration::seconds(early),
+        )
+        .expect("valid spans");
+        let mut s = new_snitch(Interval::Daily, AlertType::Basic);
+        s.cadence = runs.into();
+        s
+    }
+
+    #[test]
+    fn a_cron_snitch_is_due_at_its_next_run_plus_grace_and_missed_once_per_run() {
+        // 02:30 in Riga is 00:30 UTC in winter; half an hour of grace.
+        let s = cron_snitch("30 2 * * *", "Europe/Riga", 1_800, 60);
+        let step = arrive(&s, &ok("2026-01-10T00:31:00Z"), &NOTICES);
+        assert_eq!(
+            kinds(&step),
+            [(EventKind::Reporting, Status::Pending, Status::Healthy)]
+        );
+        let s = step.snitch;
+        // That run is done: the next night's is due by 01:00 UTC.
+        assert_eq!(s.state.deadline_at, Some(at("2026-01-11T01:00:00Z")));
+        assert!(advance(&s, at("2026-01-11T00:59:59Z")).events.is_empty());
+        // Three silent nights: one missing event counting them, due the next night.
+        let step = advance(&s, at("2026-01-13T12:00:00Z"));
+        assert_eq!(
+            kinds(&step),
+            [(EventKind::Missing, Status::Healthy, Status::Failed)]
+        );
+        assert_eq!(step.events[0].missed_periods, 3);
+        assert_eq!(step.events[0].at, at("2026-01-13T01:00:00Z"));
+        assert_eq!(
+            step.snitch.state.deadline_at,
+            Some(at("2026-01-14T01:00:00Z"))
+        );
+        // The job comes back a minute early: that counts for tonight's run.
+        let step = arrive(&step.snitch, &ok("2026-01-14T00:29:10Z"), &NOTICES);
+        assert_eq!(
+            kinds(&step),
+            [(EventKind::Reporting, Status::Failed, Status::Healthy)]
+        );
+        assert_eq!(
+            step.snitch.state.deadline_at,
+            Some(at("2026-01-15T01:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn a_cron_job_checking_in_on_time_through_a_fall_back_night_is_never_missed() {
+        // Riga falls back on 2026-10-25 at 04:00 to 03:00: 03:30 happens twice, and a
+        // fixed-time job runs once, at the first.
+        let mut s = cron_snitch("30 3 * * *", "Europe/Riga", 900, 60);
+        for run in [
+            "2026-10-23T00:30:00Z",
+            "2026-10-24T00:30:00Z",
+            "2026-10-25T00:30:00Z", // 03:30 +03:00, the first of two
+            "2026-10-26T01:30:00Z", // 03:30 +02:00
+            "2026-10-27T01:30:00Z",
+        ] {
+            let step = arrive(&s, &ok(run), &NOTICES);
+            assert!(
+                step.events.iter().all(|e| e.kind != EventKind::Missing),
+                "a missing event at {run}: {:?}",
+                step.events
+            );
+            s = step.snitch;
+        }
+        assert_eq!(s.state.status, Status::Healthy);
+        assert_eq!(s.state.deadline_at, Some(at("2026-10-28T01:45:00Z")));
+    }
+
+    #[test]
+    fn a_check_in_before_the_window_leaves_the_run_due() {
+        let s = cron_snitch("0 12 * * *", "UTC", 600, 60);
+        let s = arrive(&s, &ok("2026-03-10T12:05:00Z"), &NOTICES).snitch;
+        assert_eq!(s.state.deadline_at, Some(at("2026-03-11T12:10:00Z")));
+        // An extra run at 08:00 the next day counts for nothing.
+        let s = arrive(&s, &ok("2026-03-11T08:00:00Z"), &NOTICES).snitch;
+        assert_eq!(s.state.deadline_at, Some(at("2026-03-11T12:10:00Z")));
+        let step = advance(&s, at("2026-03-11T12:10:00Z"));
+        assert_eq!(
+            kinds(&step),
+            [(EventKind::Missing, Status::Healthy, Status::Failed)]
+        );
+    }
+
+    #[test]
+    fn an_error_alert_of_a_cron_snitch_is_once_between_two_runs() {
+        let s = cron_snitch("0 * * * *", "UTC", 600, 60);
+        let s = arrive(&s, &ok("2026-03-10T10:00:00Z"), &NOTICES).snitch;
+        let step = arrive(&s, &err("2026-03-10T10:20:00Z"), &NOTICES);
+        assert_eq!(
+            kinds(&step),
+            [(EventKind::Errored, Status::Healthy, Status::Errored)]
+        );
+        let s = arrive(&step.snitch, &ok("2026-03-10T10:30:00Z"), &NOTICES).snitch;
+        // A second error before the next run: followed in the status, not announced.
+        let step = arrive(&s, &err("2026-03-10T10:40:00Z"), &NOTICES);
+        assert!(step.events.is_empty(), "{:?}", step.events);
+        // After the 11:00 run, a new error is announced again.
+        let s = arrive(&step.snitch, &ok("2026-03-10T11:00:00Z"), &NOTICES).snitch;
+        let step = arrive(&s, &err("2026-03-10T11:05:00Z"), &NOTICES);
+        assert_eq!(step.events.len(), 1);
+    }
+
+    #[test]
+    fn an_outage_over_a_cron_window_defers_the_run_instead_of_alerting() {
+        let s = cron_snitch("30 2 * * *", "UTC", 1_800, 60);
+        let s = arrive(&s, &ok("2026-03-10T02:30:00Z"), &NOTICES).snitch;
+        // We were down from 02:00 to 04:00 on the 11th, over the whole window.
+        let outage = Outage {
+            id: 7,
+            started_at: at("2026-03-11T02:00:00Z"),
+            ended_at: at("2026-03-11T04:00:00Z"),
+        };
+        let step = advance_through(&s, at("2026-03-11T04:00:01Z"), &[outage]);
+        assert!(step.events.is_empty(), "{:?}", step.events);
+        assert_eq!(step.deferred_by, [7]);
+        // As if checked in at the resume: the next night's run is due.
+        assert_eq!(
+            step.snitch.state.deadline_at,
+            Some(at("2026-03-12T03:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn a_new_schedule_takes_effect_from_the_change_without_a_retroactive_alert() {
+        let s = new_snitch(Interval::Weekly, AlertType::Basic);
+        let s = arrive(&s, &ok("2026-03-02T10:00:00Z"), &NOTICES).snitch;
+        let mut changed = s.clone();
+        changed.cadence = cron_snitch("0 9 * * *", "UTC", 600, 60).cadence;
+        // Changed at 09:30: today's 09:00 run is in the past and never alerted.
+        let step = reschedule(&changed, true, at("2026-03-04T09:30:00Z"));
+        assert_eq!(
+            step.snitch.state.deadline_at,
+            Some(at("2026-03-05T09:10:00Z"))
+        );
+        assert!(advance(&step.snitch, at("2026-03-05T09:09:59Z"))
+            .events
+            .is_empty());
     }
 }

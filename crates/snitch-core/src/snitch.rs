@@ -1,9 +1,9 @@
 //! The snitch record, its check-ins and the events its transitions emit.
 
+use crate::cadence::Cadence;
 use crate::calendar::{Interval, Timestamp};
 use crate::types::{
-    check_alert_type_fits, AlertEmails, AlertType, CaseId, CheckInMessage, Notes, Outcome,
-    SnitchName, Status, Tags, Token,
+    AlertEmails, AlertType, CaseId, CheckInMessage, Notes, Outcome, SnitchName, Status, Tags, Token,
 };
 
 /// How many check-in offsets smart alerts learn from (docs/rules.md#smart-alerts).
@@ -34,8 +34,8 @@ pub struct Snitch {
     pub(crate) tags: Tags,
     /// Free text of the user.
     pub(crate) notes: Notes,
-    /// How often the job is expected to check in.
-    pub(crate) interval: Interval,
+    /// When the job is expected to check in: an interval or a cron schedule.
+    pub(crate) cadence: Cadence,
     /// How the deadline is set; `smart` only with an interval of an hour or longer.
     pub(crate) alert_type: AlertType,
     /// Who is e-mailed about it (the case's members when empty).
@@ -236,7 +236,7 @@ impl Snitch {
         self.name == other.name
             && self.tags == other.tags
             && self.notes == other.notes
-            && self.interval == other.interval
+            && self.cadence == other.cadence
             && self.alert_type == other.alert_type
             && self.alert_email == other.alert_email
     }
@@ -262,7 +262,7 @@ impl Snitch {
         token: Token,
         case_id: CaseId,
         name: SnitchName,
-        interval: Interval,
+        cadence: impl Into<Cadence>,
         created_at: Timestamp,
     ) -> Snitch {
         Snitch {
@@ -271,7 +271,7 @@ impl Snitch {
             name,
             tags: Tags::default(),
             notes: Notes::default(),
-            interval,
+            cadence: cadence.into(),
             alert_type: AlertType::Basic,
             alert_email: AlertEmails::default(),
             created_at,
@@ -310,9 +310,14 @@ impl Snitch {
         &self.notes
     }
 
-    /// How often the job is expected to check in.
-    pub fn interval(&self) -> Interval {
-        self.interval
+    /// When the job is expected to check in: an interval or a cron schedule.
+    pub fn cadence(&self) -> &Cadence {
+        &self.cadence
+    }
+
+    /// The interval, for an interval snitch (`None` for a cron one).
+    pub fn interval(&self) -> Option<Interval> {
+        self.cadence.interval()
     }
 
     /// How the deadline is set; `smart` only with an interval of an hour or longer.
@@ -368,8 +373,8 @@ impl Snitch {
         if record.version == 0 {
             return invalid("version 0 (versions start at 1)");
         }
-        if check_alert_type_fits(record.alert_type, record.interval).is_err() {
-            return invalid("smart alerts with an interval shorter than an hour");
+        if record.cadence.check_alert_type(record.alert_type).is_err() {
+            return invalid("smart alerts without an interval of an hour or longer");
         }
         let paused = record.status == Status::Paused;
         match &record.pause {
@@ -400,7 +405,7 @@ impl Snitch {
             name: record.name,
             tags: record.tags,
             notes: record.notes,
-            interval: record.interval,
+            cadence: record.cadence,
             alert_type: record.alert_type,
             alert_email: record.alert_email,
             created_at: record.created_at,
@@ -430,7 +435,7 @@ impl Snitch {
             name: self.name.clone(),
             tags: self.tags.clone(),
             notes: self.notes.clone(),
-            interval: self.interval,
+            cadence: self.cadence.clone(),
             alert_type: self.alert_type,
             alert_email: self.alert_email.clone(),
             created_at: self.created_at,
@@ -465,7 +470,7 @@ pub struct SnitchRecord {
     pub name: SnitchName,
     pub tags: Tags,
     pub notes: Notes,
-    pub interval: Interval,
+    pub cadence: Cadence,
     pub alert_type: AlertType,
     pub alert_email: AlertEmails,
     pub created_at: Timestamp,
@@ -664,7 +669,7 @@ mod tests {
             ("version 0", |r| r.version = 0),
             ("smart and sub-hourly", |r| {
                 r.alert_type = AlertType::Smart;
-                r.interval = Interval::Minute10;
+                r.cadence = Interval::Minute10.into();
             }),
             ("paused without a pause", |r| r.status = Status::Paused),
             ("a pause while healthy", |r| {

@@ -93,7 +93,8 @@ pub struct SnitchRequest {
         pattern = r"\S"
     )]
     pub name: Option<String>,
-    /// Required on create (or as `type.interval`).
+    /// Required on create (or as `type.interval`), unless `schedule` is given; not with
+    /// a schedule.
     #[schema(example = "daily")]
     pub interval: Option<IntervalName>,
     /// `{"interval": …}`, read when `interval` is absent (compat).
@@ -112,9 +113,31 @@ pub struct SnitchRequest {
     /// At most 50 tags of 1 to 64 characters.
     #[schema(max_items = 50)]
     pub tags: Option<Vec<TagName>>,
+    /// A 5-field cron expression (Debian cron semantics; `@daily` and the other macros
+    /// but `@reboot`), instead of an interval: the snitch expects a run at each of its
+    /// times (its `interval` reads `cron`).
+    #[schema(example = "30 2 * * *", max_length = 100)]
+    pub schedule: Option<String>,
+    /// The schedule's IANA time zone (default `UTC`); only with a schedule.
+    #[schema(example = "Europe/Riga", max_length = 64)]
+    pub timezone: Option<String>,
+    /// `timezone`, as healthchecks names it (read when `timezone` is absent).
+    #[schema(example = "Europe/Riga", max_length = 64)]
+    pub tz: Option<String>,
+    /// How many seconds after an expected time a check-in still counts (60 to 31,536,000;
+    /// default: an hour, or the shortest gap between runs when shorter); only with a
+    /// schedule.
+    #[schema(minimum = 60, maximum = 31_536_000)]
+    pub grace_seconds: Option<i64>,
+    /// How many seconds before an expected time a check-in already counts (0 to 3,600;
+    /// default 60; never more than half the gap to the previous run); only with a
+    /// schedule.
+    #[schema(minimum = 0, maximum = 3_600)]
+    pub early_seconds: Option<i64>,
 }
 
-/// The body of create: [`SnitchRequest`] with `name` and `interval` required.
+/// The body of create: [`SnitchRequest`] with `name` required, and `interval` or
+/// `schedule`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct NewSnitchRequest {
     #[schema(
@@ -125,8 +148,8 @@ pub struct NewSnitchRequest {
     )]
     /// 1 to 255 characters, not blank.
     pub name: String,
-    /// How often the job checks in.
-    pub interval: IntervalName,
+    /// How often the job checks in; required unless `schedule` is given.
+    pub interval: Option<IntervalName>,
     /// `basic` (default) or `smart` (only for intervals over 30 minutes).
     pub alert_type: Option<AlertTypeName>,
     /// Addresses that get this snitch's alerts instead of the team.
@@ -138,6 +161,27 @@ pub struct NewSnitchRequest {
     /// At most 50 tags.
     #[schema(max_items = 50)]
     pub tags: Option<Vec<TagName>>,
+    /// A 5-field cron expression (Debian cron semantics; `@daily` and the other macros
+    /// but `@reboot`), instead of an interval: the snitch expects a run at each of its
+    /// times (its `interval` reads `cron`).
+    #[schema(example = "30 2 * * *", max_length = 100)]
+    pub schedule: Option<String>,
+    /// The schedule's IANA time zone (default `UTC`); only with a schedule.
+    #[schema(example = "Europe/Riga", max_length = 64)]
+    pub timezone: Option<String>,
+    /// `timezone`, as healthchecks names it (read when `timezone` is absent).
+    #[schema(example = "Europe/Riga", max_length = 64)]
+    pub tz: Option<String>,
+    /// How many seconds after an expected time a check-in still counts (60 to 31,536,000;
+    /// default: an hour, or the shortest gap between runs when shorter); only with a
+    /// schedule.
+    #[schema(minimum = 60, maximum = 31_536_000)]
+    pub grace_seconds: Option<i64>,
+    /// How many seconds before an expected time a check-in already counts (0 to 3,600;
+    /// default 60; never more than half the gap to the previous run); only with a
+    /// schedule.
+    #[schema(minimum = 0, maximum = 3_600)]
+    pub early_seconds: Option<i64>,
 }
 
 /// The 17 intervals (variants named as the API spells them).

@@ -23,7 +23,8 @@ fn format_opt(t: Option<Timestamp>) -> Option<String> {
 #[derive(Debug, Serialize, ToSchema)]
 #[non_exhaustive]
 pub struct TypeJson {
-    /// The interval's name (`daily`, `15_minute`, …).
+    /// The interval's name (`daily`, `15_minute`, …), or `cron` for a snitch with a
+    /// schedule.
     #[schema(value_type = String, example = "daily")]
     pub interval: &'static str,
 }
@@ -50,7 +51,7 @@ pub struct SnitchJson {
     pub checked_in_at: Option<String>,
     /// Where the job checks in.
     pub check_in_url: String,
-    /// The interval's name (also under `type`).
+    /// The interval's name (also under `type`), or `cron` for a snitch with a schedule.
     #[schema(value_type = String, example = "daily")]
     pub interval: &'static str,
     /// `{"interval": …}`, as Dead Man's Snitch answers it.
@@ -66,11 +67,30 @@ pub struct SnitchJson {
     /// When the current period's check-in is due, RFC 3339 UTC; `null` while pending or
     /// paused.
     pub deadline_at: Option<String>,
+    /// The cron expression (only on a snitch with a schedule, as the fields below).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "30 2 * * *")]
+    pub schedule: Option<String>,
+    /// The schedule's IANA time zone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "Europe/Riga")]
+    pub timezone: Option<String>,
+    /// How many seconds after an expected time a check-in still counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grace_seconds: Option<i64>,
+    /// How many seconds before an expected time a check-in already counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub early_seconds: Option<i64>,
+    /// When the run now due is expected, RFC 3339 UTC (its deadline is `deadline_at`);
+    /// absent while pending or paused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_expected_at: Option<String>,
 }
 
 impl SnitchJson {
     /// The JSON of `s`, its check-in URL under `check_in_base`.
     pub fn new(s: &Snitch, check_in_base: &str) -> Self {
+        let runs = s.cadence().expected_runs();
         SnitchJson {
             token: s.token().to_string(),
             href: format!("/v1/snitches/{}", s.token()),
@@ -80,15 +100,22 @@ impl SnitchJson {
             notes: s.notes().as_str().to_owned(),
             checked_in_at: format_opt(s.state().checked_in_at()),
             check_in_url: format!("{}/{}", check_in_base.trim_end_matches('/'), s.token()),
-            interval: s.interval().as_str(),
+            interval: s.cadence().name(),
             type_: TypeJson {
-                interval: s.interval().as_str(),
+                interval: s.cadence().name(),
             },
             alert_type: s.alert_type().as_str(),
             alert_email: s.alert_email().iter().map(|e| e.to_string()).collect(),
             created_at: format_time(s.created_at()),
             // Null while pending or paused (docs/rules.md#deadlines).
             deadline_at: format_opt(s.state().deadline_at()),
+            schedule: runs.map(|r| r.schedule().expression().to_owned()),
+            timezone: runs.map(|r| r.schedule().timezone().to_owned()),
+            grace_seconds: runs.map(|r| r.grace().num_seconds()),
+            early_seconds: runs.map(|r| r.early().num_seconds()),
+            next_expected_at: runs
+                .zip(s.state().deadline_at())
+                .map(|(r, deadline)| format_time(r.window_closing_at(deadline).expected)),
         }
     }
 }
@@ -108,8 +135,15 @@ pub fn snitch_fields(body: Option<&Value>) -> Result<SnitchFields, Validations> 
         interval: text(object, "interval", &mut problems),
         alert_type: text(object, "alert_type", &mut problems),
         notes: text(object, "notes", &mut problems),
-        tags: None,
-        alert_email: None,
+        schedule: text(object, "schedule", &mut problems),
+        // `tz` is accepted for `timezone` (healthchecks' name).
+        timezone: match object.contains_key("timezone") {
+            true => text(object, "timezone", &mut problems),
+            false => text(object, "tz", &mut problems),
+        },
+        grace_seconds: whole_seconds(object, "grace_seconds", &mut problems),
+        early_seconds: whole_seconds(object, "early_seconds", &mut problems),
+        ..SnitchFields::default()
     };
     // Compat: `type.interval` stands in for a missing top-level interval.
     if !object.contains_key("interval") {
@@ -135,6 +169,32 @@ pub fn snitch_fields(body: Option<&Value>) -> Result<SnitchFields, Validations> 
     };
     problems.into_result()?;
     Ok(fields)
+}
+
+/// A number of seconds: a whole JSON number; `null` reads as not given.
+fn whole_seconds(
+    object: &Map<String, Value>,
+    key: &str,
+    problems: &mut Validations,
+) -> Option<i64> {
+    match object.get(key)? {
+        Value::Null => None,
+        Value::Number(n) => {
+            let whole = n.as_i64().or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && f.abs() < 1e15)
+                    .map(|f| f as i64)
+            });
+            if whole.is_none() {
+                problems.push(key, "must be a whole number of seconds");
+            }
+            whole
+        }
+        _ => {
+            problems.push(key, "must be a whole number of seconds");
+            None
+        }
+    }
 }
 
 /// The object of a request body; `None` for an empty body. Anything else is refused.

@@ -76,6 +76,7 @@ pub(crate) struct SnitchColumns {
     interval: Vec<&'static str>,
     alert_type: Vec<&'static str>,
     alert_email: Vec<String>,
+    schedule: Vec<Option<String>>,
     status: Vec<&'static str>,
     checked_in_at: Vec<Option<DateTime<Utc>>>,
     last_check_in_at: Vec<Option<DateTime<Utc>>>,
@@ -110,6 +111,7 @@ impl SnitchColumns {
             columns.interval.reserve_exact(n);
             columns.alert_type.reserve_exact(n);
             columns.alert_email.reserve_exact(n);
+            columns.schedule.reserve_exact(n);
         }
         columns.status.reserve_exact(n);
         columns.checked_in_at.reserve_exact(n);
@@ -138,6 +140,7 @@ impl SnitchColumns {
             self.interval.push(f.interval);
             self.alert_type.push(f.alert_type);
             self.alert_email.push(array_literal(&f.alert_email));
+            self.schedule.push(f.schedule.clone());
         }
         self.status.push(f.status);
         self.checked_in_at.push(f.checked_in_at);
@@ -168,6 +171,7 @@ impl SnitchColumns {
                 .bind(self.interval)
                 .bind(self.alert_type)
                 .bind(self.alert_email)
+                .bind(self.schedule)
         } else {
             q
         };

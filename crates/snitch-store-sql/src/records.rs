@@ -12,12 +12,13 @@
 //! order of the column lists here.
 
 use serde::{Deserialize, Serialize};
+use snitch_core::cadence::CRON;
 use snitch_core::calendar::Interval;
 use snitch_core::{
-    AlertEmails, AlertType, ApiKeyRecord, Attempt, Case, CaseId, Channel, CheckIn, CheckInMessage,
-    Delivery, DeliveryState, EmailAddress, Event, EventKind, Notes, Outcome, Pause, PauseUntil,
-    Plan, Snitch, SnitchName, SnitchRecord, Status, StorageError, Tag, Tags, Token, Validation,
-    Webhook, WebhookSecret, WebhookUrl,
+    AlertEmails, AlertType, ApiKeyRecord, Attempt, Cadence, Case, CaseId, Channel, CheckIn,
+    CheckInMessage, CronSchedule, Delivery, DeliveryState, EmailAddress, Event, EventKind,
+    ExpectedRuns, Notes, Outcome, Pause, PauseUntil, Plan, Snitch, SnitchName, SnitchRecord,
+    Status, StorageError, Tag, Tags, Token, Validation, Webhook, WebhookSecret, WebhookUrl,
 };
 use sqlx::types::Json;
 
@@ -96,17 +97,18 @@ pub fn members<D: Dialect>(case: &Case) -> D::Texts {
 
 /// How many of [`SNITCH_FIELDS`], at its start, are the settings a user gives; the rest
 /// are the snitch's state.
-pub const SETTINGS_FIELDS: usize = 6;
+pub const SETTINGS_FIELDS: usize = 7;
 
 /// The columns a save may change, in the order [`bind_snitch_fields!`](crate::bind_snitch_fields)
 /// binds them.
-pub const SNITCH_FIELDS: [&str; 22] = [
+pub const SNITCH_FIELDS: [&str; 23] = [
     "name",
     "tags",
     "notes",
     "interval",
     "alert_type",
     "alert_email",
+    "schedule",
     "status",
     "checked_in_at",
     "last_check_in_at",
@@ -127,10 +129,57 @@ pub const SNITCH_FIELDS: [&str; 22] = [
 
 /// Every column [`SnitchRow`] reads.
 pub const SNITCH_COLUMNS: &str = "token, case_id, created_at, name, tags, notes, \
-    interval, alert_type, alert_email, status, checked_in_at, last_check_in_at, anchor_at, \
+    interval, alert_type, alert_email, schedule, status, checked_in_at, last_check_in_at, anchor_at, \
     deadline_at, pause_until_kind, pause_until_at, pause_resume_status, pause_checked_in, \
     smart_offsets_ms, last_errored_alert_at, error_announced, last_recovery_alert_at, \
     event_seq, version";
+
+/// A cron snitch's schedule as its `schedule` column holds it: one JSON object, so a
+/// schedule is one column whatever it grows (its spans in milliseconds).
+#[derive(Debug, Serialize, serde::Deserialize)]
+struct StoredSchedule {
+    expression: String,
+    timezone: String,
+    grace_ms: i64,
+    early_ms: i64,
+}
+
+/// The `schedule` column of a cron snitch.
+pub fn schedule_text(runs: &ExpectedRuns) -> String {
+    let stored = StoredSchedule {
+        expression: runs.schedule().expression().to_owned(),
+        timezone: runs.schedule().timezone().to_owned(),
+        grace_ms: runs.grace().num_milliseconds(),
+        early_ms: runs.early().num_milliseconds(),
+    };
+    serde_json::to_string(&stored).expect("a struct of strings and numbers serializes")
+}
+
+/// The cadence of the `interval` and `schedule` columns: an interval's name and no
+/// schedule, or `cron` and its schedule.
+pub fn cadence(interval: &str, schedule: Option<&str>) -> Result<Cadence, StorageError> {
+    match (interval, schedule) {
+        (CRON, Some(text)) => {
+            let stored: StoredSchedule =
+                serde_json::from_str(text).map_err(|e| corrupt("schedule", e))?;
+            let parsed = CronSchedule::parse(&stored.expression, &stored.timezone)
+                .map_err(|e| corrupt("schedule", e))?;
+            let runs = ExpectedRuns::with_spans(
+                parsed,
+                chrono::Duration::milliseconds(stored.grace_ms),
+                chrono::Duration::milliseconds(stored.early_ms),
+            )
+            .map_err(invalid("schedule"))?;
+            Ok(Cadence::from(runs))
+        }
+        (CRON, None) => Err(corrupt("schedule", "a cron snitch without a schedule")),
+        (_, Some(_)) => Err(corrupt("schedule", "an interval snitch with a schedule")),
+        (name, None) => Ok(Cadence::Interval(
+            name.parse::<Interval>()
+                .map_err(|e| corrupt("interval", e))?,
+        )),
+    }
+}
 
 const UNTIL_HEALTHY: &str = "healthy";
 const UNTIL_UNPAUSED: &str = "unpaused";
@@ -151,6 +200,7 @@ pub struct SnitchFields<'a, D: Dialect> {
     pub interval: &'static str,
     pub alert_type: &'static str,
     pub alert_email: Vec<&'a str>,
+    pub schedule: Option<String>,
     pub status: &'static str,
     pub checked_in_at: Option<D::Time>,
     pub last_check_in_at: Option<D::Time>,
@@ -183,9 +233,10 @@ impl<'a, D: Dialect> SnitchFields<'a, D> {
             name: s.name().as_str(),
             tags: s.tags().iter().map(Tag::as_str).collect(),
             notes: s.notes().as_str(),
-            interval: s.interval().as_str(),
+            interval: s.cadence().name(),
             alert_type: s.alert_type().as_str(),
             alert_email: s.alert_email().iter().map(EmailAddress::as_str).collect(),
+            schedule: s.cadence().expected_runs().map(schedule_text),
             status: state.status().as_str(),
             checked_in_at: opt_time::<D>(state.checked_in_at()),
             last_check_in_at: opt_time::<D>(state.last_check_in_at()),
@@ -220,6 +271,7 @@ macro_rules! bind_snitch_fields {
             .$bind(f.interval)
             .$bind(f.alert_type)
             .$bind($list(f.alert_email))
+            .$bind(f.schedule)
             .$bind(f.status)
             .$bind(f.checked_in_at)
             .$bind(f.last_check_in_at)
@@ -252,6 +304,7 @@ pub struct SnitchRow<D: Dialect> {
     pub interval: String,
     pub alert_type: String,
     pub alert_email: D::Texts,
+    pub schedule: Option<String>,
     pub status: String,
     pub checked_in_at: Option<D::Time>,
     pub last_check_in_at: Option<D::Time>,
@@ -299,10 +352,7 @@ impl<D: Dialect> SnitchRow<D> {
             name: SnitchName::parse_stored(&self.name).map_err(invalid("name"))?,
             tags: Tags::parse_stored(D::text_items(&self.tags)).map_err(invalid("tags"))?,
             notes: Notes::parse(&self.notes).map_err(invalid("notes"))?,
-            interval: self
-                .interval
-                .parse::<Interval>()
-                .map_err(|e| corrupt("interval", e))?,
+            cadence: cadence(&self.interval, self.schedule.as_deref())?,
             alert_type: AlertType::parse(&self.alert_type).map_err(invalid("alert type"))?,
             alert_email: AlertEmails::parse(D::text_items(&self.alert_email))
                 .map_err(invalid("alert emails"))?,

@@ -43,7 +43,7 @@ pub fn snitch(case: &Case, n: u64, created_at: Timestamp) -> Snitch {
         name: SnitchName::parse(&format!("job {n}")).expect("valid name"),
         tags: Tags::default(),
         notes: Notes::default(),
-        interval: Interval::Hourly,
+        cadence: Interval::Hourly.into(),
         alert_type: AlertType::Basic,
         alert_email: AlertEmails::default(),
         created_at,
@@ -116,7 +116,7 @@ pub fn rich_snitch(case: &Case, n: u64) -> Snitch {
         .expect("valid notes");
     s.alert_email =
         AlertEmails::parse(&["ops@example.test", "dba@example.test"]).expect("valid addresses");
-    s.interval = Interval::Daily;
+    s.cadence = Interval::Daily.into();
     s.alert_type = AlertType::Smart;
 
     let day = |d: i64, minutes: i64| t0() + Duration::days(d) + Duration::minutes(minutes);

@@ -100,6 +100,17 @@ impl ExpectedRuns {
         })
     }
 
+    /// The runs of `schedule` with spans that were settled before (a store reading a
+    /// snitch back): checked against the same ranges as [`ExpectedRuns::new`].
+    pub fn with_spans(
+        schedule: CronSchedule,
+        grace: Duration,
+        early: Duration,
+    ) -> Result<ExpectedRuns, Validation> {
+        // Both spans given: `now` only matters for a default grace.
+        ExpectedRuns::new(schedule, Some(grace), Some(early), Timestamp::UNIX_EPOCH)
+    }
+
     /// The schedule.
     pub fn schedule(&self) -> &CronSchedule {
         &self.schedule

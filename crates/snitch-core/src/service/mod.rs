@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use chrono::DateTime;
 
-use crate::calendar::{Interval, Timestamp};
+use crate::cadence::Cadence;
+use crate::calendar::Timestamp;
 use crate::check_in_queue::{answer, CheckInQueues, Entry, Leadership, SharedError, Turn};
 use crate::check_in_step::{prepare, PendingCheckIns};
 use crate::clock::{to_millis, Clock};
@@ -17,12 +18,13 @@ use crate::error::ServiceError;
 use crate::liveness::{heartbeat_interval, CaseOutage, Outage, DEFAULT_OUTAGE_THRESHOLD};
 use crate::machine::{self, Step};
 use crate::outbox::Delivery;
+use crate::schedule::{CronSchedule, ExpectedRuns, DEFAULT_TIMEZONE};
 use crate::snitch::{CheckIn, Event, PauseUntil, Snitch};
 use crate::storage::{Change, Storage, StorageError};
 use crate::tokens::{RandomTokens, TokenSource};
 use crate::types::{
-    check_alert_type_fits, parse_interval, AlertEmails, AlertType, Case, CaseId, CheckInMessage,
-    Notes, Outcome, SnitchName, Tag, Tags, Token, BLANK,
+    parse_interval, AlertEmails, AlertType, Case, CaseId, CheckInMessage, Notes, Outcome,
+    SnitchName, Tag, Tags, Token, BLANK,
 };
 use crate::validation::{Validation, Validations};
 use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
@@ -61,12 +63,21 @@ pub struct SnitchFields {
     pub notes: Option<String>,
     /// The tags.
     pub tags: Option<Vec<String>>,
+    /// A cron expression, instead of an interval (docs/rules.md#expected-runs).
+    pub schedule: Option<String>,
+    /// The schedule's IANA time zone (default `UTC`).
+    pub timezone: Option<String>,
+    /// How many seconds after an expected time a check-in still counts.
+    pub grace_seconds: Option<i64>,
+    /// How many seconds before an expected time a check-in already counts.
+    pub early_seconds: Option<i64>,
 }
 
 /// The fields of [`SnitchFields`] that passed validation.
 struct ParsedFields {
     name: Option<SnitchName>,
-    interval: Option<Interval>,
+    /// The cadence the fields ask for (see [`SnitchFields::cadence`]).
+    cadence: Option<Cadence>,
     alert_type: Option<AlertType>,
     alert_email: Option<AlertEmails>,
     notes: Option<Notes>,
@@ -74,17 +85,20 @@ struct ParsedFields {
 }
 
 impl SnitchFields {
-    /// Parses every given attribute, collecting every problem.
-    fn parse(&self, problems: &mut Validations) -> ParsedFields {
+    /// Parses every given attribute, collecting every problem in the order of the
+    /// attributes (the cadence's where the interval stands).
+    fn parse(
+        &self,
+        problems: &mut Validations,
+        current: Current<'_>,
+        now: Timestamp,
+    ) -> ParsedFields {
         ParsedFields {
             name: self
                 .name
                 .as_deref()
                 .and_then(|n| problems.check(SnitchName::parse(n))),
-            interval: self
-                .interval
-                .as_deref()
-                .and_then(|i| problems.check(parse_interval(i))),
+            cadence: self.cadence(current, now, problems),
             alert_type: self
                 .alert_type
                 .as_deref()
@@ -103,6 +117,78 @@ impl SnitchFields {
                 .and_then(|t| problems.check(Tags::parse(t))),
         }
     }
+
+    /// The cadence these fields ask for, given the snitch's `current` one (`None` on
+    /// create), or `None` when they leave it as it is. An interval and a schedule exclude
+    /// each other; a time zone, grace or early span goes with a schedule, given now or
+    /// already the snitch's. A schedule's grace and early span, when not given, stay what
+    /// they were, or take their defaults (which depend on the schedule's runs after `now`).
+    fn cadence(
+        &self,
+        current: Current<'_>,
+        now: Timestamp,
+        problems: &mut Validations,
+    ) -> Option<Cadence> {
+        let spans_given = [
+            ("timezone", self.timezone.is_some()),
+            ("grace_seconds", self.grace_seconds.is_some()),
+            ("early_seconds", self.early_seconds.is_some()),
+        ];
+        let refuse_spans = |problems: &mut Validations| {
+            for (attribute, given) in spans_given {
+                if given {
+                    problems.push(attribute, "can only be set with a schedule");
+                }
+            }
+        };
+        if let Some(interval) = &self.interval {
+            if self.schedule.is_some() {
+                problems.push("schedule", "can't be set together with an interval");
+                return None;
+            }
+            refuse_spans(problems);
+            return problems.check(parse_interval(interval)).map(Cadence::from);
+        }
+        let current = match current {
+            // Judged once the snitch is read: spans alone may go with its schedule.
+            Current::Unknown if self.schedule.is_none() => return None,
+            Current::Unknown | Current::Creating => None,
+            Current::Is(cadence) => cadence.expected_runs(),
+        };
+        let touches_spans = spans_given.iter().any(|(_, given)| *given);
+        let expression = match (&self.schedule, current) {
+            (Some(expression), _) => expression.as_str(),
+            (None, Some(runs)) if touches_spans => runs.schedule().expression(),
+            (None, _) => {
+                refuse_spans(problems);
+                return None;
+            }
+        };
+        let timezone = match (&self.timezone, current) {
+            (Some(timezone), _) => timezone.as_str(),
+            (None, Some(runs)) => runs.schedule().timezone(),
+            (None, None) => DEFAULT_TIMEZONE,
+        };
+        let schedule =
+            problems.check(CronSchedule::parse(expression, timezone).map_err(Validation::from))?;
+        let seconds = |given: Option<i64>| given.map(chrono::Duration::seconds);
+        let grace = seconds(self.grace_seconds).or(current.map(ExpectedRuns::grace));
+        let early = seconds(self.early_seconds).or(current.map(ExpectedRuns::early));
+        problems
+            .check(ExpectedRuns::new(schedule, grace, early, now))
+            .map(Cadence::from)
+    }
+}
+
+/// What a snitch's cadence is while its fields are parsed.
+#[derive(Debug, Clone, Copy)]
+enum Current<'a> {
+    /// None: the snitch is being created.
+    Creating,
+    /// Not read yet (an update's first check, before the snitch is read).
+    Unknown,
+    /// The snitch's.
+    Is(&'a Cadence),
 }
 
 /// When a pause ends, as the client wrote it: `healthy`, `unpaused` or a future time.
@@ -349,28 +435,27 @@ impl SnitchService {
         if fields.name.is_none() {
             problems.push("name", BLANK);
         }
-        if fields.interval.is_none() {
+        if fields.interval.is_none() && fields.schedule.is_none() {
             problems.push("interval", BLANK);
         }
-        let parsed = fields.parse(&mut problems);
+        let now = self.now();
+        let parsed = fields.parse(&mut problems, Current::Creating, now);
         let alert_type = parsed.alert_type.unwrap_or_default();
-        if let Some(interval) = parsed.interval {
-            problems.check(check_alert_type_fits(alert_type, interval));
+        if let Some(cadence) = &parsed.cadence {
+            problems.check(cadence.check_alert_type(alert_type));
         }
-        // A missing name or interval is always among the problems.
-        let (Some(name), Some(interval), true) =
-            (parsed.name, parsed.interval, problems.is_empty())
+        // A missing name or cadence is always among the problems.
+        let (Some(name), Some(cadence), true) = (parsed.name, parsed.cadence, problems.is_empty())
         else {
             return Err(problems.into());
         };
-        let now = self.now();
         let mut snitch = Snitch {
             token: self.tokens.new_token(),
             case_id: case.id.clone(),
             name,
             tags: parsed.tags.unwrap_or_default(),
             notes: parsed.notes.unwrap_or_default(),
-            interval,
+            cadence,
             alert_type,
             alert_email: parsed.alert_email.unwrap_or_default(),
             created_at: now,
@@ -394,7 +479,8 @@ impl SnitchService {
         Err(StorageError::DuplicateToken.into())
     }
 
-    /// Changes the given attributes; a new interval or alert type moves the deadline.
+    /// Changes the given attributes; a new interval, schedule or alert type moves the
+    /// deadline.
     pub async fn update(
         &self,
         case: &Case,
@@ -403,7 +489,7 @@ impl SnitchService {
     ) -> Result<Snitch, ServiceError> {
         ensure_active(case)?;
         let mut problems = Validations::new();
-        let parsed = fields.parse(&mut problems);
+        let parsed = fields.parse(&mut problems, Current::Unknown, self.now());
         problems.into_result()?;
         self.modify(case, token, |s, now| {
             let mut next = s.clone();
@@ -419,12 +505,18 @@ impl SnitchService {
             if let Some(alert_email) = &parsed.alert_email {
                 next.alert_email = alert_email.clone();
             }
-            next.interval = parsed.interval.unwrap_or(s.interval);
+            let mut problems = Validations::new();
+            if let Some(cadence) = fields.cadence(Current::Is(&s.cadence), now, &mut problems) {
+                next.cadence = cadence;
+            }
+            problems.into_result()?;
             next.alert_type = parsed.alert_type.unwrap_or(s.alert_type);
-            check_alert_type_fits(next.alert_type, next.interval).map_err(Validations::from)?;
-            let interval_changed = next.interval != s.interval;
-            if interval_changed || next.alert_type != s.alert_type {
-                Ok(machine::reschedule(&next, interval_changed, now))
+            next.cadence
+                .check_alert_type(next.alert_type)
+                .map_err(Validations::from)?;
+            let cadence_changed = next.cadence != s.cadence;
+            if cadence_changed || next.alert_type != s.alert_type {
+                Ok(machine::reschedule(&next, cadence_changed, now))
             } else {
                 Ok(Step::new(next, Vec::new()))
             }

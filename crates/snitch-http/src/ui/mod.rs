@@ -435,6 +435,8 @@ fn snitch_fields(form: &Form) -> (SnitchFields, SnitchForm) {
     let typed = SnitchForm {
         name: form.get("name").to_owned(),
         interval: form.get("interval").to_owned(),
+        schedule: form.get("schedule").to_owned(),
+        timezone: form.get("timezone").to_owned(),
         alert_type: form.get("alert_type").to_owned(),
         alert_email: form.get("alert_email").to_owned(),
         notes: form.get("notes").to_owned(),
@@ -447,9 +449,19 @@ fn snitch_fields(form: &Form) -> (SnitchFields, SnitchForm) {
             .map(str::to_owned)
             .collect()
     };
+    // A schedule, when one is typed, instead of the interval.
+    let schedule = Some(typed.schedule.trim().to_owned()).filter(|s| !s.is_empty());
+    let timezone = Some(typed.timezone.trim().to_owned()).filter(|s| !s.is_empty());
     let fields = SnitchFields {
         name: Some(typed.name.clone()),
-        interval: Some(typed.interval.clone()),
+        interval: match schedule {
+            Some(_) => None,
+            None => Some(typed.interval.clone()),
+        },
+        timezone: schedule
+            .as_ref()
+            .map(|_| timezone.unwrap_or_else(|| "UTC".to_owned())),
+        schedule,
         alert_type: Some(if typed.alert_type.is_empty() {
             "basic".to_owned()
         } else {
@@ -458,6 +470,7 @@ fn snitch_fields(form: &Form) -> (SnitchFields, SnitchForm) {
         alert_email: Some(list(&typed.alert_email)),
         notes: Some(typed.notes.clone()),
         tags: Some(list(&typed.tags)),
+        ..SnitchFields::default()
     };
     (fields, typed)
 }
@@ -537,7 +550,7 @@ async fn snitch_page(
             .map_or(chrono::DateTime::<chrono::Utc>::MIN_UTC, |(e, _)| e.at)
     });
     let cells = timeline::timeline(
-        snitch.interval(),
+        snitch.cadence(),
         snitch.created_at(),
         &check_ins,
         check_ins.len() < kept,

@@ -4,8 +4,8 @@
 
 use maud::{html, Markup, DOCTYPE};
 use snitch_core::{
-    Channel, CheckIn, Delivery, Event, EventKind, Interval, Outcome, PauseUntil, Snitch, Status,
-    Timestamp, Validations, Webhook,
+    Cadence, Channel, CheckIn, Delivery, Event, EventKind, Interval, Outcome, PauseUntil, Snitch,
+    Status, Timestamp, Validations, Webhook,
 };
 
 use super::timeline::Cell;
@@ -176,6 +176,21 @@ pub(crate) fn interval_label(i: Interval) -> String {
     }
 }
 
+/// How often a snitch is expected, in words: its interval, or its schedule ("every day
+/// at 02:30" when it reads simply, else the expression) and time zone.
+pub(crate) fn cadence_label(cadence: &Cadence) -> String {
+    match cadence {
+        Cadence::Interval(interval) => interval_label(*interval),
+        Cadence::Cron(runs) => {
+            let schedule = runs.schedule();
+            let words = schedule
+                .describe()
+                .unwrap_or_else(|| format!("cron {}", schedule.expression()));
+            format!("{words} ({})", schedule.timezone())
+        }
+    }
+}
+
 fn status_badge(status: Status) -> Markup {
     html! { span class={ "badge status-" (status.as_str()) } { (status.as_str()) } }
 }
@@ -277,7 +292,7 @@ pub(crate) fn list(frame: &Frame, view: &ListView) -> Markup {
                                         a.tag href=(tag_link(base, t.as_str())) { (t.as_str()) } " "
                                     }
                                 }
-                                td data-label="Interval" { (interval_label(s.interval())) }
+                                td data-label="Interval" { (cadence_label(s.cadence())) }
                                 td data-label="Last check-in" {
                                     @match s.state().last_check_in_at() { Some(t) => (time(t)), None => "never" }
                                 }
@@ -302,6 +317,9 @@ pub(crate) fn list(frame: &Frame, view: &ListView) -> Markup {
 pub(crate) struct SnitchForm {
     pub name: String,
     pub interval: String,
+    /// A cron expression; when given, it replaces the interval.
+    pub schedule: String,
+    pub timezone: String,
     pub alert_type: String,
     pub alert_email: String,
     pub notes: String,
@@ -312,7 +330,20 @@ impl SnitchForm {
     pub(crate) fn of(s: &Snitch) -> Self {
         SnitchForm {
             name: s.name().as_str().to_owned(),
-            interval: s.interval().as_str().to_owned(),
+            interval: s
+                .interval()
+                .map(|i| i.as_str().to_owned())
+                .unwrap_or_default(),
+            schedule: s
+                .cadence()
+                .expected_runs()
+                .map(|r| r.schedule().expression().to_owned())
+                .unwrap_or_default(),
+            timezone: s
+                .cadence()
+                .expected_runs()
+                .map(|r| r.schedule().timezone().to_owned())
+                .unwrap_or_default(),
             alert_type: s.alert_type().as_str().to_owned(),
             alert_email: s
                 .alert_email()
@@ -380,6 +411,14 @@ pub(crate) fn snitch_form(
                 }
             }
             (field_problem("interval", p("interval")))
+            label for="schedule" { "Or a cron schedule, instead of the interval (e.g. 30 2 * * *)" }
+            input #schedule type="text" name="schedule" value=(form.schedule) maxlength="100"
+                aria-invalid=[p("schedule").map(|_| "true")] aria-describedby=[described("schedule")];
+            (field_problem("schedule", p("schedule")))
+            label for="timezone" { "The schedule's time zone (an IANA name; empty: UTC)" }
+            input #timezone type="text" name="timezone" value=(form.timezone) maxlength="64"
+                aria-invalid=[p("timezone").map(|_| "true")] aria-describedby=[described("timezone")];
+            (field_problem("timezone", p("timezone")))
             fieldset {
                 legend { "Alert type" }
                 label.choice { input type="radio" name="alert_type" value="basic" checked[alert_type == "basic"]; " basic: due at the end of the next period" }
@@ -442,7 +481,7 @@ pub(crate) fn snitch(frame: &Frame, view: &SnitchView) -> Markup {
         dl.facts {
             dt { "Status" } dd { (status_badge(s.status()))
                 @if let Some(p) = &s.state().pause() { " " (pause_text(p.until)) } }
-            dt { "Interval" } dd { (interval_label(s.interval())) ", " (s.alert_type().as_str()) " alerts" }
+            dt { "Interval" } dd { (cadence_label(s.cadence())) ", " (s.alert_type().as_str()) " alerts" }
             dt { "Last check-in" } dd { @match s.state().last_check_in_at() { Some(t) => (time(t)), None => "never" } }
             dt { "Last healthy check-in" } dd { @match s.state().checked_in_at() { Some(t) => (time(t)), None => "never" } }
             dt { "Deadline" } dd { @match s.state().deadline_at() {

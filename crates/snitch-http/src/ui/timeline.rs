@@ -1,7 +1,9 @@
 //! The period timeline of a snitch's page: its last periods, oldest first, each marked by
 //! what the kept check-ins say about it. Pure: the caller passes `now`.
 
-use snitch_core::{CheckIn, Interval, Timestamp};
+use chrono::Duration;
+use snitch_core::schedule::Window;
+use snitch_core::{Cadence, CheckIn, Timestamp};
 
 /// What one period shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +64,8 @@ pub struct Cell {
     pub reason: &'static str,
 }
 
-/// The last `periods` periods up to the one containing `now`, oldest first.
+/// The last `periods` periods (a schedule's run windows) up to the one containing `now`,
+/// oldest first.
 ///
 /// `check_ins` are the kept ones, newest first; `complete` says whether they are the
 /// whole history (fewer than the store keeps): when they are not, periods before the
@@ -70,7 +73,7 @@ pub struct Cell {
 /// force began (its `snitch.paused` event), if the snitch is paused; periods that ended
 /// after it without a check-in are paused, not missed.
 pub fn timeline(
-    interval: Interval,
+    cadence: &Cadence,
     created_at: Timestamp,
     check_ins: &[CheckIn],
     complete: bool,
@@ -79,10 +82,8 @@ pub fn timeline(
     periods: usize,
 ) -> Vec<Cell> {
     let oldest = check_ins.iter().map(|c| c.at).min();
-    let mut period = interval.period_of(now);
     let mut cells = Vec::with_capacity(periods);
-    for _ in 0..periods {
-        let (start, end) = (period.start(), period.end());
+    for (start, end) in recent_spans(cadence, now, periods) {
         let inside = check_ins.iter().filter(|c| start <= c.at && c.at < end);
         let (mut ok, mut error) = (false, false);
         for c in inside {
@@ -115,15 +116,53 @@ pub fn timeline(
             mark,
             reason,
         });
-        period = period.prev();
     }
     cells.reverse();
     cells
 }
 
+/// The spans a cell stands for, newest first, up to the one holding `now`: an interval's
+/// periods, or a schedule's run windows (`[opens, closes)`; the newest may still be open).
+fn recent_spans(cadence: &Cadence, now: Timestamp, count: usize) -> Vec<(Timestamp, Timestamp)> {
+    match cadence {
+        Cadence::Interval(interval) => {
+            let mut period = interval.period_of(now);
+            let mut spans = Vec::with_capacity(count);
+            for _ in 0..count {
+                spans.push((period.start(), period.end()));
+                period = period.prev();
+            }
+            spans
+        }
+        Cadence::Cron(runs) => {
+            // Far enough back for `count` runs at the schedule's tightest spacing (a
+            // year at most): the runs are searched forward from there.
+            let gap = runs
+                .schedule()
+                .shortest_gap(now - Duration::days(366))
+                .min(Duration::days(366));
+            let back =
+                (gap * i32::try_from(count + 1).unwrap_or(i32::MAX)).min(Duration::days(366));
+            let windows: Vec<Window> = runs
+                .schedule()
+                .times_after(now - back)
+                .map(|t| runs.window(t))
+                .take_while(|w| w.opens <= now)
+                .collect();
+            windows
+                .iter()
+                .rev()
+                .take(count)
+                .map(|w| (w.opens, w.closes))
+                .collect()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use snitch_core::Interval;
     use snitch_core::Outcome;
 
     fn at(s: &str) -> Timestamp {
@@ -157,7 +196,7 @@ mod tests {
             check_in("2026-11-23T01:50:00Z", false),
         ];
         let cells = timeline(
-            Interval::Hourly,
+            &Interval::Hourly.into(),
             at("2026-11-23T00:30:00Z"),
             &ins,
             true,
@@ -178,7 +217,7 @@ mod tests {
         let mut more = ins.clone();
         more.insert(0, check_in("2026-11-23T05:01:00Z", true));
         let cells = timeline(
-            Interval::Hourly,
+            &Interval::Hourly.into(),
             at("2026-11-23T00:30:00Z"),
             &more,
             true,
@@ -196,7 +235,7 @@ mod tests {
             check_in("2026-11-23T04:59:30Z", true),
         ];
         let cells = timeline(
-            Interval::Minute1,
+            &Interval::Minute1.into(),
             at("2026-11-20T00:00:00Z"),
             &ins,
             false,
@@ -208,7 +247,7 @@ mod tests {
         assert_eq!(cells[0].reason, "older than the kept check-ins");
         // The same history, complete: those periods come before the first check-in.
         let cells = timeline(
-            Interval::Minute1,
+            &Interval::Minute1.into(),
             at("2026-11-20T00:00:00Z"),
             &ins,
             true,
@@ -223,7 +262,7 @@ mod tests {
     fn periods_since_the_pause_in_force_are_paused_not_missed() {
         let ins = vec![check_in("2026-11-23T01:05:00Z", true)];
         let cells = timeline(
-            Interval::Hourly,
+            &Interval::Hourly.into(),
             at("2026-11-23T00:30:00Z"),
             &ins,
             true,
@@ -237,7 +276,7 @@ mod tests {
         assert!(cells[2..].iter().all(|c| c.reason == "paused"));
         // Without the pause, 2h to 4h are missed.
         let cells = timeline(
-            Interval::Hourly,
+            &Interval::Hourly.into(),
             at("2026-11-23T00:30:00Z"),
             &ins,
             true,
@@ -251,7 +290,7 @@ mod tests {
     #[test]
     fn a_snitch_without_check_ins_is_all_grey() {
         let cells = timeline(
-            Interval::Daily,
+            &Interval::Daily.into(),
             at("2026-10-01T00:00:00Z"),
             &[],
             true,
