@@ -1704,3 +1704,191 @@ async fn a_bad_schedule_preview_names_each_bad_parameter() {
         .expect("answered");
     assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
 }
+
+// ---------------------------------------------------------------------------------------
+// Cron schedules (docs/rules.md#expected-runs)
+
+#[tokio::test]
+async fn a_cron_snitch_is_made_shown_and_due_at_its_run_plus_grace() {
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let server = Server::start_with_clock(clock.clone()).await;
+    let snitch = server
+        .create(json!({
+            "name": "Nightly backup",
+            "schedule": "30 2 * * *",
+            "tz": "Europe/Riga",
+            "grace_seconds": 1800,
+        }))
+        .await;
+    assert_eq!(snitch["interval"], "cron");
+    assert_eq!(snitch["type"], json!({"interval": "cron"}));
+    assert_eq!(snitch["schedule"], "30 2 * * *");
+    assert_eq!(snitch["timezone"], "Europe/Riga");
+    assert_eq!(snitch["grace_seconds"], 1800);
+    assert_eq!(snitch["early_seconds"], 60, "the default");
+    assert_eq!(snitch["deadline_at"], Value::Null, "pending");
+    assert!(
+        snitch.get("next_expected_at").is_none(),
+        "absent while pending"
+    );
+    let token = token_of(&snitch);
+    let path = format!("/v1/snitches/{token}");
+    assert_eq!(server.get_ok(&path).await, snitch);
+
+    // 2026-11-23 00:29 UTC is 02:29 in Riga: a minute early counts for the 02:30 run.
+    server
+        .tick_at(&clock, "2026-11-23T00:29:30Z".parse().expect("valid"))
+        .await;
+    server.check_in(&token, "").await;
+    let snitch = server.get_ok(&path).await;
+    assert_eq!(snitch["status"], "healthy");
+    assert_eq!(snitch["next_expected_at"], "2026-11-24T00:30:00.000Z");
+    assert_eq!(snitch["deadline_at"], "2026-11-24T01:00:00.000Z");
+
+    // Silent that night: failed once its grace has passed, not before.
+    server
+        .tick_at(&clock, "2026-11-24T00:59:59Z".parse().expect("valid"))
+        .await;
+    assert_eq!(server.get_ok(&path).await["status"], "healthy");
+    server
+        .tick_at(&clock, "2026-11-24T01:00:00Z".parse().expect("valid"))
+        .await;
+    let snitch = server.get_ok(&path).await;
+    assert_eq!(snitch["status"], "failed");
+    assert_eq!(snitch["deadline_at"], "2026-11-25T01:00:00.000Z");
+}
+
+#[tokio::test]
+async fn a_dms_snitch_shows_none_of_the_schedule_fields() {
+    let server = Server::start().await;
+    let snitch = server
+        .create(json!({"name": "n", "interval": "daily"}))
+        .await;
+    for field in [
+        "schedule",
+        "timezone",
+        "grace_seconds",
+        "early_seconds",
+        "next_expected_at",
+    ] {
+        assert!(snitch.get(field).is_none(), "{field} in {snitch}");
+    }
+}
+
+#[tokio::test]
+async fn schedule_problems_are_422s_naming_the_attribute() {
+    let server = Server::start().await;
+    for (body, attribute, message) in [
+        (
+            json!({"name": "n", "interval": "daily", "schedule": "@daily"}),
+            "schedule",
+            "can't be set together with an interval",
+        ),
+        (
+            json!({"name": "n", "schedule": "@reboot"}),
+            "schedule",
+            "@reboot is not supported",
+        ),
+        (
+            json!({"name": "n", "schedule": "0 0 * * * *"}),
+            "schedule",
+            "seconds are not supported",
+        ),
+        (
+            json!({"name": "n", "schedule": "* * 30 2 *"}),
+            "schedule",
+            "does not exist in February",
+        ),
+        (
+            json!({"name": "n", "schedule": "0 \u{0} * * *"}),
+            "schedule",
+            "",
+        ),
+        (
+            json!({"name": "n", "schedule": "@daily", "timezone": "Mars/Olympus"}),
+            "timezone",
+            "is not a known time zone",
+        ),
+        (
+            json!({"name": "n", "schedule": "@daily", "grace_seconds": 59}),
+            "grace_seconds",
+            "must be between 60 and 31536000 seconds",
+        ),
+        (
+            json!({"name": "n", "schedule": "@daily", "early_seconds": 3601}),
+            "early_seconds",
+            "must be between 0 and 3600 seconds",
+        ),
+        (
+            json!({"name": "n", "schedule": "@daily", "grace_seconds": 1.5}),
+            "grace_seconds",
+            "must be a whole number of seconds",
+        ),
+        (
+            json!({"name": "n", "schedule": "@daily", "alert_type": "smart"}),
+            "alert_type",
+            "smart alerts need an interval",
+        ),
+        (
+            json!({"name": "n", "interval": "daily", "timezone": "UTC"}),
+            "timezone",
+            "can only be set with a schedule",
+        ),
+    ] {
+        let validations = assert_invalid(server.post_json("/v1/snitches", &body).await).await;
+        let (_, text) = validations
+            .iter()
+            .find(|(a, _)| a == attribute)
+            .unwrap_or_else(|| panic!("{body}: no problem with {attribute}: {validations:?}"));
+        assert!(text.contains(message), "{body}: {text}");
+    }
+    assert_eq!(
+        server.get_ok("/v1/snitches").await,
+        json!([]),
+        "nothing made"
+    );
+}
+
+#[tokio::test]
+async fn an_update_changes_the_zone_alone_or_turns_a_cron_snitch_into_an_interval_one() {
+    let server = Server::start().await;
+    let snitch = server
+        .create(json!({"name": "n", "schedule": "0 9 * * MON-FRI", "grace_seconds": 900}))
+        .await;
+    assert_eq!(snitch["timezone"], "UTC", "the default zone");
+    let path = format!("/v1/snitches/{}", token_of(&snitch));
+
+    let moved = json_ok(
+        server
+            .patch_json(&path, &json!({"timezone": "America/New_York"}))
+            .await,
+    )
+    .await;
+    assert_eq!(moved["schedule"], "0 9 * * MON-FRI");
+    assert_eq!(moved["timezone"], "America/New_York");
+    assert_eq!(moved["grace_seconds"], 900, "kept");
+
+    let validations = assert_invalid(
+        server
+            .patch_json(&path, &json!({"grace_seconds": 10}))
+            .await,
+    )
+    .await;
+    assert_eq!(attributes(&validations), ["grace_seconds"]);
+
+    let hourly = json_ok(
+        server
+            .patch_json(&path, &json!({"interval": "hourly"}))
+            .await,
+    )
+    .await;
+    assert_eq!(hourly["interval"], "hourly");
+    assert!(hourly.get("schedule").is_none(), "{hourly}");
+    let validations = assert_invalid(
+        server
+            .patch_json(&path, &json!({"early_seconds": 30}))
+            .await,
+    )
+    .await;
+    assert_eq!(attributes(&validations), ["early_seconds"]);
+}

@@ -9,8 +9,10 @@ use std::sync::Arc;
 
 use chrono::{Duration, TimeZone, Utc};
 
+use crate::cadence::Cadence;
 use crate::calendar::{Interval, Timestamp};
 use crate::machine;
+use crate::schedule::{CronSchedule, ExpectedRuns};
 use crate::snitch::{CheckIn, PauseUntil, Snitch};
 use crate::storage::{Change, Storage};
 use crate::types::{
@@ -103,6 +105,17 @@ pub fn paused(snitch: &Snitch, until: PauseUntil, now: Timestamp) -> Change {
     let step = machine::advance(snitch, now)
         .then(|s| machine::pause(s, until, now).expect("the fixture snitch can be paused"));
     Change::new(snitch, step.snitch, Vec::new(), step.events)
+}
+
+/// A cron schedule with these spans (seconds), as a snitch's cadence.
+pub fn cron_cadence(expression: &str, timezone: &str, grace: i64, early: i64) -> Cadence {
+    ExpectedRuns::with_spans(
+        CronSchedule::parse(expression, timezone).expect("a valid schedule"),
+        Duration::seconds(grace),
+        Duration::seconds(early),
+    )
+    .expect("valid spans")
+    .into()
 }
 
 /// A snitch with every field set and a state the machine reached through check-ins, an

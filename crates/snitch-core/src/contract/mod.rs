@@ -23,7 +23,7 @@ use std::sync::Arc;
 use chrono::Duration;
 use futures::future::join_all;
 
-use crate::calendar::Timestamp;
+use crate::calendar::{Interval, Timestamp};
 use crate::check_in_step::PendingCheckIns;
 use crate::clock::ManualClock;
 use crate::error::ServiceError;
@@ -91,6 +91,7 @@ macro_rules! storage_contract_tests {
             // Saving changes.
             save_applies_the_new_state,
             save_replaces_every_field,
+            a_cron_snitch_keeps_its_schedule_through_every_save,
             save_of_stale_version_conflicts_and_changes_nothing,
             save_of_missing_snitch_is_not_found,
             concurrent_saves_from_one_read_let_exactly_one_win,
@@ -687,6 +688,48 @@ pub async fn save_replaces_every_field(store: Arc<dyn Storage>) {
     .await;
     assert_eq!(cleared.version, 3);
     assert_eq!(stored(&store, &plain.token).await, Some(cleared));
+}
+
+/// A cron snitch keeps its expression, time zone, grace and early span through an insert,
+/// a check-in's save and a save that changes them; it turns into an interval snitch and
+/// back; and it is due at its run's deadline like any other.
+pub async fn a_cron_snitch_keeps_its_schedule_through_every_save(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let mut cron = snitch(&acme, 1, t0());
+    cron.cadence = cron_cadence("30 2 * * MON-FRI", "Australia/Lord_Howe", 5_400, 120);
+    insert(&store, &cron).await;
+    assert_eq!(stored(&store, &cron.token).await.as_ref(), Some(&cron));
+
+    let checked = apply(&store, checked_in(&cron, at(10))).await;
+    assert_eq!(stored(&store, &cron.token).await.as_ref(), Some(&checked));
+    let deadline = checked
+        .state
+        .deadline_at
+        .expect("a deadline after a check-in");
+    assert!(store
+        .due(deadline - Duration::milliseconds(1), 10)
+        .await
+        .expect("due")
+        .is_empty());
+    let due = store.due(deadline, 10).await.expect("due");
+    assert_eq!(
+        due.iter().map(|s| &s.token).collect::<Vec<_>>(),
+        [&cron.token]
+    );
+
+    let mut moved = checked.clone();
+    moved.cadence = cron_cadence("*/20 9-17 * * *", "Asia/Kathmandu", 60, 0);
+    let moved = apply(&store, Change::new(&checked, moved, Vec::new(), vec![])).await;
+    assert_eq!(stored(&store, &cron.token).await.as_ref(), Some(&moved));
+
+    let mut hourly = moved.clone();
+    hourly.cadence = Interval::Hourly.into();
+    let hourly = apply(&store, Change::new(&moved, hourly, Vec::new(), vec![])).await;
+    assert_eq!(stored(&store, &cron.token).await.as_ref(), Some(&hourly));
+    let mut back = hourly.clone();
+    back.cadence = cron_cadence("@daily", "UTC", 31_536_000, 3_600);
+    let back = apply(&store, Change::new(&hourly, back, Vec::new(), vec![])).await;
+    assert_eq!(stored(&store, &cron.token).await, Some(back));
 }
 
 /// A change made from a stale read (or claiming any other version) is refused whole: the
