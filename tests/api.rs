@@ -1802,7 +1802,7 @@ async fn schedule_problems_are_422s_naming_the_attribute() {
         (
             json!({"name": "n", "schedule": "0 \u{0} * * *"}),
             "schedule",
-            "",
+            "can't contain a NUL character",
         ),
         (
             json!({"name": "n", "schedule": "@daily", "timezone": "Mars/Olympus"}),
@@ -1833,6 +1833,16 @@ async fn schedule_problems_are_422s_naming_the_attribute() {
             json!({"name": "n", "interval": "daily", "timezone": "UTC"}),
             "timezone",
             "can only be set with a schedule",
+        ),
+        (
+            json!({"name": "n", "schedule": "x".repeat(101)}),
+            "schedule",
+            "is too long",
+        ),
+        (
+            json!({"name": "n", "schedule": "@daily", "timezone": "Europe/\u{0}Riga"}),
+            "timezone",
+            "is not a known time zone",
         ),
     ] {
         let validations = assert_invalid(server.post_json("/v1/snitches", &body).await).await;

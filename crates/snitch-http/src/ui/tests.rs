@@ -645,6 +645,78 @@ async fn create_pause_unpause_and_edit_go_through_the_service() {
 }
 
 #[tokio::test]
+async fn a_cron_snitch_is_made_shown_and_edited_without_losing_its_schedule() {
+    let f = fixture().await;
+    let b = sign_in(&f.app).await;
+    let form = [
+        ("csrf", b.csrf.as_str()),
+        ("name", "nightly backup"),
+        ("interval", "daily"),
+        ("schedule", "30 2 * * *"),
+        ("timezone", "Europe/Riga"),
+        ("alert_type", "basic"),
+        ("tags", ""),
+        ("alert_email", ""),
+        ("notes", ""),
+    ];
+    let answer = send(&f.app, post("/ui/snitches", Some(&b.cookie), &form)).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    let list = f.service.list(&f.case, &[]).await.expect("list");
+    let s = &list[0];
+    let runs = s
+        .cadence()
+        .expected_runs()
+        .expect("a schedule, not the interval");
+    assert_eq!(runs.schedule().expression(), "30 2 * * *");
+    assert_eq!(runs.schedule().timezone(), "Europe/Riga");
+    let token = s.token().as_str().to_owned();
+    let page = send(&f.app, get(answer.location(), Some(&b.cookie))).await;
+    assert!(
+        page.body.contains("every day at 02:30 (Europe/Riga)"),
+        "{}",
+        page.body
+    );
+    // The edit form shows the schedule, and saving it unchanged keeps it.
+    let here = format!("/ui/snitches/{token}");
+    let edit_page = send(&f.app, get(&format!("{here}/edit"), Some(&b.cookie))).await;
+    assert!(
+        edit_page.body.contains("value=\"30 2 * * *\""),
+        "{}",
+        edit_page.body
+    );
+    let rename = [
+        ("csrf", b.csrf.as_str()),
+        ("name", "renamed"),
+        ("interval", ""),
+        ("schedule", "30 2 * * *"),
+        ("timezone", "Europe/Riga"),
+        ("alert_type", "basic"),
+        ("tags", ""),
+        ("alert_email", ""),
+        ("notes", ""),
+    ];
+    let answer = send(
+        &f.app,
+        post(&format!("{here}/edit"), Some(&b.cookie), &rename),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    let s = f.service.get(&f.case, &token).await.expect("get");
+    assert_eq!(s.name().as_str(), "renamed");
+    assert_eq!(s.cadence(), list[0].cadence(), "the schedule is kept");
+    // A bad schedule is a 422 on the form, naming the field.
+    let mut bad = rename;
+    bad[3] = ("schedule", "@reboot");
+    let answer = send(&f.app, post(&format!("{here}/edit"), Some(&b.cookie), &bad)).await;
+    assert_eq!(answer.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        answer.body.contains("@reboot is not supported"),
+        "{}",
+        answer.body
+    );
+}
+
+#[tokio::test]
 async fn bad_form_input_is_a_clear_422_never_a_panic() {
     let f = fixture().await;
     let b = sign_in(&f.app).await;
