@@ -132,15 +132,8 @@ impl ExpectedRuns {
         let earliest = expected - self.early;
         // The last run before `expected`, if it is close enough for the halfway point to
         // fall after `earliest` (within twice the early span): the window opens no
-        // earlier than halfway from it. At most two hours of runs are looked at.
-        let mut previous = None;
-        let mut run = self
-            .schedule
-            .next_after(expected - self.early * 2 - Duration::milliseconds(1));
-        while let Some(t) = run.filter(|t| *t < expected) {
-            previous = Some(t);
-            run = self.schedule.next_after(t);
-        }
+        // earlier than halfway from it.
+        let previous = self.last_run_within(expected, self.early * 2);
         let opens = match previous {
             Some(previous) => earliest.max(previous + (expected - previous) / 2),
             None => earliest,
@@ -149,6 +142,34 @@ impl ExpectedRuns {
             opens,
             expected,
             closes: expected + self.grace,
+        }
+    }
+
+    /// The last run in `[before - span, before)`, if any. Probes back a minute, then
+    /// twice as far each time, so a frequent schedule costs a few searches, not one per
+    /// run in the span (every-minute runs and an hour early span: 2, not 120).
+    fn last_run_within(&self, before: Timestamp, span: Duration) -> Option<Timestamp> {
+        if span <= Duration::zero() {
+            return None;
+        }
+        let mut reach = Duration::minutes(1).min(span);
+        loop {
+            let from = before - reach;
+            let first = self
+                .schedule
+                .next_after(from - Duration::milliseconds(1))
+                .filter(|t| *t < before);
+            if let Some(mut last) = first {
+                // Runs lie in [from, before): the last of them is the one.
+                while let Some(t) = self.schedule.next_after(last).filter(|t| *t < before) {
+                    last = t;
+                }
+                return Some(last);
+            }
+            if reach >= span {
+                return None;
+            }
+            reach = (reach * 2).min(span);
         }
     }
 
@@ -476,6 +497,27 @@ mod tests {
                 prop_assert_eq!(next - deadline, Duration::minutes(n));
                 deadline = next;
             }
+        }
+
+        /// The backward probe finds the same previous run as walking every run of the
+        /// span forward.
+        #[test]
+        fn the_previous_run_is_the_last_one_walked_forward(
+            expression in prop::sample::select(&EXPRESSIONS[..]),
+            timezone in prop::sample::select(&ZONES[..]),
+            start_minute in 0i64..525_600,
+            span_minutes in 0i64..=120,
+        ) {
+            let expected = runs(expression, timezone, 60, 0);
+            let before = at("2026-01-01T00:00:00Z") + Duration::minutes(start_minute);
+            let span = Duration::minutes(span_minutes);
+            let mut walked = None;
+            let mut run = expected.schedule().next_after(before - span - Duration::milliseconds(1));
+            while let Some(t) = run.filter(|t| *t < before) {
+                walked = Some(t);
+                run = expected.schedule().next_after(t);
+            }
+            prop_assert_eq!(expected.last_run_within(before, span), walked);
         }
 
         /// No check-in counts for two runs: a window opens no earlier than halfway from
