@@ -21,7 +21,7 @@ export DATABASE_URL="${DATABASE_URL:-$url}"
 QUICK_TESTS=(
     # tests/ of the facade
     api check_in check_in_service service runtime ui operator request_log outages
-    custom_storage alerts abuse_http
+    custom_storage alerts abuse_http schedules
     # the stores' own: the storage contract, the Postgres check-in cache
     contract check_in_cache
 )

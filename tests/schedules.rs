@@ -1,0 +1,131 @@
+//! Cron snitches over HTTP on every store (docs/rules.md#expected-runs): a job that runs
+//! on time through a daylight saving night is never announced missing, and one that stops
+//! is announced once per silent run, on memory, SQLite and PostgreSQL alike.
+
+mod common;
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+use common::{default_cases, token_of, Server, MANUAL_TIME, NO_RATE_LIMIT};
+use serde_json::{json, Value};
+use snitch::prelude::ManualClock;
+use snitch_store_postgres::test_databases::{self, TestDatabase};
+
+/// Which store a server under test keeps its data in.
+#[derive(Debug, Clone, Copy)]
+enum Store {
+    Memory,
+    Sqlite,
+    Postgres,
+}
+
+/// What must outlive a server: its database or its directory.
+enum Kept {
+    Nothing,
+    Directory(tempfile::TempDir),
+    Database(TestDatabase),
+}
+
+async fn start(store: Store, clock: Arc<ManualClock>) -> (Server, Kept) {
+    let (top, kept) = match store {
+        Store::Memory => (String::new(), Kept::Nothing),
+        Store::Sqlite => {
+            let dir = tempfile::tempdir().expect("a directory");
+            let top = format!("data_path = {:?}\n", dir.path().join("snitch.db"));
+            (top, Kept::Directory(dir))
+        }
+        Store::Postgres => {
+            let db = test_databases::empty(2).await;
+            (format!("database_url = {:?}\n", db.url), Kept::Database(db))
+        }
+    };
+    let top = format!("{NO_RATE_LIMIT}{MANUAL_TIME}{top}");
+    let server = Server::launch(&top, &default_cases(), clock).await;
+    (server, kept)
+}
+
+fn at(s: &str) -> DateTime<Utc> {
+    s.parse().expect("a valid instant")
+}
+
+/// The kinds of the snitch's events, oldest first.
+async fn event_kinds(server: &Server, token: &str) -> Vec<String> {
+    let events = server.get_ok(&format!("/v1/snitches/{token}/events")).await;
+    let mut kinds: Vec<String> = events
+        .as_array()
+        .expect("an array of events")
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    kinds.reverse();
+    kinds
+}
+
+/// Riga falls back on 2026-10-25 at 04:00 to 03:00. A job at 03:30 runs once that night,
+/// at the first 03:30 (00:30 UTC), then at 01:30 UTC from the next night on. Checking in
+/// at each of its runs, with the sweep every 10 minutes, it is never missing.
+async fn a_job_on_time_through_the_fall_back_night_is_never_missing(store: Store) {
+    let clock = Arc::new(ManualClock::new(at("2026-10-22T12:00:00Z")));
+    let (server, _kept) = start(store, clock.clone()).await;
+    let snitch = server
+        .create(json!({
+            "name": "nightly",
+            "schedule": "30 3 * * *",
+            "timezone": "Europe/Riga",
+            "grace_seconds": 900,
+        }))
+        .await;
+    let token = token_of(&snitch);
+    let runs = [
+        "2026-10-23T00:30:00Z",
+        "2026-10-24T00:30:00Z",
+        "2026-10-25T00:30:00Z",
+        "2026-10-26T01:30:00Z",
+        "2026-10-27T01:30:00Z",
+    ];
+    let mut now = at("2026-10-22T12:00:00Z");
+    for run in runs.map(at) {
+        while now + Duration::minutes(10) < run {
+            now += Duration::minutes(10);
+            server.tick_at(&clock, now).await;
+        }
+        now = run + Duration::seconds(20);
+        server.tick_at(&clock, now).await;
+        server.check_in(&token, "").await;
+    }
+    let snitch: Value = server.get_ok(&format!("/v1/snitches/{token}")).await;
+    assert_eq!(snitch["status"], "healthy", "{store:?}: {snitch}");
+    assert_eq!(snitch["next_expected_at"], "2026-10-28T01:30:00.000Z");
+    assert_eq!(
+        event_kinds(&server, &token).await,
+        ["snitch.reporting"],
+        "{store:?}: only the first check-in's"
+    );
+
+    // Then the job stops: one missing event per silent run, each once its grace passed.
+    server.tick_at(&clock, at("2026-10-28T01:44:59Z")).await;
+    assert_eq!(event_kinds(&server, &token).await.len(), 1, "{store:?}");
+    server.tick_at(&clock, at("2026-10-28T01:45:00Z")).await;
+    server.tick_at(&clock, at("2026-10-29T01:45:00Z")).await;
+    assert_eq!(
+        event_kinds(&server, &token).await,
+        ["snitch.reporting", "snitch.missing", "snitch.missing"],
+        "{store:?}"
+    );
+}
+
+#[tokio::test]
+async fn memory_a_job_on_time_through_the_fall_back_night_is_never_missing() {
+    a_job_on_time_through_the_fall_back_night_is_never_missing(Store::Memory).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_job_on_time_through_the_fall_back_night_is_never_missing() {
+    a_job_on_time_through_the_fall_back_night_is_never_missing(Store::Sqlite).await;
+}
+
+#[tokio::test]
+async fn postgres_a_job_on_time_through_the_fall_back_night_is_never_missing() {
+    a_job_on_time_through_the_fall_back_night_is_never_missing(Store::Postgres).await;
+}
