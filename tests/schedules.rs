@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::any::Any;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
@@ -20,24 +21,18 @@ enum Store {
     Postgres,
 }
 
-/// What must outlive a server: its database or its directory.
-enum Kept {
-    Nothing,
-    Directory(tempfile::TempDir),
-    Database(TestDatabase),
-}
-
-async fn start(store: Store, clock: Arc<ManualClock>) -> (Server, Kept) {
-    let (top, kept) = match store {
-        Store::Memory => (String::new(), Kept::Nothing),
+/// A server on `store`, and what must outlive it (its directory or its database).
+async fn start(store: Store, clock: Arc<ManualClock>) -> (Server, Box<dyn Any>) {
+    let (top, kept): (String, Box<dyn Any>) = match store {
+        Store::Memory => (String::new(), Box::new(())),
         Store::Sqlite => {
             let dir = tempfile::tempdir().expect("a directory");
             let top = format!("data_path = {:?}\n", dir.path().join("snitch.db"));
-            (top, Kept::Directory(dir))
+            (top, Box::new(dir))
         }
         Store::Postgres => {
-            let db = test_databases::empty(2).await;
-            (format!("database_url = {:?}\n", db.url), Kept::Database(db))
+            let db: TestDatabase = test_databases::empty(2).await;
+            (format!("database_url = {:?}\n", db.url), Box::new(db))
         }
     };
     let top = format!("{NO_RATE_LIMIT}{MANUAL_TIME}{top}");
