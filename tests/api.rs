@@ -1770,9 +1770,51 @@ async fn a_dms_snitch_shows_none_of_the_schedule_fields() {
         "grace_seconds",
         "early_seconds",
         "next_expected_at",
+        "failure_tolerance",
+        "missed_tolerance",
     ] {
         assert!(snitch.get(field).is_none(), "{field} in {snitch}");
     }
+}
+
+#[tokio::test]
+async fn tolerances_are_set_shown_and_checked() {
+    let server = Server::start().await;
+    let snitch = server
+        .create(json!({"name": "n", "interval": "hourly", "failure_tolerance": 3}))
+        .await;
+    assert_eq!(snitch["failure_tolerance"], 3);
+    assert_eq!(snitch["missed_tolerance"], 0);
+    let path = format!("/v1/snitches/{}", token_of(&snitch));
+    let updated = json_ok(
+        server
+            .patch_json(&path, &json!({"missed_tolerance": 720}))
+            .await,
+    )
+    .await;
+    assert_eq!(updated["failure_tolerance"], 3, "kept");
+    assert_eq!(updated["missed_tolerance"], 720);
+    for (body, attribute) in [
+        (json!({"failure_tolerance": 721}), "failure_tolerance"),
+        (json!({"missed_tolerance": -1}), "missed_tolerance"),
+        (json!({"missed_tolerance": "2"}), "missed_tolerance"),
+        (json!({"failure_tolerance": 1.5}), "failure_tolerance"),
+    ] {
+        let validations = assert_invalid(server.patch_json(&path, &body).await).await;
+        assert_eq!(attributes(&validations), [attribute], "{body}");
+    }
+    assert_eq!(server.get_ok(&path).await, updated);
+    // Back to none: the fields leave the JSON of an interval snitch.
+    let cleared = json_ok(
+        server
+            .patch_json(
+                &path,
+                &json!({"failure_tolerance": 0, "missed_tolerance": 0}),
+            )
+            .await,
+    )
+    .await;
+    assert!(cleared.get("failure_tolerance").is_none(), "{cleared}");
 }
 
 #[tokio::test]

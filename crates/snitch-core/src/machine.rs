@@ -200,6 +200,12 @@ pub fn advance_through_owned(mut s: Snitch, now: Timestamp, outages: &[Outage]) 
             }
             continue;
         }
+        s.state.consecutive_misses = s.state.consecutive_misses.saturating_add(1);
+        if s.state.consecutive_misses <= u32::from(s.missed_tolerance) {
+            // Tolerated (docs/rules.md#tolerances): the next run is due, nothing said.
+            s.state.deadline_at = Some(next_deadline);
+            continue;
+        }
         let previous = s.state.status;
         s.state.status = Status::Failed;
         s.state.deadline_at = Some(next_deadline);
@@ -284,27 +290,43 @@ pub fn check_in_owned(mut s: Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
         s.state.pause = None;
     }
 
+    // A run came: the misses in a row end; a success ends the failures in a row too.
+    s.state.consecutive_misses = 0;
+    if counts_as_success {
+        s.state.consecutive_failures = 0;
+    } else {
+        s.state.consecutive_failures = s.state.consecutive_failures.saturating_add(1);
+    }
+    // A failed run within the tolerance (docs/rules.md#tolerances) counts as a run (the
+    // next one is due) but changes no status and says nothing. A pending snitch's first
+    // run sets its status whatever it is.
+    let tolerated = !counts_as_success
+        && s.state.status != Status::Pending
+        && s.state.consecutive_failures <= u32::from(s.failure_tolerance);
+
     let previous = s.state.status;
     if !counts_as_success {
-        s.state.status = Status::Errored;
-        let alerted_this_period = s
-            .state
-            .last_errored_alert_at
-            .is_some_and(|t| same_period(&s, t, now));
-        if !alerted_this_period {
-            s.state.last_errored_alert_at = Some(now);
-            s.state.error_announced = true;
-            events.push(emit(
-                &mut s,
-                EventKind::Errored,
-                now,
-                previous,
-                Some(check_in),
-            ));
-        } else if previous != Status::Errored {
-            // A new error in a period that already had its errored alert: followed in
-            // the status, never announced, so its recovery is not announced either.
-            s.state.error_announced = false;
+        if !tolerated {
+            s.state.status = Status::Errored;
+            let alerted_this_period = s
+                .state
+                .last_errored_alert_at
+                .is_some_and(|t| same_period(&s, t, now));
+            if !alerted_this_period {
+                s.state.last_errored_alert_at = Some(now);
+                s.state.error_announced = true;
+                events.push(emit(
+                    &mut s,
+                    EventKind::Errored,
+                    now,
+                    previous,
+                    Some(check_in),
+                ));
+            } else if previous != Status::Errored {
+                // A new error in a period that already had its errored alert: followed in
+                // the status, never announced, so its recovery is not announced either.
+                s.state.error_announced = false;
+            }
         }
     } else {
         s.state.status = Status::Healthy;
@@ -463,6 +485,8 @@ mod tests {
             cadence: interval.into(),
             alert_type,
             alert_email: AlertEmails::default(),
+            failure_tolerance: 0,
+            missed_tolerance: 0,
             created_at: at("2026-11-22T00:00:00Z"),
             state: initial_state(),
             version: 1,
@@ -1146,5 +1170,55 @@ mod tests {
         assert!(advance(&step.snitch, at("2026-03-05T09:09:59Z"))
             .events
             .is_empty());
+    }
+
+    #[test]
+    fn tolerated_failures_and_misses_say_nothing_until_the_first_beyond() {
+        let mut s = new_snitch(Interval::Hourly, AlertType::Basic);
+        s.failure_tolerance = 2;
+        s.missed_tolerance = 1;
+        let s = arrive(&s, &ok("2026-11-22T03:10:00Z"), &NOTICES).snitch;
+        // Two failed runs in a row are tolerated; the third alerts.
+        let step = arrive(&s, &err("2026-11-22T04:10:00Z"), &NOTICES);
+        assert!(step.events.is_empty(), "{:?}", step.events);
+        assert_eq!(step.snitch.state.status, Status::Healthy);
+        assert_eq!(
+            step.snitch.state.deadline_at,
+            Some(at("2026-11-22T06:00:00Z"))
+        );
+        let step = arrive(&step.snitch, &err("2026-11-22T05:10:00Z"), &NOTICES);
+        assert!(step.events.is_empty(), "{:?}", step.events);
+        let step = arrive(&step.snitch, &err("2026-11-22T06:10:00Z"), &NOTICES);
+        assert_eq!(
+            kinds(&step),
+            [(EventKind::Errored, Status::Healthy, Status::Errored)]
+        );
+        // A success ends the count: two failures are tolerated again.
+        let s = arrive(&step.snitch, &ok("2026-11-22T07:10:00Z"), &NOTICES).snitch;
+        assert_eq!(s.state.consecutive_failures, 0);
+        let step = arrive(&s, &err("2026-11-22T08:10:00Z"), &NOTICES);
+        assert!(step.events.is_empty(), "{:?}", step.events);
+        // One missed run is tolerated, the second is announced (counting only itself).
+        let s = arrive(&step.snitch, &ok("2026-11-22T09:10:00Z"), &NOTICES).snitch;
+        let step = advance(&s, at("2026-11-22T11:00:00Z"));
+        assert!(step.events.is_empty(), "{:?}", step.events);
+        assert_eq!(step.snitch.state.status, Status::Healthy);
+        let step = advance(&step.snitch, at("2026-11-22T12:00:00Z"));
+        assert_eq!(
+            kinds(&step),
+            [(EventKind::Missing, Status::Healthy, Status::Failed)]
+        );
+        assert_eq!(step.events[0].missed_periods, 1);
+    }
+
+    #[test]
+    fn a_pending_snitchs_first_run_sets_its_status_whatever_the_tolerance() {
+        let mut s = new_snitch(Interval::Hourly, AlertType::Basic);
+        s.failure_tolerance = 5;
+        let step = arrive(&s, &err("2026-11-22T03:10:00Z"), &NOTICES);
+        assert_eq!(
+            kinds(&step),
+            [(EventKind::Errored, Status::Pending, Status::Errored)]
+        );
     }
 }

@@ -40,6 +40,11 @@ pub struct Snitch {
     pub(crate) alert_type: AlertType,
     /// Who is e-mailed about it (the case's members when empty).
     pub(crate) alert_email: AlertEmails,
+    /// How many failed runs in a row are tolerated before the errored alert
+    /// (docs/rules.md#tolerances).
+    pub(crate) failure_tolerance: u16,
+    /// How many missed runs in a row are tolerated before the missing alert.
+    pub(crate) missed_tolerance: u16,
     /// When it was created.
     pub(crate) created_at: Timestamp,
     /// Where the state machine stands.
@@ -82,6 +87,10 @@ pub struct SnitchState {
     pub(crate) last_recovery_alert_at: Option<Timestamp>,
     /// How many events this snitch has emitted; event ids are built from it.
     pub(crate) event_seq: u64,
+    /// Failed runs in a row since the last success (docs/rules.md#tolerances).
+    pub(crate) consecutive_failures: u32,
+    /// Missed runs in a row since the last check-in.
+    pub(crate) consecutive_misses: u32,
 }
 
 impl SnitchState {
@@ -141,6 +150,16 @@ impl SnitchState {
     /// How many events this snitch has emitted; event ids are built from it.
     pub fn event_seq(&self) -> u64 {
         self.event_seq
+    }
+
+    /// Failed runs in a row since the last success.
+    pub fn consecutive_failures(&self) -> u32 {
+        self.consecutive_failures
+    }
+
+    /// Missed runs in a row since the last check-in.
+    pub fn consecutive_misses(&self) -> u32 {
+        self.consecutive_misses
     }
 }
 
@@ -239,6 +258,8 @@ impl Snitch {
             && self.cadence == other.cadence
             && self.alert_type == other.alert_type
             && self.alert_email == other.alert_email
+            && self.failure_tolerance == other.failure_tolerance
+            && self.missed_tolerance == other.missed_tolerance
     }
 
     /// The instant at which the deadline sweep must look at this snitch: its deadline, or
@@ -274,6 +295,8 @@ impl Snitch {
             cadence: cadence.into(),
             alert_type: AlertType::Basic,
             alert_email: AlertEmails::default(),
+            failure_tolerance: 0,
+            missed_tolerance: 0,
             created_at,
             state: SnitchState::default(),
             version: 1,
@@ -328,6 +351,16 @@ impl Snitch {
     /// Who is e-mailed about it (the case's members when empty).
     pub fn alert_email(&self) -> &AlertEmails {
         &self.alert_email
+    }
+
+    /// How many failed runs in a row are tolerated before the errored alert.
+    pub fn failure_tolerance(&self) -> u16 {
+        self.failure_tolerance
+    }
+
+    /// How many missed runs in a row are tolerated before the missing alert.
+    pub fn missed_tolerance(&self) -> u16 {
+        self.missed_tolerance
     }
 
     /// When it was created.
@@ -389,6 +422,9 @@ impl Snitch {
         if record.deadline_at.is_some() == waiting {
             return invalid("a deadline must be set exactly when neither pending nor paused");
         }
+        if record.failure_tolerance > TOLERANCE_MAX || record.missed_tolerance > TOLERANCE_MAX {
+            return invalid("a tolerance over its maximum");
+        }
         if record.smart_offsets_ms.len() > SMART_OFFSETS_KEPT {
             return invalid("more smart offsets than are kept");
         }
@@ -408,6 +444,8 @@ impl Snitch {
             cadence: record.cadence,
             alert_type: record.alert_type,
             alert_email: record.alert_email,
+            failure_tolerance: record.failure_tolerance,
+            missed_tolerance: record.missed_tolerance,
             created_at: record.created_at,
             state: SnitchState {
                 status: record.status,
@@ -421,6 +459,8 @@ impl Snitch {
                 error_announced: record.error_announced,
                 last_recovery_alert_at: record.last_recovery_alert_at,
                 event_seq: record.event_seq,
+                consecutive_failures: record.consecutive_failures,
+                consecutive_misses: record.consecutive_misses,
             },
             version: record.version,
         })
@@ -438,6 +478,8 @@ impl Snitch {
             cadence: self.cadence.clone(),
             alert_type: self.alert_type,
             alert_email: self.alert_email.clone(),
+            failure_tolerance: self.failure_tolerance,
+            missed_tolerance: self.missed_tolerance,
             created_at: self.created_at,
             version: self.version,
             status: state.status,
@@ -451,6 +493,8 @@ impl Snitch {
             error_announced: state.error_announced,
             last_recovery_alert_at: state.last_recovery_alert_at,
             event_seq: state.event_seq,
+            consecutive_failures: state.consecutive_failures,
+            consecutive_misses: state.consecutive_misses,
         }
     }
 }
@@ -473,6 +517,8 @@ pub struct SnitchRecord {
     pub cadence: Cadence,
     pub alert_type: AlertType,
     pub alert_email: AlertEmails,
+    pub failure_tolerance: u16,
+    pub missed_tolerance: u16,
     pub created_at: Timestamp,
     pub version: u64,
     pub status: Status,
@@ -486,7 +532,12 @@ pub struct SnitchRecord {
     pub error_announced: bool,
     pub last_recovery_alert_at: Option<Timestamp>,
     pub event_seq: u64,
+    pub consecutive_failures: u32,
+    pub consecutive_misses: u32,
 }
+
+/// The most failed or missed runs in a row a snitch may tolerate (a month of hourly runs).
+pub const TOLERANCE_MAX: u16 = 720;
 
 /// A stored snitch that breaks an invariant (see [`Snitch::restore`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

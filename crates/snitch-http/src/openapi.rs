@@ -134,6 +134,14 @@ pub struct SnitchRequest {
     /// schedule.
     #[schema(minimum = 0, maximum = 3_600)]
     pub early_seconds: Option<i64>,
+    /// How many failed runs in a row are tolerated before the errored alert (0 to 720,
+    /// default 0: the first failed run alerts).
+    #[schema(minimum = 0, maximum = 720)]
+    pub failure_tolerance: Option<i64>,
+    /// How many missed runs in a row are tolerated before the missing alert (0 to 720,
+    /// default 0).
+    #[schema(minimum = 0, maximum = 720)]
+    pub missed_tolerance: Option<i64>,
 }
 
 /// The body of create: [`SnitchRequest`] with `name` required, and `interval` or
@@ -182,6 +190,14 @@ pub struct NewSnitchRequest {
     /// schedule.
     #[schema(minimum = 0, maximum = 3_600)]
     pub early_seconds: Option<i64>,
+    /// How many failed runs in a row are tolerated before the errored alert (0 to 720,
+    /// default 0: the first failed run alerts).
+    #[schema(minimum = 0, maximum = 720)]
+    pub failure_tolerance: Option<i64>,
+    /// How many missed runs in a row are tolerated before the missing alert (0 to 720,
+    /// default 0).
+    #[schema(minimum = 0, maximum = 720)]
+    pub missed_tolerance: Option<i64>,
 }
 
 /// The 17 intervals (variants named as the API spells them).

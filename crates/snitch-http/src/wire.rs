@@ -85,12 +85,21 @@ pub struct SnitchJson {
     /// absent while pending or paused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_expected_at: Option<String>,
+    /// How many failed runs in a row are tolerated before the errored alert (on a snitch
+    /// with a schedule, or with a tolerance set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_tolerance: Option<u16>,
+    /// How many missed runs in a row are tolerated before the missing alert.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missed_tolerance: Option<u16>,
 }
 
 impl SnitchJson {
     /// The JSON of `s`, its check-in URL under `check_in_base`.
     pub fn new(s: &Snitch, check_in_base: &str) -> Self {
         let runs = s.cadence().expected_runs();
+        // Shown where a Dead Man's Snitch client cannot be surprised by them.
+        let tolerances = runs.is_some() || s.failure_tolerance() > 0 || s.missed_tolerance() > 0;
         SnitchJson {
             token: s.token().to_string(),
             href: format!("/v1/snitches/{}", s.token()),
@@ -116,6 +125,8 @@ impl SnitchJson {
             next_expected_at: runs
                 .zip(s.state().deadline_at())
                 .map(|(r, deadline)| format_time(r.window_closing_at(deadline).expected)),
+            failure_tolerance: tolerances.then_some(s.failure_tolerance()),
+            missed_tolerance: tolerances.then_some(s.missed_tolerance()),
         }
     }
 }
@@ -141,8 +152,10 @@ pub fn snitch_fields(body: Option<&Value>) -> Result<SnitchFields, Validations> 
             true => text(object, "timezone", &mut problems),
             false => text(object, "tz", &mut problems),
         },
-        grace_seconds: whole_seconds(object, "grace_seconds", &mut problems),
-        early_seconds: whole_seconds(object, "early_seconds", &mut problems),
+        grace_seconds: whole_number(object, "grace_seconds", SECONDS, &mut problems),
+        early_seconds: whole_number(object, "early_seconds", SECONDS, &mut problems),
+        failure_tolerance: whole_number(object, "failure_tolerance", RUNS, &mut problems),
+        missed_tolerance: whole_number(object, "missed_tolerance", RUNS, &mut problems),
         ..SnitchFields::default()
     };
     // Compat: `type.interval` stands in for a missing top-level interval.
@@ -171,10 +184,14 @@ pub fn snitch_fields(body: Option<&Value>) -> Result<SnitchFields, Validations> 
     Ok(fields)
 }
 
-/// A number of seconds: a whole JSON number; `null` reads as not given.
-fn whole_seconds(
+const SECONDS: &str = "must be a whole number of seconds";
+const RUNS: &str = "must be a whole number of runs";
+
+/// A whole JSON number (`problem` otherwise); `null` reads as not given.
+fn whole_number(
     object: &Map<String, Value>,
     key: &str,
+    problem: &str,
     problems: &mut Validations,
 ) -> Option<i64> {
     match object.get(key)? {
@@ -186,12 +203,12 @@ fn whole_seconds(
                     .map(|f| f as i64)
             });
             if whole.is_none() {
-                problems.push(key, "must be a whole number of seconds");
+                problems.push(key, problem);
             }
             whole
         }
         _ => {
-            problems.push(key, "must be a whole number of seconds");
+            problems.push(key, problem);
             None
         }
     }

@@ -77,6 +77,8 @@ pub(crate) struct SnitchColumns {
     alert_type: Vec<&'static str>,
     alert_email: Vec<String>,
     schedule: Vec<Option<String>>,
+    failure_tolerance: Vec<i32>,
+    missed_tolerance: Vec<i32>,
     status: Vec<&'static str>,
     checked_in_at: Vec<Option<DateTime<Utc>>>,
     last_check_in_at: Vec<Option<DateTime<Utc>>>,
@@ -90,6 +92,8 @@ pub(crate) struct SnitchColumns {
     last_errored_alert_at: Vec<Option<DateTime<Utc>>>,
     error_announced: Vec<bool>,
     last_recovery_alert_at: Vec<Option<DateTime<Utc>>>,
+    consecutive_failures: Vec<i64>,
+    consecutive_misses: Vec<i64>,
     event_seq: Vec<i64>,
     version: Vec<i64>,
     wake_at: Vec<Option<DateTime<Utc>>>,
@@ -112,6 +116,8 @@ impl SnitchColumns {
             columns.alert_type.reserve_exact(n);
             columns.alert_email.reserve_exact(n);
             columns.schedule.reserve_exact(n);
+            columns.failure_tolerance.reserve_exact(n);
+            columns.missed_tolerance.reserve_exact(n);
         }
         columns.status.reserve_exact(n);
         columns.checked_in_at.reserve_exact(n);
@@ -126,6 +132,8 @@ impl SnitchColumns {
         columns.last_errored_alert_at.reserve_exact(n);
         columns.error_announced.reserve_exact(n);
         columns.last_recovery_alert_at.reserve_exact(n);
+        columns.consecutive_failures.reserve_exact(n);
+        columns.consecutive_misses.reserve_exact(n);
         columns.event_seq.reserve_exact(n);
         columns.version.reserve_exact(n);
         columns.wake_at.reserve_exact(n);
@@ -141,6 +149,8 @@ impl SnitchColumns {
             self.alert_type.push(f.alert_type);
             self.alert_email.push(array_literal(&f.alert_email));
             self.schedule.push(f.schedule.clone());
+            self.failure_tolerance.push(f.failure_tolerance);
+            self.missed_tolerance.push(f.missed_tolerance);
         }
         self.status.push(f.status);
         self.checked_in_at.push(f.checked_in_at);
@@ -156,6 +166,8 @@ impl SnitchColumns {
         self.last_errored_alert_at.push(f.last_errored_alert_at);
         self.error_announced.push(f.error_announced);
         self.last_recovery_alert_at.push(f.last_recovery_alert_at);
+        self.consecutive_failures.push(f.consecutive_failures);
+        self.consecutive_misses.push(f.consecutive_misses);
         self.event_seq.push(f.event_seq);
         self.version.push(f.version);
         self.wake_at.push(f.wake_at);
@@ -172,6 +184,8 @@ impl SnitchColumns {
                 .bind(self.alert_type)
                 .bind(self.alert_email)
                 .bind(self.schedule)
+                .bind(self.failure_tolerance)
+                .bind(self.missed_tolerance)
         } else {
             q
         };
@@ -188,6 +202,8 @@ impl SnitchColumns {
             .bind(self.last_errored_alert_at)
             .bind(self.error_announced)
             .bind(self.last_recovery_alert_at)
+            .bind(self.consecutive_failures)
+            .bind(self.consecutive_misses)
             .bind(self.event_seq)
             .bind(self.version)
             .bind(self.wake_at)

@@ -42,30 +42,34 @@ fn trim_at(keep: i32) -> i32 {
 }
 
 /// The SQL types of [`SNITCH_FIELDS`], in their order.
-pub(crate) const SNITCH_FIELD_TYPES: [&str; 23] = [
-    "text",
-    "text[]",
-    "text",
-    "text",
-    "text",
-    "text[]",
-    "text",
-    "text",
-    "timestamptz",
-    "timestamptz",
-    "timestamptz",
-    "timestamptz",
-    "text",
-    "timestamptz",
-    "text",
-    "boolean",
-    "bigint[]",
-    "timestamptz",
-    "boolean",
-    "timestamptz",
-    "bigint",
-    "bigint",
-    "timestamptz",
+pub(crate) const SNITCH_FIELD_TYPES: [&str; 27] = [
+    "text",        // name
+    "text[]",      // tags
+    "text",        // notes
+    "text",        // interval
+    "text",        // alert_type
+    "text[]",      // alert_email
+    "text",        // schedule
+    "integer",     // failure_tolerance
+    "integer",     // missed_tolerance
+    "text",        // status
+    "timestamptz", // checked_in_at
+    "timestamptz", // last_check_in_at
+    "timestamptz", // anchor_at
+    "timestamptz", // deadline_at
+    "text",        // pause_until_kind
+    "timestamptz", // pause_until_at
+    "text",        // pause_resume_status
+    "boolean",     // pause_checked_in
+    "bigint[]",    // smart_offsets_ms
+    "timestamptz", // last_errored_alert_at
+    "boolean",     // error_announced
+    "timestamptz", // last_recovery_alert_at
+    "bigint",      // consecutive_failures
+    "bigint",      // consecutive_misses
+    "bigint",      // event_seq
+    "bigint",      // version
+    "timestamptz", // wake_at
 ];
 
 /// The SQL types of `EVENT_COLUMNS`, in their order.
@@ -215,7 +219,7 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
 /// check-in that keeps the status, the usual case): the snitches and their check-ins
 /// only, each field as a typed array (`unnest`), which Postgres reads without parsing
 /// text per row. `$1` tokens, `$2` expected versions, `$3` check-ins added, `$4` history
-/// lengths, then [`SNITCH_FIELDS`] from the `from`th on (`$5`–`$27` for all of them),
+/// lengths, then [`SNITCH_FIELDS`] from the `from`th on (`$5`–`$31` for all of them),
 /// then the check-ins (token, time, exit status, message; in order). Rows are updated
 /// in token order ([`update_expected`]).
 /// Answers, for each snitch of the round, its token, its stored check-in count if it was

@@ -97,11 +97,11 @@ pub fn members<D: Dialect>(case: &Case) -> D::Texts {
 
 /// How many of [`SNITCH_FIELDS`], at its start, are the settings a user gives; the rest
 /// are the snitch's state.
-pub const SETTINGS_FIELDS: usize = 7;
+pub const SETTINGS_FIELDS: usize = 9;
 
 /// The columns a save may change, in the order [`bind_snitch_fields!`](crate::bind_snitch_fields)
 /// binds them.
-pub const SNITCH_FIELDS: [&str; 23] = [
+pub const SNITCH_FIELDS: [&str; 27] = [
     "name",
     "tags",
     "notes",
@@ -109,6 +109,8 @@ pub const SNITCH_FIELDS: [&str; 23] = [
     "alert_type",
     "alert_email",
     "schedule",
+    "failure_tolerance",
+    "missed_tolerance",
     "status",
     "checked_in_at",
     "last_check_in_at",
@@ -122,6 +124,8 @@ pub const SNITCH_FIELDS: [&str; 23] = [
     "last_errored_alert_at",
     "error_announced",
     "last_recovery_alert_at",
+    "consecutive_failures",
+    "consecutive_misses",
     "event_seq",
     "version",
     "wake_at",
@@ -129,9 +133,10 @@ pub const SNITCH_FIELDS: [&str; 23] = [
 
 /// Every column [`SnitchRow`] reads.
 pub const SNITCH_COLUMNS: &str = "token, case_id, created_at, name, tags, notes, \
-    interval, alert_type, alert_email, schedule, status, checked_in_at, last_check_in_at, anchor_at, \
-    deadline_at, pause_until_kind, pause_until_at, pause_resume_status, pause_checked_in, \
-    smart_offsets_ms, last_errored_alert_at, error_announced, last_recovery_alert_at, \
+    interval, alert_type, alert_email, schedule, failure_tolerance, missed_tolerance, status, \
+    checked_in_at, last_check_in_at, anchor_at, deadline_at, pause_until_kind, pause_until_at, \
+    pause_resume_status, pause_checked_in, smart_offsets_ms, last_errored_alert_at, \
+    error_announced, last_recovery_alert_at, consecutive_failures, consecutive_misses, \
     event_seq, version";
 
 /// A cron snitch's schedule as its `schedule` column holds it: one JSON object, so a
@@ -201,6 +206,8 @@ pub struct SnitchFields<'a, D: Dialect> {
     pub alert_type: &'static str,
     pub alert_email: Vec<&'a str>,
     pub schedule: Option<String>,
+    pub failure_tolerance: i32,
+    pub missed_tolerance: i32,
     pub status: &'static str,
     pub checked_in_at: Option<D::Time>,
     pub last_check_in_at: Option<D::Time>,
@@ -214,6 +221,8 @@ pub struct SnitchFields<'a, D: Dialect> {
     pub last_errored_alert_at: Option<D::Time>,
     pub error_announced: bool,
     pub last_recovery_alert_at: Option<D::Time>,
+    pub consecutive_failures: i64,
+    pub consecutive_misses: i64,
     pub event_seq: i64,
     pub version: i64,
     pub wake_at: Option<D::Time>,
@@ -237,6 +246,8 @@ impl<'a, D: Dialect> SnitchFields<'a, D> {
             alert_type: s.alert_type().as_str(),
             alert_email: s.alert_email().iter().map(EmailAddress::as_str).collect(),
             schedule: s.cadence().expected_runs().map(schedule_text),
+            failure_tolerance: i32::from(s.failure_tolerance()),
+            missed_tolerance: i32::from(s.missed_tolerance()),
             status: state.status().as_str(),
             checked_in_at: opt_time::<D>(state.checked_in_at()),
             last_check_in_at: opt_time::<D>(state.last_check_in_at()),
@@ -250,6 +261,8 @@ impl<'a, D: Dialect> SnitchFields<'a, D> {
             last_errored_alert_at: opt_time::<D>(state.last_errored_alert_at()),
             error_announced: state.error_announced(),
             last_recovery_alert_at: opt_time::<D>(state.last_recovery_alert_at()),
+            consecutive_failures: i64::from(state.consecutive_failures()),
+            consecutive_misses: i64::from(state.consecutive_misses()),
             event_seq: to_integer("event_seq", state.event_seq())?,
             version: to_integer("version", s.version())?,
             wake_at: opt_time::<D>(s.wake_at()),
@@ -272,6 +285,8 @@ macro_rules! bind_snitch_fields {
             .$bind(f.alert_type)
             .$bind($list(f.alert_email))
             .$bind(f.schedule)
+            .$bind(f.failure_tolerance)
+            .$bind(f.missed_tolerance)
             .$bind(f.status)
             .$bind(f.checked_in_at)
             .$bind(f.last_check_in_at)
@@ -285,6 +300,8 @@ macro_rules! bind_snitch_fields {
             .$bind(f.last_errored_alert_at)
             .$bind(f.error_announced)
             .$bind(f.last_recovery_alert_at)
+            .$bind(f.consecutive_failures)
+            .$bind(f.consecutive_misses)
             .$bind(f.event_seq)
             .$bind(f.version)
             .$bind(f.wake_at)
@@ -305,6 +322,8 @@ pub struct SnitchRow<D: Dialect> {
     pub alert_type: String,
     pub alert_email: D::Texts,
     pub schedule: Option<String>,
+    pub failure_tolerance: i32,
+    pub missed_tolerance: i32,
     pub status: String,
     pub checked_in_at: Option<D::Time>,
     pub last_check_in_at: Option<D::Time>,
@@ -318,6 +337,8 @@ pub struct SnitchRow<D: Dialect> {
     pub last_errored_alert_at: Option<D::Time>,
     pub error_announced: bool,
     pub last_recovery_alert_at: Option<D::Time>,
+    pub consecutive_failures: i64,
+    pub consecutive_misses: i64,
     pub event_seq: i64,
     pub version: i64,
 }
@@ -356,6 +377,10 @@ impl<D: Dialect> SnitchRow<D> {
             alert_type: AlertType::parse(&self.alert_type).map_err(invalid("alert type"))?,
             alert_email: AlertEmails::parse(D::text_items(&self.alert_email))
                 .map_err(invalid("alert emails"))?,
+            failure_tolerance: u16::try_from(self.failure_tolerance)
+                .map_err(|e| corrupt("failure_tolerance", e))?,
+            missed_tolerance: u16::try_from(self.missed_tolerance)
+                .map_err(|e| corrupt("missed_tolerance", e))?,
             created_at: D::instant("created_at", self.created_at)?,
             status: status("status", &self.status)?,
             checked_in_at: opt_instant::<D>("checked_in_at", self.checked_in_at)?,
@@ -373,6 +398,10 @@ impl<D: Dialect> SnitchRow<D> {
                 "last_recovery_alert_at",
                 self.last_recovery_alert_at,
             )?,
+            consecutive_failures: u32::try_from(self.consecutive_failures)
+                .map_err(|e| corrupt("consecutive_failures", e))?,
+            consecutive_misses: u32::try_from(self.consecutive_misses)
+                .map_err(|e| corrupt("consecutive_misses", e))?,
             event_seq: from_integer("event_seq", self.event_seq)?,
             version: from_integer("version", self.version)?,
         })?)

@@ -48,6 +48,8 @@ pub fn snitch(case: &Case, n: u64, created_at: Timestamp) -> Snitch {
         cadence: Interval::Hourly.into(),
         alert_type: AlertType::Basic,
         alert_email: AlertEmails::default(),
+        failure_tolerance: 0,
+        missed_tolerance: 0,
         created_at,
         state: machine::initial_state(),
         version: 1,
@@ -160,6 +162,12 @@ pub fn rich_snitch(case: &Case, n: u64) -> Snitch {
         state.event_seq >= 3,
         "fixture: reporting, errored and paused"
     );
+    // Tolerances set after the steps above (which they would have changed), and runs in
+    // a row counted, as a store must keep them.
+    s.failure_tolerance = 3;
+    s.missed_tolerance = crate::snitch::TOLERANCE_MAX;
+    s.state.consecutive_failures = 2;
+    s.state.consecutive_misses = 1;
     s
 }
 

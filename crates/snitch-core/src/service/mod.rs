@@ -19,7 +19,7 @@ use crate::liveness::{heartbeat_interval, CaseOutage, Outage, DEFAULT_OUTAGE_THR
 use crate::machine::{self, Step};
 use crate::outbox::Delivery;
 use crate::schedule::{CronSchedule, ExpectedRuns, DEFAULT_TIMEZONE};
-use crate::snitch::{CheckIn, Event, PauseUntil, Snitch};
+use crate::snitch::{CheckIn, Event, PauseUntil, Snitch, TOLERANCE_MAX};
 use crate::storage::{Change, Storage, StorageError};
 use crate::tokens::{RandomTokens, TokenSource};
 use crate::types::{
@@ -71,6 +71,10 @@ pub struct SnitchFields {
     pub grace_seconds: Option<i64>,
     /// How many seconds before an expected time a check-in already counts.
     pub early_seconds: Option<i64>,
+    /// How many failed runs in a row are tolerated before the errored alert (0 to 720).
+    pub failure_tolerance: Option<i64>,
+    /// How many missed runs in a row are tolerated before the missing alert (0 to 720).
+    pub missed_tolerance: Option<i64>,
 }
 
 /// The fields of [`SnitchFields`] that passed validation.
@@ -82,6 +86,8 @@ struct ParsedFields {
     alert_email: Option<AlertEmails>,
     notes: Option<Notes>,
     tags: Option<Tags>,
+    failure_tolerance: Option<u16>,
+    missed_tolerance: Option<u16>,
 }
 
 impl SnitchFields {
@@ -115,6 +121,12 @@ impl SnitchFields {
                 .tags
                 .as_deref()
                 .and_then(|t| problems.check(Tags::parse(t))),
+            failure_tolerance: self
+                .failure_tolerance
+                .and_then(|n| problems.check(tolerance("failure_tolerance", n))),
+            missed_tolerance: self
+                .missed_tolerance
+                .and_then(|n| problems.check(tolerance("missed_tolerance", n))),
         }
     }
 
@@ -178,6 +190,14 @@ impl SnitchFields {
             .check(ExpectedRuns::new(schedule, grace, early, now))
             .map(Cadence::from)
     }
+}
+
+/// A tolerance as given: 0 to [`TOLERANCE_MAX`].
+fn tolerance(attribute: &str, n: i64) -> Result<u16, Validation> {
+    u16::try_from(n)
+        .ok()
+        .filter(|n| *n <= TOLERANCE_MAX)
+        .ok_or_else(|| Validation::new(attribute, format!("must be between 0 and {TOLERANCE_MAX}")))
 }
 
 /// What a snitch's cadence is while its fields are parsed.
@@ -458,6 +478,8 @@ impl SnitchService {
             cadence,
             alert_type,
             alert_email: parsed.alert_email.unwrap_or_default(),
+            failure_tolerance: parsed.failure_tolerance.unwrap_or(0),
+            missed_tolerance: parsed.missed_tolerance.unwrap_or(0),
             created_at: now,
             state: machine::initial_state(),
             version: 1,
@@ -505,6 +527,8 @@ impl SnitchService {
             if let Some(alert_email) = &parsed.alert_email {
                 next.alert_email = alert_email.clone();
             }
+            next.failure_tolerance = parsed.failure_tolerance.unwrap_or(s.failure_tolerance);
+            next.missed_tolerance = parsed.missed_tolerance.unwrap_or(s.missed_tolerance);
             let mut problems = Validations::new();
             if let Some(cadence) = fields.cadence(Current::Is(&s.cadence), now, &mut problems) {
                 next.cadence = cadence;
