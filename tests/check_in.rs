@@ -397,3 +397,63 @@ async fn at_most_one_errored_alert_per_period() {
     server.tick_at(&clock, at("2026-11-22T05:59:59.999Z")).await;
     assert_eq!(server.status_of(&token).await, "errored");
 }
+
+/// healthchecks' ping forms: `/<token>/fail` and `/<token>/<exit status>`, and the same
+/// under `/ping/`, answered as healthchecks answers; the forms that need runs (`/start`,
+/// `/log`) and anything else are 404s that record nothing.
+#[tokio::test]
+async fn healthchecks_ping_forms_record_the_exit_status() {
+    let server = Server::start().await;
+    let token = server.create_snitch("n", "daily").await;
+    let url = server.check_in_url(&token);
+    let ping = format!("{}/ping/{token}", server.check_in_base);
+
+    for (target, answer) in [
+        (format!("{url}/fail"), StatusCode::ACCEPTED),
+        (format!("{url}/0"), StatusCode::ACCEPTED),
+        (format!("{url}/3?m=disk%20full"), StatusCode::ACCEPTED),
+        (ping.clone(), StatusCode::OK),
+        (format!("{ping}/255"), StatusCode::OK),
+    ] {
+        let response = send(server.client.post(&target)).await;
+        assert_eq!(response.status(), answer, "{target}");
+        if answer == StatusCode::OK {
+            assert_eq!(response.headers()["ping-body-limit"], "10000", "{target}");
+            assert_eq!(response.text().await.expect("body"), "OK", "{target}");
+        }
+    }
+    let recorded: Vec<(Outcome, Option<String>)> = check_ins(&server, &token)
+        .await
+        .into_iter()
+        .rev()
+        .map(|c| (c.outcome.clone(), message(&c).map(str::to_owned)))
+        .collect();
+    let error = |status: &str| Outcome::Error {
+        exit_status: status.into(),
+    };
+    assert_eq!(
+        recorded,
+        [
+            (error("1"), None),
+            (Outcome::Success, None),
+            (error("3"), Some("disk full".into())),
+            (Outcome::Success, None),
+            (error("255"), None),
+        ]
+    );
+
+    for target in [
+        format!("{url}/start"),
+        format!("{url}/log"),
+        format!("{url}/256"),
+        format!("{url}/-1"),
+        format!("{url}/fail/more"),
+        format!("{ping}/start"),
+        format!("{}/ping/nosuchtoken00000000", server.check_in_base),
+        format!("{}/ping/", server.check_in_base),
+    ] {
+        let response = send(server.client.post(&target)).await;
+        assert_eq!(response.status(), StatusCode::NOT_FOUND, "{target}");
+    }
+    assert_eq!(check_ins(&server, &token).await.len(), 5, "nothing more");
+}

@@ -59,6 +59,9 @@ pub fn check_in_router_with_metrics(service: SnitchService, metrics: Arc<Metrics
     // single-page app, say) would come first, as axum tries fallbacks last.
     Router::new()
         .route("/{token}", any(check_in))
+        .route("/{token}/{action}", any(check_in))
+        .route("/ping/{token}", any(check_in))
+        .route("/ping/{token}/{action}", any(check_in))
         .fallback(unmatched_check_in)
         .with_state(state)
 }
@@ -128,10 +131,58 @@ impl tower::Service<Request> for CheckInService {
     }
 }
 
-/// Whether the router's `/{token}` route takes the path: one segment, not empty.
+/// Whether one of the router's check-in routes takes the path.
 pub(crate) fn is_check_in_path(path: &str) -> bool {
-    path.strip_prefix('/')
-        .is_some_and(|segment| !segment.is_empty() && !segment.contains('/'))
+    CheckInPath::parse(path).is_some()
+}
+
+/// The forms of a check-in's path (docs/rules.md#check-ins): `/<token>`, and the forms of
+/// healthchecks' ping API, `/<token>/<action>` and the same under `/ping/`, whose answers
+/// are healthchecks' (`200 OK`) so its clients and job wrappers work unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CheckInPath<'a> {
+    /// The token's segment, still percent-encoded.
+    token: &'a str,
+    /// `fail`, an exit status, or what the snitch does not know yet (`start`, `log`).
+    action: Option<&'a str>,
+    /// Under `/ping/`: answered as healthchecks answers.
+    ping: bool,
+}
+
+impl<'a> CheckInPath<'a> {
+    fn parse(path: &'a str) -> Option<CheckInPath<'a>> {
+        let mut segments = path.strip_prefix('/')?.split('/');
+        let first = segments.next()?;
+        let (ping, token) = match first {
+            "ping" => (true, segments.next()?),
+            token => (false, token),
+        };
+        let action = segments.next();
+        if token.is_empty() || action == Some("") || segments.next().is_some() {
+            return None;
+        }
+        Some(CheckInPath {
+            token,
+            action,
+            ping,
+        })
+    }
+
+    /// The outcome the action says, or `None` for an action that is not one: `fail` is
+    /// an exit status of 1, `0` to `255` an exit status (0: success). Without an action,
+    /// the `s` parameter decides.
+    fn outcome(&self, params: &HashMap<String, String>) -> Option<Outcome> {
+        match self.action {
+            None => Some(Outcome::from_exit_status(
+                params.get("s").map(String::as_str),
+            )),
+            Some("fail") => Some(Outcome::from_exit_status(Some("1"))),
+            Some(code) if code.len() <= 3 && code.parse::<u8>().is_ok() => {
+                Some(Outcome::from_exit_status(Some(code)))
+            }
+            Some(_) => None,
+        }
+    }
 }
 
 pub(crate) fn not_found_text() -> Response {
@@ -215,10 +266,12 @@ pub(crate) async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> 
         return method_not_allowed_text();
     }
     let (parts, body) = req.into_parts();
-    // The route is `/{token}` (after the prefix the router is nested under): one
-    // segment, valid UTF-8 once decoded (`refusal`). A text that is no token is no
-    // snitch's.
-    let segment = parts.uri.path().strip_prefix('/').unwrap_or_default();
+    // One of the check-in routes (after the prefix the router is nested under), valid
+    // UTF-8 once decoded (`refusal`). A text that is no token is no snitch's.
+    let Some(path) = CheckInPath::parse(parts.uri.path()) else {
+        return not_found_text();
+    };
+    let segment = path.token;
     let decoded = if segment.contains('%') {
         percent_encoding::percent_decode_str(segment).decode_utf8_lossy()
     } else {
@@ -240,7 +293,10 @@ pub(crate) async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> 
         }
     };
     let params = check_in_params(parts.uri.query(), &parts.headers, &body);
-    let outcome = Outcome::from_exit_status(params.get("s").map(String::as_str));
+    let Some(outcome) = path.outcome(&params) else {
+        // `/start` and `/log` need runs, which are not built yet.
+        return not_found_text();
+    };
     let counted = if outcome.is_success() {
         CheckInOutcome::Success
     } else {
@@ -259,7 +315,11 @@ pub(crate) async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> 
     match saved {
         Ok(_) => {
             state.metrics.check_in(counted);
-            accepted_text()
+            if path.ping {
+                ping_ok_text()
+            } else {
+                accepted_text()
+            }
         }
         Err(ServiceError::NotFound) => {
             state.metrics.check_in(CheckInOutcome::UnknownToken);
@@ -270,6 +330,20 @@ pub(crate) async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> 
             ApiError::from(other).into_response()
         }
     }
+}
+
+/// healthchecks' answer to a ping it recorded: `200 OK`, with the body limit its clients
+/// cut what they send to (healthchecks' default, 10,000 bytes).
+fn ping_ok_text() -> Response {
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::HeaderName::from_static("ping-body-limit"), "10000"),
+        ],
+        "OK",
+    )
+        .into_response()
 }
 
 /// The answer to an accepted check-in, from static parts: no header value is parsed or
