@@ -309,6 +309,53 @@ async fn a_host_pool_without_synchronous_full_is_not_ready() {
     SqliteStorage::new(pool).check_ready().await.expect("ready");
 }
 
+/// A snitch stored before schedules and tolerances existed reads back after their
+/// migrations as what it was: an interval snitch, tolerating nothing.
+#[tokio::test]
+async fn a_snitch_stored_before_schedules_reads_back_as_an_interval_snitch() {
+    const SCHEDULES: i64 = 20261227000000;
+    let pool = connect(&fresh_dir().join("old.db"), 2).await.expect("open");
+    let old = sqlx::migrate::Migrator {
+        migrations: std::borrow::Cow::Owned(
+            MIGRATOR
+                .iter()
+                .filter(|m| m.version < SCHEDULES)
+                .cloned()
+                .collect(),
+        ),
+        ..sqlx::migrate::Migrator::DEFAULT
+    };
+    old.run(&pool).await.expect("the old migrations");
+    sqlx::raw_sql(
+        "INSERT INTO snitch_cases (id, members, max_snitches, error_notices, on_hold) \
+         VALUES ('acme', '[]', 10, 1, 0); \
+         INSERT INTO snitch_snitches (token, case_id, name, tags, notes, interval, \
+           alert_type, alert_email, created_at, status, checked_in_at, last_check_in_at, \
+           anchor_at, deadline_at, smart_offsets_ms, error_announced, event_seq, version, \
+           wake_at) \
+         VALUES ('tok00000000000000001', 'acme', 'old job', '[]', '', 'hourly', 'basic', \
+           '[]', 0, 'healthy', 60000, 60000, 60000, 7200000, '[60000]', 0, 1, 2, 7200000);",
+    )
+    .execute(&pool)
+    .await
+    .expect("a row of the old table");
+    MIGRATOR.run(&pool).await.expect("the new migrations");
+    let store = SqliteStorage::new(pool.clone());
+    let old_job = store.snitch(&token(1)).await.expect("read").expect("kept");
+    assert_eq!(old_job.interval(), Some(snitch_core::Interval::Hourly));
+    assert_eq!(old_job.cadence().expected_runs(), None);
+    assert_eq!(
+        (old_job.failure_tolerance(), old_job.missed_tolerance()),
+        (0, 0)
+    );
+    assert_eq!(old_job.state().consecutive_misses(), 0);
+    // And it saves as any other.
+    store
+        .save(&checked_in(&old_job, at(2)))
+        .await
+        .expect("save");
+}
+
 /// A file migrated before the tables took the prefix `snitch_` keeps its data: the
 /// migration renames the tables (and remakes their indexes), it does not recreate them.
 #[tokio::test]
