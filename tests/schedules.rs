@@ -124,3 +124,38 @@ async fn sqlite_a_job_on_time_through_the_fall_back_night_is_never_missing() {
 async fn postgres_a_job_on_time_through_the_fall_back_night_is_never_missing() {
     a_job_on_time_through_the_fall_back_night_is_never_missing(Store::Postgres).await;
 }
+
+/// Two servers on one PostgreSQL database sweeping a silent cron snitch at the same
+/// instant announce each missed run once, not once per server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_announce_a_missed_run_once() {
+    let clock = Arc::new(ManualClock::new(at("2026-03-10T08:00:00Z")));
+    let db: TestDatabase = test_databases::empty(4).await;
+    let top = format!("{NO_RATE_LIMIT}{MANUAL_TIME}database_url = {:?}\n", db.url);
+    let first = Server::launch(&top, &default_cases(), clock.clone()).await;
+    let second = Server::launch(&top, &default_cases(), clock.clone()).await;
+    let snitch = first
+        .create(json!({"name": "n", "schedule": "0 9 * * *", "grace_seconds": 600}))
+        .await;
+    let token = token_of(&snitch);
+    first.check_in(&token, "").await;
+    for day in 11..=13 {
+        let deadline = at(&format!("2026-03-{day}T09:10:00Z"));
+        clock.set(deadline);
+        let (a, b) = tokio::join!(
+            first.running.service.tick(deadline),
+            second.running.service.tick(deadline)
+        );
+        a.expect("the first server's sweep");
+        b.expect("the second server's sweep");
+    }
+    assert_eq!(
+        event_kinds(&first, &token).await,
+        [
+            "snitch.reporting",
+            "snitch.missing",
+            "snitch.missing",
+            "snitch.missing"
+        ]
+    );
+}
