@@ -1361,35 +1361,21 @@ proptest! {
 // ---------------------------------------------------------------------------------------
 // The same on PostgreSQL: one database for this test, emptied before each case.
 
-/// The URL of a freshly created and migrated database for this test run.
+/// The URL of a migrated database of this test process's own, which the proptest cases
+/// share (each empties it first). Kept for the whole process: a static is never dropped,
+/// so the next test process drops it (it is named after this process).
 fn postgres_model_database() -> &'static str {
-    static URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    URL.get_or_init(|| {
-        let admin = std::env::var("DATABASE_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a tokio runtime");
-        runtime.block_on(async {
-            let pool = sqlx::PgPool::connect(&admin).await.unwrap_or_else(|e| {
-                panic!("cannot reach PostgreSQL at {admin}: {e}; run `bash scripts/ensure-postgres.sh`")
-            });
-            let name = format!("snitch_test_model_{}", snitch_core::RandomTokens.new_token());
-            sqlx::query(&format!("CREATE DATABASE {name}"))
-                .execute(&pool)
-                .await
-                .expect("create the test database");
-            let (base, _) = admin.rsplit_once('/').expect("a database URL has a path");
-            let url = format!("{base}/{name}");
-            let db = sqlx::PgPool::connect(&url).await.expect("connect to the test database");
-            snitch::store::postgres::MIGRATOR
-                .run(&db)
-                .await
-                .expect("migrate the test database");
-            url
+    static DATABASE: std::sync::OnceLock<snitch_store_postgres::test_databases::TestDatabase> =
+        std::sync::OnceLock::new();
+    &DATABASE
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a tokio runtime")
+                .block_on(snitch_store_postgres::test_databases::migrated(1))
         })
-    })
+        .url
 }
 
 async fn empty_postgres_store(url: &str) -> Arc<dyn Storage> {
