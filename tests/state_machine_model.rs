@@ -29,7 +29,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use snitch_core::{
     AlertType, Case, CaseId, Clock, Event, EventKind, ManualClock, Outcome, SequentialTokens,
-    ServiceError, Snitch, SnitchFields, SnitchService, Status, Storage, TokenSource,
+    ServiceError, Snitch, SnitchFields, SnitchService, Status, Storage,
 };
 use snitch_store_memory::MemoryStorage;
 
