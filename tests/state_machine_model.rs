@@ -292,11 +292,21 @@ struct Model {
     events: u64,
     /// The events of the current step, oldest first.
     step_events: Vec<MEvent>,
+    /// docs/rules.md#tolerances: failed or missed runs in a row that alert nobody.
+    failure_tolerance: u16,
+    missed_tolerance: u16,
+    /// Failed and missed runs in a row so far.
+    failures: u32,
+    misses: u32,
 }
 
 impl Model {
-    fn new(iv: Iv, smart: bool) -> Self {
+    fn new(iv: Iv, smart: bool, tolerances: (u16, u16)) -> Self {
         Model {
+            failure_tolerance: tolerances.0,
+            missed_tolerance: tolerances.1,
+            failures: 0,
+            misses: 0,
             iv,
             smart,
             status: St::Pending,
@@ -388,6 +398,14 @@ impl Model {
             }
             match self.deadline {
                 Some(d) if d <= now => {
+                    // A deadline lies in (start, end] of the period it is due in.
+                    let due_in = self.iv.period(d - 1);
+                    self.misses += 1;
+                    if self.misses <= u32::from(self.missed_tolerance) {
+                        // A tolerated miss: the next period is due, nothing said.
+                        self.deadline = Some(self.due(self.iv.next(due_in)));
+                        continue;
+                    }
                     let previous = self.status;
                     self.status = St::Failed;
                     match self.step_events.last_mut() {
@@ -403,8 +421,6 @@ impl Model {
                         }
                     }
                     run_open = true;
-                    // A deadline lies in (start, end] of the period it is due in.
-                    let due_in = self.iv.period(d - 1);
                     self.deadline = Some(self.due(self.iv.next(due_in)));
                 }
                 _ => return,
@@ -440,7 +456,22 @@ impl Model {
             }
             self.pause = None;
         }
+        // A run came: the misses in a row end, a success ends the failures too; a failure
+        // within the tolerance says nothing (but a pending snitch's first run always does).
+        self.misses = 0;
+        if counts_as_success {
+            self.failures = 0;
+        } else {
+            self.failures += 1;
+        }
+        let tolerated = !counts_as_success
+            && self.status != St::Pending
+            && self.failures <= u32::from(self.failure_tolerance);
         let previous = self.status;
+        if tolerated {
+            self.deadline = Some(self.due_after(now));
+            return;
+        }
         if counts_as_success {
             self.status = St::Healthy;
             // docs/rules.md#alert-economy: a recovery from an error is announced only if
@@ -520,6 +551,7 @@ impl Model {
         now: i64,
         iv: Option<Iv>,
         smart: Option<bool>,
+        tolerances: (Option<u16>, Option<u16>),
     ) -> Result<(), &'static str> {
         let new_iv = iv.unwrap_or(self.iv);
         let new_smart = smart.unwrap_or(self.smart);
@@ -527,6 +559,8 @@ impl Model {
             return Err("alert_type");
         }
         self.advance(now);
+        self.failure_tolerance = tolerances.0.unwrap_or(self.failure_tolerance);
+        self.missed_tolerance = tolerances.1.unwrap_or(self.missed_tolerance);
         let iv_changed = new_iv != self.iv;
         let alert_changed = new_smart != self.smart;
         self.iv = new_iv;
@@ -605,6 +639,7 @@ enum Op {
         second_case: bool,
         iv: Iv,
         smart: bool,
+        tolerances: (u16, u16),
     },
     CheckIn {
         who: Index,
@@ -627,6 +662,7 @@ enum Op {
         who: Index,
         iv: Option<Iv>,
         smart: Option<bool>,
+        tolerances: (Option<u16>, Option<u16>),
     },
     Delete {
         who: Index,
@@ -680,16 +716,23 @@ fn nudge() -> impl Strategy<Value = i64> {
     prop_oneof![2 => Just(0i64), 1 => Just(-1i64), 1 => Just(1i64)]
 }
 
+/// Tolerances: mostly none, else a few runs of either kind.
+fn tolerances_strategy() -> impl Strategy<Value = (u16, u16)> {
+    prop_oneof![3 => Just((0u16, 0u16)), 2 => (0u16..=3, 0u16..=3)]
+}
+
 fn create_strategy() -> impl Strategy<Value = Op> {
     (
         proptest::bool::weighted(0.3),
         iv_strategy(),
         proptest::bool::weighted(0.4),
+        tolerances_strategy(),
     )
-        .prop_map(|(second_case, iv, smart)| Op::Create {
+        .prop_map(|(second_case, iv, smart, tolerances)| Op::Create {
             second_case,
             iv,
             smart,
+            tolerances,
         })
 }
 
@@ -740,9 +783,15 @@ fn op_strategy() -> impl Strategy<Value = Op> {
                 2 => iv_strategy().prop_map(|iv| (Some(iv), None)),
                 2 => any::<bool>().prop_map(|smart| (None, Some(smart))),
                 1 => (iv_strategy(), any::<bool>()).prop_map(|(iv, s)| (Some(iv), Some(s))),
-            ]
+            ],
+            proptest::option::weighted(0.2, tolerances_strategy()),
         )
-            .prop_map(|(who, (iv, smart))| Op::Update { who, iv, smart }),
+            .prop_map(|(who, (iv, smart), tolerances)| Op::Update {
+                who,
+                iv,
+                smart,
+                tolerances: tolerances.map_or((None, None), |(f, m)| (Some(f), Some(m))),
+            }),
         1 => any::<Index>().prop_map(|who| Op::Delete { who }),
         2 => (
             any::<Index>(),
@@ -846,7 +895,7 @@ fn describe_event(e: &Event) -> String {
 
 fn describe_model(m: &Model) -> String {
     format!(
-        "model: {} {} status={:?} checked_in_at={} anchor={} deadline={} offsets={:?} pause={:?}",
+        "model: {} {} status={:?} checked_in_at={} anchor={} deadline={} offsets={:?} pause={:?} tolerances={}/{} in a row={}/{}",
         m.iv.name(),
         if m.smart { "smart" } else { "basic" },
         m.status,
@@ -854,20 +903,28 @@ fn describe_model(m: &Model) -> String {
         iso_opt(m.anchor),
         iso_opt(m.deadline),
         m.offsets,
-        m.pause
+        m.pause,
+        m.failure_tolerance,
+        m.missed_tolerance,
+        m.failures,
+        m.misses
     )
 }
 
 fn describe_real(s: &Snitch) -> String {
     format!(
-        "service: {} {} status={} checked_in_at={} deadline={} offsets={:?} pause={:?}",
+        "service: {} {} status={} checked_in_at={} deadline={} offsets={:?} pause={:?} tolerances={}/{} in a row={}/{}",
         s.cadence().name(),
         s.alert_type().as_str(),
         s.state().status(),
         iso_opt(s.state().checked_in_at().map(ms)),
         iso_opt(s.state().deadline_at().map(ms)),
         s.state().smart_offsets_ms(),
-        s.state().pause()
+        s.state().pause(),
+        s.failure_tolerance(),
+        s.missed_tolerance(),
+        s.state().consecutive_failures(),
+        s.state().consecutive_misses()
     )
 }
 
@@ -982,12 +1039,15 @@ impl World {
                 second_case,
                 iv,
                 smart,
+                tolerances,
             } => {
                 let case = usize::from(second_case);
                 let fields = SnitchFields {
                     name: Some("nightly job".to_owned()),
                     interval: Some(iv.name().to_owned()),
                     alert_type: Some(if smart { "smart" } else { "basic" }.to_owned()),
+                    failure_tolerance: Some(i64::from(tolerances.0)),
+                    missed_tolerance: Some(i64::from(tolerances.1)),
                     ..SnitchFields::default()
                 };
                 let res = self.service.create(&self.cases[case], &fields).await;
@@ -1000,7 +1060,7 @@ impl World {
                     token: s.token().as_str().to_owned(),
                     case,
                     deleted: false,
-                    model: Model::new(iv, smart),
+                    model: Model::new(iv, smart, tolerances),
                     seen_missing: false,
                     last_status: Status::Pending,
                     last_seq: 0,
@@ -1124,13 +1184,20 @@ impl World {
                 res.map_err(|e| format!("unpause failed: {e:?}"))?;
                 t.model.unpause(now);
             }
-            Op::Update { who, iv, smart } => {
+            Op::Update {
+                who,
+                iv,
+                smart,
+                tolerances,
+            } => {
                 let Some(i) = self.pick(&who) else {
                     return Ok(());
                 };
                 let fields = SnitchFields {
                     interval: iv.map(|iv| iv.name().to_owned()),
                     alert_type: smart.map(|s| if s { "smart" } else { "basic" }.to_owned()),
+                    failure_tolerance: tolerances.0.map(i64::from),
+                    missed_tolerance: tolerances.1.map(i64::from),
                     ..SnitchFields::default()
                 };
                 let t = &self.snitches[i];
@@ -1143,7 +1210,7 @@ impl World {
                 if t.deleted {
                     return expect_not_found(res);
                 }
-                match t.model.update(now, iv, smart) {
+                match t.model.update(now, iv, smart, tolerances) {
                     Ok(()) => {
                         res.map_err(|e| format!("update failed: {e:?}"))?;
                     }
@@ -1199,6 +1266,15 @@ impl World {
             }
             if s.state().status() != m.status.real() {
                 return Err(format!("status differs: {}", state()));
+            }
+            if (s.failure_tolerance(), s.missed_tolerance())
+                != (m.failure_tolerance, m.missed_tolerance)
+                || (
+                    s.state().consecutive_failures(),
+                    s.state().consecutive_misses(),
+                ) != (m.failures, m.misses)
+            {
+                return Err(format!("tolerances or runs in a row differ: {}", state()));
             }
             if s.state().checked_in_at().map(ms) != m.checked_in_at {
                 return Err(format!("checked_in_at differs: {}", state()));
