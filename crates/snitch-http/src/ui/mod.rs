@@ -394,6 +394,17 @@ fn done_of(query: Option<&str>) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
+/// Where a snitch of this status comes in the dashboard's list: the ones that need
+/// attention first.
+fn attention(status: snitch_core::Status) -> u8 {
+    use snitch_core::Status;
+    match status {
+        Status::Failed => 0,
+        Status::Errored => 1,
+        _ => 2,
+    }
+}
+
 async fn index(State(ui): State<UiState>, signed: SignedIn, RawQuery(query): RawQuery) -> Response {
     let params: HashMap<String, String> =
         form_urlencoded::parse(query.as_deref().unwrap_or("").as_bytes())
@@ -406,7 +417,7 @@ async fn index(State(ui): State<UiState>, signed: SignedIn, RawQuery(query): Raw
         Err(e) => return ui.service_error(&signed, e),
     };
     // An invalid filter shows nothing rather than everything.
-    let snitches = if problem.is_some() {
+    let mut snitches = if problem.is_some() {
         Vec::new()
     } else {
         match ui.service().list(&signed.case, &filter).await {
@@ -414,6 +425,9 @@ async fn index(State(ui): State<UiState>, signed: SignedIn, RawQuery(query): Raw
             Err(e) => return ui.service_error(&signed, e),
         }
     };
+    // What needs attention first (failed, then errored), each group oldest first as
+    // the API lists them (the sort is stable).
+    snitches.sort_by_key(|s| attention(s.status()));
     let view = pages::ListView {
         snitches: &snitches,
         filter: raw,

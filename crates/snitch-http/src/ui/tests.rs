@@ -875,6 +875,34 @@ async fn the_list_filters_by_tags_and_another_cases_snitch_is_not_found() {
 }
 
 #[tokio::test]
+async fn the_list_shows_what_needs_attention_first() {
+    let f = fixture().await;
+    let b = sign_in(&f.app).await;
+    let calm = f.snitch("calm job").await;
+    let broken = f.snitch("broken job").await;
+    for (token, outcome) in [
+        (&calm, Outcome::Success),
+        (
+            &broken,
+            Outcome::Error {
+                exit_status: "2".into(),
+            },
+        ),
+    ] {
+        f.service
+            .check_in(token, outcome, None)
+            .await
+            .expect("check in");
+    }
+    let page = send(&f.app, get("/ui/", Some(&b.cookie))).await;
+    let (broken_at, calm_at) = (
+        page.body.find("broken job").expect("listed"),
+        page.body.find("calm job").expect("listed"),
+    );
+    assert!(broken_at < calm_at, "the errored one first");
+}
+
+#[tokio::test]
 async fn an_expired_session_is_sent_to_sign_in() {
     let f = fixture_full(
         AuthFailureLimit::default(),
