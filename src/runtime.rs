@@ -650,6 +650,8 @@ mod tests {
             checked_in_at: None,
             check_in: None,
             missed_periods: 1,
+            expected_at: None,
+            expected_at_local: None,
         };
         let delivery = Delivery {
             id: format!("{}-1", event.id),

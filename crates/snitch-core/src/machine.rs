@@ -158,6 +158,8 @@ fn emit(
         checked_in_at: snitch.state.checked_in_at,
         check_in: check_in.cloned(),
         missed_periods: 0,
+        expected_at: None,
+        expected_at_local: None,
     }
 }
 
@@ -243,6 +245,14 @@ fn announce_missed(s: &mut Snitch, events: &mut Vec<Event>, run: Option<MissedRu
     if let Some(run) = run {
         let mut event = emit(s, EventKind::Missing, run.latest, run.previous, None);
         event.missed_periods = run.count;
+        match &s.cadence {
+            Cadence::Interval(_) => event.expected_at = Some(run.latest),
+            Cadence::Cron(runs) => {
+                let expected = runs.window_closing_at(run.latest).expected;
+                event.expected_at = Some(expected);
+                event.expected_at_local = Some(runs.schedule().to_local_iso(expected));
+            }
+        }
         events.push(event);
     }
 }
@@ -1061,6 +1071,12 @@ mod tests {
         );
         assert_eq!(step.events[0].missed_periods, 3);
         assert_eq!(step.events[0].at, at("2026-01-13T01:00:00Z"));
+        // The latest missed run, as its owner wrote it and in UTC.
+        assert_eq!(step.events[0].expected_at, Some(at("2026-01-13T00:30:00Z")));
+        assert_eq!(
+            step.events[0].expected_at_local.as_deref(),
+            Some("2026-01-13T02:30:00.000+02:00")
+        );
         assert_eq!(
             step.snitch.state.deadline_at,
             Some(at("2026-01-14T01:00:00Z"))
@@ -1209,6 +1225,9 @@ mod tests {
             [(EventKind::Missing, Status::Healthy, Status::Failed)]
         );
         assert_eq!(step.events[0].missed_periods, 1);
+        // An interval's run is expected at its deadline, in no zone of its own.
+        assert_eq!(step.events[0].expected_at, Some(at("2026-11-22T12:00:00Z")));
+        assert_eq!(step.events[0].expected_at_local, None);
     }
 
     #[test]

@@ -654,6 +654,12 @@ pub struct Event {
     /// For `snitch.missing`: how many due points passed with no check-in, announced at
     /// once (docs/rules.md#catch-up); 0 for other kinds.
     pub missed_periods: u64,
+    /// For `snitch.missing`: when the run it reports was expected (the latest of them):
+    /// an interval's due point, a schedule's run time (its deadline less the grace).
+    pub expected_at: Option<Timestamp>,
+    /// [`Event::expected_at`] in the schedule's time zone, ISO 8601 with its offset
+    /// (`2026-03-29T02:30:00.000+03:00`), for a snitch with a schedule.
+    pub expected_at_local: Option<String>,
 }
 
 #[cfg(test)]

@@ -76,7 +76,8 @@ pub(crate) const SNITCH_FIELD_TYPES: [&str; 27] = [
 const EVENT_COLUMN_TYPES: &str = "id text, kind text, at timestamptz, case_id text, token text, \
     name text, notes text, tags text[], alert_email text[], status text, \
     previous_status text, checked_in_at timestamptz, check_in_at timestamptz, \
-    check_in_exit_status text, check_in_message text, missed_periods bigint";
+    check_in_exit_status text, check_in_message text, missed_periods bigint, \
+    expected_at timestamptz, expected_at_local text";
 
 const DELIVERY_INSERT_COLUMNS: &str = "id, event_id, event, case_id, destination, channel, \
     hook_id, url, secret, recipients, state, next_attempt_at, attempts";

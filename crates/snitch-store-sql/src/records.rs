@@ -487,13 +487,18 @@ pub struct EventRecord<D: Dialect> {
     /// Absent in deliveries stored before catch-up events existed: 0, as for other kinds.
     #[serde(default)]
     pub missed_periods: i64,
+    /// Absent in deliveries stored before expected times were kept.
+    #[serde(default)]
+    pub expected_at: Option<D::Time>,
+    #[serde(default)]
+    pub expected_at_local: Option<String>,
 }
 
 /// Every column [`EventRecord`] reads, in the order [`bind_event!`](crate::bind_event)
 /// binds them.
 pub const EVENT_COLUMNS: &str = "id, kind, at, case_id, token, name, notes, tags, \
     alert_email, status, previous_status, checked_in_at, check_in_at, check_in_exit_status, \
-    check_in_message, missed_periods";
+    check_in_message, missed_periods, expected_at, expected_at_local";
 
 impl<D: Dialect> EventRecord<D> {
     /// The event's columns.
@@ -517,6 +522,8 @@ impl<D: Dialect> EventRecord<D> {
             check_in_message: check_in.and_then(|c| c.message),
             // A count of periods; beyond a 64-bit integer is beyond any calendar.
             missed_periods: i64::try_from(e.missed_periods).unwrap_or(i64::MAX),
+            expected_at: opt_time::<D>(e.expected_at),
+            expected_at_local: e.expected_at_local.clone(),
         }
     }
 
@@ -552,6 +559,8 @@ impl<D: Dialect> EventRecord<D> {
             checked_in_at: opt_instant::<D>("event checked_in_at", self.checked_in_at)?,
             check_in,
             missed_periods: from_integer("missed_periods", self.missed_periods)?,
+            expected_at: opt_instant::<D>("event expected_at", self.expected_at)?,
+            expected_at_local: self.expected_at_local,
             id: self.id,
         })
     }
@@ -580,6 +589,8 @@ macro_rules! bind_event {
             .$bind(e.check_in_exit_status)
             .$bind(e.check_in_message)
             .$bind(e.missed_periods)
+            .$bind(e.expected_at)
+            .$bind(e.expected_at_local)
     }};
 }
 

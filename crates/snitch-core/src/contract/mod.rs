@@ -716,6 +716,17 @@ pub async fn a_cron_snitch_keeps_its_schedule_through_every_save(store: Arc<dyn 
         due.iter().map(|s| &s.token).collect::<Vec<_>>(),
         [&cron.token]
     );
+    // Its missing event keeps when the run was expected, in UTC and in its zone.
+    let missed = advanced(&checked, deadline);
+    assert!(
+        missed.events()[0].expected_at_local.is_some(),
+        "fixture: a schedule's missing event"
+    );
+    let checked = apply(&store, missed.clone()).await;
+    assert_eq!(
+        store.events(&cron.token, 1).await.expect("events"),
+        missed.events()
+    );
 
     let mut moved = checked.clone();
     moved.cadence = cron_cadence("*/20 9-17 * * *", "Asia/Kathmandu", 60, 0);

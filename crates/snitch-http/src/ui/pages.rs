@@ -411,11 +411,11 @@ pub(crate) fn snitch_form(
                 }
             }
             (field_problem("interval", p("interval")))
-            label for="schedule" { "Or a cron schedule, instead of the interval (e.g. 30 2 * * *)" }
+            label for="schedule" { "Or a cron schedule in its place (such as 30 2 * * *)" }
             input #schedule type="text" name="schedule" value=(form.schedule) maxlength="100"
                 aria-invalid=[p("schedule").map(|_| "true")] aria-describedby=[described("schedule")];
             (field_problem("schedule", p("schedule")))
-            label for="timezone" { "The schedule's time zone (an IANA name; empty: UTC)" }
+            label for="timezone" { "The schedule's time zone (IANA, such as Europe/Riga; empty: UTC)" }
             input #timezone type="text" name="timezone" value=(form.timezone) maxlength="64"
                 aria-invalid=[p("timezone").map(|_| "true")] aria-describedby=[described("timezone")];
             (field_problem("timezone", p("timezone")))

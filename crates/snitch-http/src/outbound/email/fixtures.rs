@@ -6,13 +6,13 @@ use snitch_core::{
     EventKind, Notes, Outcome, SnitchName, Status, Tags, Token,
 };
 
-pub(super) fn t(s: &str) -> DateTime<Utc> {
+pub(crate) fn t(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s)
         .expect("valid time")
         .to_utc()
 }
 
-pub(super) fn event(kind: EventKind, status: Status, previous: Status) -> Event {
+pub(crate) fn event(kind: EventKind, status: Status, previous: Status) -> Event {
     Event {
         id: "abcdefghij0123456789-3".into(),
         kind,
@@ -28,6 +28,8 @@ pub(super) fn event(kind: EventKind, status: Status, previous: Status) -> Event 
         checked_in_at: Some(t("2026-11-20T23:05:00Z")),
         check_in: None,
         missed_periods: u64::from(kind == EventKind::Missing),
+        expected_at: None,
+        expected_at_local: None,
     }
 }
 

@@ -16,7 +16,7 @@ mod smtp;
 pub mod smtp_sink;
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 
 use snitch_core::{Channel, Delivery, EmailAddress, NotifyError};
 

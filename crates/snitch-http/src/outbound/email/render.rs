@@ -73,7 +73,16 @@ pub fn render_email(event: &Event, check_in_base: Option<&str>) -> EmailContent 
 
     // Writing to a String cannot fail.
     let mut text = String::new();
-    let _ = writeln!(text, "{quoted} {tail}.\n{detail}\n");
+    let _ = writeln!(text, "{quoted} {tail}.\n{detail}");
+    if let (Some(expected), Some(local)) = (event.expected_at, &event.expected_at_local) {
+        // A schedule's run, as its owner wrote it: in the snitch's time zone.
+        let _ = writeln!(
+            text,
+            "The run was expected at {local} in its time zone ({} UTC).",
+            format_time(expected)
+        );
+    }
+    text.push('\n');
     let _ = writeln!(text, "Snitch:         {}", one_line(event.name.as_str()));
     let _ = writeln!(
         text,
@@ -158,6 +167,24 @@ mod tests {
 
     use super::super::fixtures::{errored, event, t};
     use super::*;
+
+    #[test]
+    fn a_missing_run_of_a_schedule_says_when_it_was_expected_in_its_zone() {
+        let mut e = event(EventKind::Missing, Status::Failed, Status::Healthy);
+        e.expected_at = Some(t("2026-11-22T00:30:00Z"));
+        e.expected_at_local = Some("2026-11-22T02:30:00.000+02:00".into());
+        let text = render_email(&e, None).text;
+        assert!(
+            text.contains(
+                "The run was expected at 2026-11-22T02:30:00.000+02:00 in its time zone \
+                 (2026-11-22T00:30:00.000Z UTC).\n\n"
+            ),
+            "{text}"
+        );
+        // An interval's missing alert says nothing more.
+        e.expected_at_local = None;
+        assert!(!render_email(&e, None).text.contains("was expected"));
+    }
 
     #[tokio::test]
     async fn renders_a_missing_alert() {

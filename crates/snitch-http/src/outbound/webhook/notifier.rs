@@ -415,6 +415,8 @@ mod tests {
             checked_in_at: None,
             check_in: None,
             missed_periods: 1,
+            expected_at: None,
+            expected_at_local: None,
         }
     }
 
@@ -484,7 +486,8 @@ mod tests {
                             "status": "missing",
                             "previous_status": "healthy"
                         },
-                        "missed_periods": 1
+                        "missed_periods": 1,
+                        "reason": "missed"
                     }
                 })
             );

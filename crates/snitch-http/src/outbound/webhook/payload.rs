@@ -9,7 +9,9 @@ use crate::wire::{format_time, tag_names};
 pub const EVENT_ID_HEADER: &str = "Snitch-Event-Id";
 
 /// The JSON body of a webhook request for an event. A `snitch.missing` that stands for
-/// several due points carries `missed_periods` in `data` (docs/rules.md#catch-up).
+/// several due points carries `missed_periods` in `data` (docs/rules.md#catch-up); a
+/// missing or errored one says why (`reason`), and a missing one when its run was
+/// expected (`expected_at`, and `expected_at_local` for a schedule).
 pub fn webhook_body(event: &Event) -> Value {
     let mut body = json!({
         "type": event.kind.as_str(),
@@ -28,5 +30,48 @@ pub fn webhook_body(event: &Event) -> Value {
     if event.kind == EventKind::Missing {
         body["data"]["missed_periods"] = json!(event.missed_periods.max(1));
     }
+    // Why, and for which run (docs/api.md#webhook-payload): beside the fields Dead Man's
+    // Snitch sends, which stay as they are.
+    match event.kind {
+        EventKind::Missing => body["data"]["reason"] = json!("missed"),
+        EventKind::Errored => body["data"]["reason"] = json!("exit_status"),
+        _ => {}
+    }
+    if let Some(expected) = event.expected_at {
+        body["data"]["expected_at"] = json!(format_time(expected));
+    }
+    if let Some(local) = &event.expected_at_local {
+        body["data"]["expected_at_local"] = json!(local);
+    }
     body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outbound::email::fixtures::{event, t};
+    use snitch_core::Status;
+
+    #[test]
+    fn a_missing_run_carries_its_reason_and_expected_times_beside_the_dms_fields() {
+        let mut e = event(EventKind::Missing, Status::Failed, Status::Healthy);
+        let plain = webhook_body(&e);
+        assert_eq!(plain["data"]["reason"], "missed");
+        assert!(plain["data"].get("expected_at").is_none());
+        e.expected_at = Some(t("2026-11-22T00:30:00Z"));
+        e.expected_at_local = Some("2026-11-22T02:30:00.000+02:00".into());
+        let body = webhook_body(&e);
+        assert_eq!(body["data"]["expected_at"], "2026-11-22T00:30:00.000Z");
+        assert_eq!(
+            body["data"]["expected_at_local"],
+            "2026-11-22T02:30:00.000+02:00"
+        );
+        // What Dead Man's Snitch sends is unchanged.
+        assert_eq!(body["type"], plain["type"]);
+        assert_eq!(body["timestamp"], plain["timestamp"]);
+        assert_eq!(body["data"]["snitch"], plain["data"]["snitch"]);
+        assert_eq!(body["data"]["missed_periods"], 1);
+        let errored = webhook_body(&event(EventKind::Errored, Status::Errored, Status::Healthy));
+        assert_eq!(errored["data"]["reason"], "exit_status");
+    }
 }
