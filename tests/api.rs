@@ -1867,6 +1867,21 @@ async fn schedule_problems_are_422s_naming_the_attribute() {
             "must be a whole number of seconds",
         ),
         (
+            json!({"name": "n", "schedule": "@daily", "grace_seconds": i64::MAX}),
+            "grace_seconds",
+            "must be between 60 and 31536000 seconds",
+        ),
+        (
+            json!({"name": "n", "schedule": "@daily", "early_seconds": i64::MIN}),
+            "early_seconds",
+            "must be between 0 and 3600 seconds",
+        ),
+        (
+            json!({"name": "n", "schedule": "@daily", "grace_seconds": 1e300}),
+            "grace_seconds",
+            "must be a whole number of seconds",
+        ),
+        (
             json!({"name": "n", "schedule": "@daily", "alert_type": "smart"}),
             "alert_type",
             "smart alerts need an interval",

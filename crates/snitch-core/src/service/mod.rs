@@ -183,7 +183,16 @@ impl SnitchFields {
         };
         let schedule =
             problems.check(CronSchedule::parse(expression, timezone).map_err(Validation::from))?;
-        let seconds = |given: Option<i64>| given.map(chrono::Duration::seconds);
+        // Beyond what a duration holds is beyond every range: refused below, never a panic.
+        let seconds = |given: Option<i64>| {
+            given.map(|n| {
+                chrono::Duration::try_seconds(n).unwrap_or(if n < 0 {
+                    chrono::Duration::MIN
+                } else {
+                    chrono::Duration::MAX
+                })
+            })
+        };
         let grace = seconds(self.grace_seconds).or(current.map(ExpectedRuns::grace));
         let early = seconds(self.early_seconds).or(current.map(ExpectedRuns::early));
         problems
