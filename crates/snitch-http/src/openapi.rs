@@ -113,35 +113,9 @@ pub struct SnitchRequest {
     /// At most 50 tags of 1 to 64 characters.
     #[schema(max_items = 50)]
     pub tags: Option<Vec<TagName>>,
-    /// A 5-field cron expression (Debian cron semantics; `@daily` and the other macros
-    /// but `@reboot`), instead of an interval: the snitch expects a run at each of its
-    /// times (its `interval` reads `cron`).
-    #[schema(example = "30 2 * * *", max_length = 100)]
-    pub schedule: Option<String>,
-    /// The schedule's IANA time zone (default `UTC`); only with a schedule.
-    #[schema(example = "Europe/Riga", max_length = 64)]
-    pub timezone: Option<String>,
-    /// `timezone`, as healthchecks names it (read when `timezone` is absent).
-    #[schema(example = "Europe/Riga", max_length = 64)]
-    pub tz: Option<String>,
-    /// How many seconds after an expected time a check-in still counts (60 to 31,536,000;
-    /// default: an hour, or the shortest gap between runs when shorter); only with a
-    /// schedule.
-    #[schema(minimum = 60, maximum = 31_536_000)]
-    pub grace_seconds: Option<i64>,
-    /// How many seconds before an expected time a check-in already counts (0 to 3,600;
-    /// default 60; never more than half the gap to the previous run); only with a
-    /// schedule.
-    #[schema(minimum = 0, maximum = 3_600)]
-    pub early_seconds: Option<i64>,
-    /// How many failed runs in a row are tolerated before the errored alert (0 to 720,
-    /// default 0: the first failed run alerts).
-    #[schema(minimum = 0, maximum = 720)]
-    pub failure_tolerance: Option<i64>,
-    /// How many missed runs in a row are tolerated before the missing alert (0 to 720,
-    /// default 0).
-    #[schema(minimum = 0, maximum = 720)]
-    pub missed_tolerance: Option<i64>,
+    /// A schedule and its spans, and the tolerances.
+    #[serde(flatten)]
+    pub runs: RunSettings,
 }
 
 /// The body of create: [`SnitchRequest`] with `name` required, and `interval` or
@@ -169,6 +143,15 @@ pub struct NewSnitchRequest {
     /// At most 50 tags.
     #[schema(max_items = 50)]
     pub tags: Option<Vec<TagName>>,
+    /// A schedule and its spans, and the tolerances.
+    #[serde(flatten)]
+    pub runs: RunSettings,
+}
+
+/// The settings of create and update beyond Dead Man's Snitch's: a cron schedule with its
+/// spans (docs/rules.md#expected-runs) and the tolerances (#tolerances).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunSettings {
     /// A 5-field cron expression (Debian cron semantics; `@daily` and the other macros
     /// but `@reboot`), instead of an interval: the snitch expects a run at each of its
     /// times (its `interval` reads `cron`).
