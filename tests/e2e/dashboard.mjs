@@ -253,6 +253,21 @@ await step("delete asks for confirmation", async () => {
   await page.getByRole("heading", { name: hostileName }).waitFor();
 });
 
+await step("a cron snitch: its schedule in words and its next runs", async () => {
+  await page.getByRole("link", { name: "Snitches", exact: true }).first().click();
+  await page.getByRole("link", { name: "New snitch" }).first().click();
+  await page.getByLabel("Name").fill("nightly cron job");
+  await page.getByLabel("Or a cron schedule").fill("30 2 * * *");
+  await page.getByLabel("The schedule's time zone").fill("Europe/Riga");
+  await page.getByRole("button", { name: "Create snitch" }).click();
+  await page.getByText("Snitch created.").waitFor();
+  await page.getByText("every day at 02:30 (Europe/Riga)").first().waitFor();
+  expect((await page.locator("ul.runs li").count()) === 5, "five next runs");
+  const first = await page.locator("ul.runs li").first().textContent();
+  expect(/T02:30:00\.000\+0[23]:00 in Europe\/Riga\)$/.test(first.trim()), `first run ${first}`);
+  await shot("snitch-cron");
+});
+
 await step("sign out", async () => {
   await page.getByRole("button", { name: "Sign out" }).click();
   await page.getByText("You are signed out.").waitFor();

@@ -446,6 +446,9 @@ pub(crate) fn snitch_form(
     layout(frame, Nav::Snitches, &title, body)
 }
 
+/// How many of a schedule's next runs a snitch's page lists.
+const NEXT_RUNS_SHOWN: usize = 5;
+
 pub(crate) struct SnitchView<'a> {
     pub snitch: &'a Snitch,
     pub check_in_url: &'a str,
@@ -482,6 +485,21 @@ pub(crate) fn snitch(frame: &Frame, view: &SnitchView) -> Markup {
             dt { "Status" } dd { (status_badge(s.status()))
                 @if let Some(p) = &s.state().pause() { " " (pause_text(p.until)) } }
             dt { "Interval" } dd { (cadence_label(s.cadence())) ", " (s.alert_type().as_str()) " alerts" }
+            @if let Some(runs) = s.cadence().expected_runs() {
+                dt { "Next runs" } dd {
+                    ul.runs {
+                        @for t in runs.schedule().times_after(view.now).take(NEXT_RUNS_SHOWN) {
+                            // The schedule's own zone beside the viewer's (app.js) and UTC.
+                            li { (time(t)) " (" (runs.schedule().to_local_iso(t)) " in " (runs.schedule().timezone()) ")" }
+                        }
+                    }
+                }
+                dt { "Window" } dd {
+                    "a check-in counts from up to " (runs.early().num_seconds())
+                    " s before a run (never past halfway to the one before) until "
+                    (runs.grace().num_seconds()) " s after it"
+                }
+            }
             dt { "Last check-in" } dd { @match s.state().last_check_in_at() { Some(t) => (time(t)), None => "never" } }
             dt { "Last healthy check-in" } dd { @match s.state().checked_in_at() { Some(t) => (time(t)), None => "never" } }
             dt { "Deadline" } dd { @match s.state().deadline_at() {

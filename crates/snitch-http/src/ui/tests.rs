@@ -676,6 +676,19 @@ async fn a_cron_snitch_is_made_shown_and_edited_without_losing_its_schedule() {
         "{}",
         page.body
     );
+    // Its next runs, in the schedule's zone too, and its window.
+    assert_eq!(
+        page.body.matches(":30:00.000+0").count(),
+        5,
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains(" in Europe/Riga)"), "{}", page.body);
+    assert!(
+        page.body.contains("from up to 60 s before a run"),
+        "{}",
+        page.body
+    );
     // The edit form shows the schedule, and saving it unchanged keeps it.
     let here = format!("/ui/snitches/{token}");
     let edit_page = send(&f.app, get(&format!("{here}/edit"), Some(&b.cookie))).await;
