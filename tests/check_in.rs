@@ -412,6 +412,7 @@ async fn healthchecks_ping_forms_record_the_exit_status() {
         (format!("{url}/fail"), StatusCode::ACCEPTED),
         (format!("{url}/0"), StatusCode::ACCEPTED),
         (format!("{url}/3?m=disk%20full"), StatusCode::ACCEPTED),
+        (format!("{url}/00"), StatusCode::ACCEPTED),
         (ping.clone(), StatusCode::OK),
         (format!("{ping}/255"), StatusCode::OK),
     ] {
@@ -438,6 +439,7 @@ async fn healthchecks_ping_forms_record_the_exit_status() {
             (Outcome::Success, None),
             (error("3"), Some("disk full".into())),
             (Outcome::Success, None),
+            (Outcome::Success, None),
             (error("255"), None),
         ]
     );
@@ -447,6 +449,8 @@ async fn healthchecks_ping_forms_record_the_exit_status() {
         format!("{url}/log"),
         format!("{url}/256"),
         format!("{url}/-1"),
+        format!("{url}/+5"),
+        format!("{url}/0256"),
         format!("{url}/fail/more"),
         format!("{ping}/start"),
         format!("{}/ping/nosuchtoken00000000", server.check_in_base),
@@ -455,5 +459,5 @@ async fn healthchecks_ping_forms_record_the_exit_status() {
         let response = send(server.client.post(&target)).await;
         assert_eq!(response.status(), StatusCode::NOT_FOUND, "{target}");
     }
-    assert_eq!(check_ins(&server, &token).await.len(), 5, "nothing more");
+    assert_eq!(check_ins(&server, &token).await.len(), 6, "nothing more");
 }

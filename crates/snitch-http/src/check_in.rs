@@ -177,9 +177,11 @@ impl<'a> CheckInPath<'a> {
                 params.get("s").map(String::as_str),
             )),
             Some("fail") => Some(Outcome::from_exit_status(Some("1"))),
-            Some(code) if code.len() <= 3 && code.parse::<u8>().is_ok() => {
-                Some(Outcome::from_exit_status(Some(code)))
-            }
+            // Digits only (`+5` is no exit status), read as a number (`00` is 0).
+            Some(code) if code.len() <= 3 && code.bytes().all(|b| b.is_ascii_digit()) => code
+                .parse::<u8>()
+                .ok()
+                .map(|n| Outcome::from_exit_status(Some(&n.to_string()))),
             Some(_) => None,
         }
     }
