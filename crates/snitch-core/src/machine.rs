@@ -248,7 +248,7 @@ fn announce_missed(s: &mut Snitch, events: &mut Vec<Event>, run: Option<MissedRu
         match &s.cadence {
             Cadence::Interval(_) => event.expected_at = Some(run.latest),
             Cadence::Cron(runs) => {
-                let expected = runs.window_closing_at(run.latest).expected;
+                let expected = runs.expected_at(run.latest);
                 event.expected_at = Some(expected);
                 event.expected_at_local = Some(runs.schedule().to_local_iso(expected));
             }

@@ -124,7 +124,7 @@ impl SnitchJson {
             early_seconds: runs.map(|r| r.early().num_seconds()),
             next_expected_at: runs
                 .zip(s.state().deadline_at())
-                .map(|(r, deadline)| format_time(r.window_closing_at(deadline).expected)),
+                .map(|(r, deadline)| format_time(r.expected_at(deadline))),
             failure_tolerance: tolerances.then_some(s.failure_tolerance()),
             missed_tolerance: tolerances.then_some(s.missed_tolerance()),
         }

@@ -173,9 +173,15 @@ impl ExpectedRuns {
         }
     }
 
+    /// When the run whose deadline is `deadline` is expected: its deadline less the grace
+    /// (no search of the schedule, as the window's opening needs).
+    pub fn expected_at(&self, deadline: Timestamp) -> Timestamp {
+        deadline - self.grace
+    }
+
     /// The window whose deadline (close) is `deadline`.
     pub fn window_closing_at(&self, deadline: Timestamp) -> Window {
-        self.window(deadline - self.grace)
+        self.window(self.expected_at(deadline))
     }
 
     /// The deadline of a snitch that starts counting at `t` with no run pending: after
@@ -218,7 +224,7 @@ impl ExpectedRuns {
 
     /// The deadline of the run after the one whose deadline passed empty.
     pub fn deadline_after_miss(&self, deadline: Timestamp) -> Option<Timestamp> {
-        Some(self.schedule.next_after(deadline - self.grace)? + self.grace)
+        Some(self.schedule.next_after(self.expected_at(deadline))? + self.grace)
     }
 
     /// The deadline once the schedule, zone or spans changed at `now`: the first run
