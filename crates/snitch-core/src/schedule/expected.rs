@@ -67,37 +67,40 @@ impl ExpectedRuns {
         early: Option<Duration>,
         now: Timestamp,
     ) -> Result<ExpectedRuns, Validation> {
-        let grace = match grace {
-            Some(grace) if grace < GRACE_MIN || grace > GRACE_MAX => {
-                return Err(Validation::new(
-                    "grace_seconds",
-                    format!(
-                        "must be between {} and {} seconds",
-                        GRACE_MIN.num_seconds(),
-                        GRACE_MAX.num_seconds()
-                    ),
-                ))
-            }
-            Some(grace) => grace,
-            None => schedule
+        ExpectedRuns::check_spans(grace, early)?;
+        let grace = grace.unwrap_or_else(|| {
+            schedule
                 .shortest_gap(now)
-                .clamp(GRACE_MIN, GRACE_DEFAULT_MAX),
-        };
-        let early = match early {
-            Some(early) if early < Duration::zero() || early > EARLY_MAX => {
-                return Err(Validation::new(
-                    "early_seconds",
-                    format!("must be between 0 and {} seconds", EARLY_MAX.num_seconds()),
-                ))
-            }
-            Some(early) => early,
-            None => EARLY_DEFAULT,
-        };
+                .clamp(GRACE_MIN, GRACE_DEFAULT_MAX)
+        });
+        let early = early.unwrap_or(EARLY_DEFAULT);
         Ok(ExpectedRuns {
             schedule,
             grace,
             early,
         })
+    }
+
+    /// Whether the spans a user gave are within their ranges: the problem of the first
+    /// that is not, naming its attribute (`grace_seconds`, `early_seconds`).
+    pub fn check_spans(grace: Option<Duration>, early: Option<Duration>) -> Result<(), Validation> {
+        if grace.is_some_and(|grace| grace < GRACE_MIN || grace > GRACE_MAX) {
+            return Err(Validation::new(
+                "grace_seconds",
+                format!(
+                    "must be between {} and {} seconds",
+                    GRACE_MIN.num_seconds(),
+                    GRACE_MAX.num_seconds()
+                ),
+            ));
+        }
+        if early.is_some_and(|early| early < Duration::zero() || early > EARLY_MAX) {
+            return Err(Validation::new(
+                "early_seconds",
+                format!("must be between 0 and {} seconds", EARLY_MAX.num_seconds()),
+            ));
+        }
+        Ok(())
     }
 
     /// The runs of `schedule` with spans that were settled before (a store reading a

@@ -93,18 +93,13 @@ struct ParsedFields {
 impl SnitchFields {
     /// Parses every given attribute, collecting every problem in the order of the
     /// attributes (the cadence's where the interval stands).
-    fn parse(
-        &self,
-        problems: &mut Validations,
-        current: Current<'_>,
-        now: Timestamp,
-    ) -> ParsedFields {
+    fn parse(&self, problems: &mut Validations, current: Current<'_>) -> ParsedFields {
         ParsedFields {
             name: self
                 .name
                 .as_deref()
                 .and_then(|n| problems.check(SnitchName::parse(n))),
-            cadence: self.cadence(current, now, problems),
+            cadence: self.cadence(current, problems),
             alert_type: self
                 .alert_type
                 .as_deref()
@@ -130,17 +125,13 @@ impl SnitchFields {
         }
     }
 
-    /// The cadence these fields ask for, given the snitch's `current` one (`None` on
-    /// create), or `None` when they leave it as it is. An interval and a schedule exclude
-    /// each other; a time zone, grace or early span goes with a schedule, given now or
-    /// already the snitch's. A schedule's grace and early span, when not given, stay what
-    /// they were, or take their defaults (which depend on the schedule's runs after `now`).
-    fn cadence(
-        &self,
-        current: Current<'_>,
-        now: Timestamp,
-        problems: &mut Validations,
-    ) -> Option<Cadence> {
+    /// The cadence these fields ask for, given the snitch's `current` one, or `None` when
+    /// they leave it as it is (or the snitch is not read yet: then only what can be
+    /// checked without it is). An interval and a schedule exclude each other; a time
+    /// zone, grace or early span goes with a schedule, given now or already the snitch's.
+    /// A schedule's grace and early span, when not given, stay what they were, or take
+    /// their defaults (which depend on the schedule's runs after the current instant).
+    fn cadence(&self, current: Current<'_>, problems: &mut Validations) -> Option<Cadence> {
         let spans_given = [
             ("timezone", self.timezone.is_some()),
             ("grace_seconds", self.grace_seconds.is_some()),
@@ -161,11 +152,12 @@ impl SnitchFields {
             refuse_spans(problems);
             return problems.check(parse_interval(interval)).map(Cadence::from);
         }
-        let current = match current {
+        let (current, now) = match current {
             // Judged once the snitch is read: spans alone may go with its schedule.
             Current::Unknown if self.schedule.is_none() => return None,
-            Current::Unknown | Current::Creating => None,
-            Current::Is(cadence) => cadence.expected_runs(),
+            Current::Unknown => (None, None),
+            Current::Creating(now) => (None, Some(now)),
+            Current::Is(cadence, now) => (cadence.expected_runs(), Some(now)),
         };
         let touches_spans = spans_given.iter().any(|(_, given)| *given);
         let expression = match (&self.schedule, current) {
@@ -195,6 +187,12 @@ impl SnitchFields {
         };
         let grace = seconds(self.grace_seconds).or(current.map(ExpectedRuns::grace));
         let early = seconds(self.early_seconds).or(current.map(ExpectedRuns::early));
+        let Some(now) = now else {
+            // Not read yet: the ranges now; the defaults, which cost a search of the
+            // schedule, once the snitch is read.
+            problems.check(ExpectedRuns::check_spans(grace, early));
+            return None;
+        };
         problems
             .check(ExpectedRuns::new(schedule, grace, early, now))
             .map(Cadence::from)
@@ -212,12 +210,12 @@ fn tolerance(attribute: &str, n: i64) -> Result<u16, Validation> {
 /// What a snitch's cadence is while its fields are parsed.
 #[derive(Debug, Clone, Copy)]
 enum Current<'a> {
-    /// None: the snitch is being created.
-    Creating,
+    /// None: the snitch is being created, at this instant.
+    Creating(Timestamp),
     /// Not read yet (an update's first check, before the snitch is read).
     Unknown,
-    /// The snitch's.
-    Is(&'a Cadence),
+    /// The snitch's, as read at this instant.
+    Is(&'a Cadence, Timestamp),
 }
 
 /// When a pause ends, as the client wrote it: `healthy`, `unpaused` or a future time.
@@ -468,7 +466,7 @@ impl SnitchService {
             problems.push("interval", BLANK);
         }
         let now = self.now();
-        let parsed = fields.parse(&mut problems, Current::Creating, now);
+        let parsed = fields.parse(&mut problems, Current::Creating(now));
         let alert_type = parsed.alert_type.unwrap_or_default();
         if let Some(cadence) = &parsed.cadence {
             problems.check(cadence.check_alert_type(alert_type));
@@ -520,7 +518,7 @@ impl SnitchService {
     ) -> Result<Snitch, ServiceError> {
         ensure_active(case)?;
         let mut problems = Validations::new();
-        let parsed = fields.parse(&mut problems, Current::Unknown, self.now());
+        let parsed = fields.parse(&mut problems, Current::Unknown);
         problems.into_result()?;
         self.modify(case, token, |s, now| {
             let mut next = s.clone();
@@ -539,7 +537,7 @@ impl SnitchService {
             next.failure_tolerance = parsed.failure_tolerance.unwrap_or(s.failure_tolerance);
             next.missed_tolerance = parsed.missed_tolerance.unwrap_or(s.missed_tolerance);
             let mut problems = Validations::new();
-            if let Some(cadence) = fields.cadence(Current::Is(&s.cadence), now, &mut problems) {
+            if let Some(cadence) = fields.cadence(Current::Is(&s.cadence, now), &mut problems) {
                 next.cadence = cadence;
             }
             problems.into_result()?;
