@@ -4,8 +4,10 @@
 
 mod common;
 
+use std::any::Any;
 use std::sync::Arc;
 
+use common::stores::{store_config, Store};
 use common::{
     assert_error, assert_invalid, default_cases, send, start_time, token_of, Server, MANUAL_TIME,
     NO_RATE_LIMIT,
@@ -13,32 +15,18 @@ use common::{
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 use snitch::prelude::{ManualClock, SystemClock, Token};
-use snitch_store_postgres::test_databases::{self, TestDatabase};
 
-/// Which store a server under test keeps its data in.
-#[derive(Debug, Clone, Copy)]
-enum Store {
-    Memory,
-    Postgres,
-}
-
-/// A server on `store`, and its database (dropped with it) when that is Postgres.
-async fn start(store: Store, clock: Option<Arc<ManualClock>>) -> (Server, Option<TestDatabase>) {
-    let db = match store {
-        Store::Memory => None,
-        Store::Postgres => Some(test_databases::empty(1).await),
-    };
-    let top = match &db {
-        None => NO_RATE_LIMIT.to_owned(),
-        Some(db) => format!("{NO_RATE_LIMIT}database_url = {:?}\n", db.url),
-    };
+/// A server on `store`, and what must outlive it (its database).
+async fn start(store: Store, clock: Option<Arc<ManualClock>>) -> (Server, Box<dyn Any>) {
+    let (top, kept) = store_config(store).await;
+    let top = format!("{NO_RATE_LIMIT}{top}");
     let server = match clock {
         Some(clock) => {
             Server::launch(&format!("{top}{MANUAL_TIME}"), &default_cases(), clock).await
         }
         None => Server::launch(&top, &default_cases(), Arc::new(SystemClock)).await,
     };
-    (server, db)
+    (server, kept)
 }
 
 /// `workers` clients check in to one token at once, `rounds` times each; every answer

@@ -8,33 +8,15 @@ use std::any::Any;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
+use common::stores::{store_config, Store};
 use common::{default_cases, token_of, Server, MANUAL_TIME, NO_RATE_LIMIT};
 use serde_json::{json, Value};
 use snitch::prelude::ManualClock;
 use snitch_store_postgres::test_databases::{self, TestDatabase};
 
-/// Which store a server under test keeps its data in.
-#[derive(Debug, Clone, Copy)]
-enum Store {
-    Memory,
-    Sqlite,
-    Postgres,
-}
-
-/// A server on `store`, and what must outlive it (its directory or its database).
+/// A server on `store` on `clock`, and what must outlive it (its directory or database).
 async fn start(store: Store, clock: Arc<ManualClock>) -> (Server, Box<dyn Any>) {
-    let (top, kept): (String, Box<dyn Any>) = match store {
-        Store::Memory => (String::new(), Box::new(())),
-        Store::Sqlite => {
-            let dir = tempfile::tempdir().expect("a directory");
-            let top = format!("data_path = {:?}\n", dir.path().join("snitch.db"));
-            (top, Box::new(dir))
-        }
-        Store::Postgres => {
-            let db: TestDatabase = test_databases::empty(2).await;
-            (format!("database_url = {:?}\n", db.url), Box::new(db))
-        }
-    };
+    let (top, kept) = store_config(store).await;
     let top = format!("{NO_RATE_LIMIT}{MANUAL_TIME}{top}");
     let server = Server::launch(&top, &default_cases(), clock).await;
     (server, kept)

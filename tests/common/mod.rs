@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod binary;
+pub mod stores;
 
 use std::sync::Arc;
 
