@@ -369,6 +369,7 @@ mod tests {
             at: chrono::DateTime::from_timestamp(n, 0).expect("a time"),
             outcome: Outcome::Success,
             message: None,
+            ..Default::default()
         }
     }
 

@@ -95,13 +95,16 @@ impl PendingCheckIns {
         for check_in in &self.batch {
             let at = floor.map_or(check_in.at, |f| f.max(check_in.at));
             floor = Some(at);
+            let number = step.snitch.state.check_in_seq + 1;
             let check_in = CheckIn {
                 at,
+                number,
                 ..check_in.clone()
             };
             step = step
                 .then_owned(|s| machine::advance_through_owned(s, at, &self.outages))
                 .then_owned(|s| machine::check_in_owned(s, &check_in, &case.plan));
+            step.snitch.state.check_in_seq = number;
             stamped.push(check_in);
         }
         let mut change = Change::new(snitch, step.snitch, stamped, step.events);

@@ -19,6 +19,7 @@ pub mod liveness;
 pub mod machine;
 pub mod notifier;
 pub mod outbox;
+pub mod runs;
 pub mod schedule;
 pub mod service;
 pub mod snitch;
@@ -38,6 +39,7 @@ pub use notifier::{Notifier, NotifyError};
 pub use outbox::{
     Attempt, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery, DeliveryState, RetryPolicy,
 };
+pub use runs::{AlertReason, CheckInBody, CheckInKind, OpenRun, Run, RunId};
 pub use schedule::{CronSchedule, ExpectedRuns, ScheduleError};
 pub use service::{SnitchFields, SnitchService, SweepReport};
 pub use snitch::{

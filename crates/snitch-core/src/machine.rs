@@ -15,6 +15,7 @@ use chrono::Duration;
 use crate::cadence::{or_horizon, Cadence};
 use crate::calendar::{Interval, Period, Timestamp};
 use crate::liveness::Outage;
+use crate::runs::{AlertReason, CheckInKind, OpenRun, Run, OPEN_RUNS_MAX, RUN_OPEN_LONGEST};
 use crate::snitch::{CheckIn, Event, EventKind, Pause, PauseUntil, Snitch, SnitchState};
 use crate::types::{AlertType, Plan, Status};
 use crate::validation::Validations;
@@ -160,6 +161,8 @@ fn emit(
         missed_periods: 0,
         expected_at: None,
         expected_at_local: None,
+        reason: None,
+        run: None,
     }
 }
 
@@ -187,6 +190,16 @@ pub fn advance_through_owned(mut s: Snitch, now: Timestamp, outages: &[Outage]) 
     let mut deferred_by = Vec::new();
     let mut missed: Option<MissedRun> = None;
     while let Some(wake) = s.wake_at().filter(|w| *w <= now) {
+        if let Some((index, _)) = s
+            .next_run_timeout()
+            .filter(|(_, at)| s.wake_for_deadline().is_none_or(|d| *at < d))
+        {
+            // A run open past its maximum runtime (docs/rules.md#runs); the misses
+            // before it are told first, in order.
+            announce_missed(&mut s, &mut events, missed.take());
+            time_out_run(&mut s, &mut events, index);
+            continue;
+        }
         if s.state.pause.is_some() {
             announce_missed(&mut s, &mut events, missed.take());
             resume(&mut s, wake);
@@ -245,6 +258,7 @@ fn announce_missed(s: &mut Snitch, events: &mut Vec<Event>, run: Option<MissedRu
     if let Some(run) = run {
         let mut event = emit(s, EventKind::Missing, run.latest, run.previous, None);
         event.missed_periods = run.count;
+        event.reason = Some(AlertReason::Missed);
         match &s.cadence {
             Cadence::Interval(_) => event.expected_at = Some(run.latest),
             Cadence::Cron(runs) => {
@@ -265,23 +279,30 @@ pub fn check_in(snitch: &Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
 
 /// [`check_in`] stepping `s` itself, for a caller that owns a copy already.
 pub fn check_in_owned(mut s: Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
+    match check_in.kind {
+        // Output only: kept in the history, changes nothing.
+        CheckInKind::Log => return Step::new(s, Vec::new()),
+        CheckInKind::Start => return start_run(s, check_in),
+        CheckInKind::End => {}
+    }
     let now = check_in.at;
     let mut events = Vec::new();
     let success = check_in.outcome.is_success();
+    // The end of a run that started: its start satisfied the expected run's window, so
+    // the deadline counts from the start, and only when it has none yet (pending).
+    let started_at = end_run(&mut s, check_in);
     // The run pending before this check-in (none while pending or paused).
     let pending = s.state.deadline_at;
 
     s.state.last_check_in_at = Some(now);
-    s.state.anchor_at = Some(now);
+    if started_at.is_none() {
+        s.state.anchor_at = Some(now);
+        learn_offset(&mut s, now);
+    } else if s.state.anchor_at.is_none() {
+        s.state.anchor_at = started_at;
+    }
     if success {
         s.state.checked_in_at = Some(now);
-    }
-    if let Some(interval) = s.cadence.interval() {
-        // Smart alerts learn when in its period a job checks in.
-        let period = interval.period_of(now);
-        s.state
-            .smart_offsets_ms
-            .push((now - period.start()).num_milliseconds());
     }
 
     // Without error notices an error check-in counts as a success
@@ -325,13 +346,10 @@ pub fn check_in_owned(mut s: Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
             if !alerted_this_period {
                 s.state.last_errored_alert_at = Some(now);
                 s.state.error_announced = true;
-                events.push(emit(
-                    &mut s,
-                    EventKind::Errored,
-                    now,
-                    previous,
-                    Some(check_in),
-                ));
+                let mut event = emit(&mut s, EventKind::Errored, now, previous, Some(check_in));
+                event.reason = Some(AlertReason::ExitStatus);
+                event.run = run_concerned(&s, check_in, started_at.is_some());
+                events.push(event);
             } else if previous != Status::Errored {
                 // A new error in a period that already had its errored alert: followed in
                 // the status, never announced, so its recovery is not announced either.
@@ -358,21 +376,176 @@ pub fn check_in_owned(mut s: Snitch, check_in: &CheckIn, plan: &Plan) -> Step {
             s.state.last_recovery_alert_at = Some(now);
         }
         if announce {
-            events.push(emit(
-                &mut s,
-                EventKind::Reporting,
-                now,
-                previous,
-                Some(check_in),
-            ));
+            let mut event = emit(&mut s, EventKind::Reporting, now, previous, Some(check_in));
+            event.run = run_concerned(&s, check_in, started_at.is_some());
+            events.push(event);
         }
     }
-    s.state.deadline_at = Some(match &s.cadence {
-        Cadence::Interval(_) => deadline_after(&s, now),
-        // A check-in before the pending run's window leaves that run due.
-        Cadence::Cron(runs) => or_horizon(runs.deadline_after_check_in(pending, now), now),
-    });
+    s.state.deadline_at = match (started_at, pending) {
+        // The run's start already set the deadline.
+        (Some(_), Some(deadline)) => Some(deadline),
+        (Some(start), None) => Some(deadline_after_run(&s, None, start)),
+        (None, _) => Some(deadline_after_run(&s, pending, now)),
+    };
     Step::new(s, events)
+}
+
+/// The deadline after a run counted at `at` (a check-in, or a run's start), with the run
+/// `pending` before it.
+fn deadline_after_run(s: &Snitch, pending: Option<Timestamp>, at: Timestamp) -> Timestamp {
+    match &s.cadence {
+        Cadence::Interval(_) => deadline_after(s, at),
+        // A check-in before the pending run's window leaves that run due.
+        Cadence::Cron(runs) => or_horizon(runs.deadline_after_check_in(pending, at), at),
+    }
+}
+
+/// Smart alerts learn when in its period a job checks in (or starts).
+fn learn_offset(s: &mut Snitch, at: Timestamp) {
+    if let Some(interval) = s.cadence.interval() {
+        let period = interval.period_of(at);
+        s.state
+            .smart_offsets_ms
+            .push((at - period.start()).num_milliseconds());
+    }
+}
+
+/// The run an event of `check_in` concerns: the last run, when the check-in was one
+/// (paired with a start, or with a run id or a duration); `None` for a plain check-in.
+fn run_concerned(s: &Snitch, check_in: &CheckIn, ended_a_run: bool) -> Option<Run> {
+    let is_run = ended_a_run || check_in.run_id.is_some() || check_in.duration_ms.is_some();
+    is_run.then(|| s.state.last_run.clone()).flatten()
+}
+
+/// A run starts (docs/rules.md#runs): it satisfies the expected run's window as a
+/// check-in does, without changing the status (its end says how it went), and opens a
+/// run that times out after the snitch's maximum runtime. A start with the id of an open
+/// run keeps that run alive; a start without id replaces the open run without id.
+fn start_run(mut s: Snitch, check_in: &CheckIn) -> Step {
+    let now = check_in.at;
+    s.state.last_check_in_at = Some(now);
+    let allowed = s.runtime_allowed(now);
+    let same = s
+        .state
+        .open_runs
+        .iter()
+        .position(|r| r.run_id == check_in.run_id);
+    match same {
+        Some(index) if check_in.run_id.is_some() => {
+            let run = &mut s.state.open_runs[index];
+            run.timeout_at = (now + allowed).min(run.started_at + RUN_OPEN_LONGEST);
+            return Step::new(s, Vec::new());
+        }
+        Some(index) => {
+            s.state.open_runs.remove(index);
+        }
+        None => {}
+    }
+    if s.state.open_runs.len() >= OPEN_RUNS_MAX {
+        // The oldest gives way, closed as timed out without an alert: a job that starts
+        // runs it never ends was told of by the first of them that timed out.
+        let oldest = s.state.open_runs.remove(0);
+        s.state.last_run = Some(timed_out(&oldest, now));
+    }
+    s.state.open_runs.push(OpenRun {
+        run_id: check_in.run_id.clone(),
+        started_at: now,
+        timeout_at: now + allowed,
+    });
+    if s.state.pause.is_none() && s.state.status != Status::Pending {
+        let pending = s.state.deadline_at;
+        s.state.anchor_at = Some(now);
+        s.state.consecutive_misses = 0;
+        learn_offset(&mut s, now);
+        s.state.deadline_at = Some(deadline_after_run(&s, pending, now));
+    }
+    Step::new(s, Vec::new())
+}
+
+/// Closes the open run `check_in` ends, if any (the one with its run id; without one, the
+/// newest without id), records the last run, and gives the run's start.
+fn end_run(s: &mut Snitch, check_in: &CheckIn) -> Option<Timestamp> {
+    let now = check_in.at;
+    let index = match &check_in.run_id {
+        Some(id) => s
+            .state
+            .open_runs
+            .iter()
+            .position(|r| r.run_id.as_ref() == Some(id)),
+        None => s.state.open_runs.iter().rposition(|r| r.run_id.is_none()),
+    };
+    let opened = index.map(|i| s.state.open_runs.remove(i));
+    if opened.is_none() && check_in.run_id.is_none() && check_in.duration_ms.is_none() {
+        // A plain check-in: no run to tell of.
+        return None;
+    }
+    let reported = check_in
+        .duration_ms
+        .and_then(|ms| i64::try_from(ms).ok())
+        .map(Duration::milliseconds);
+    let started_at = opened
+        .as_ref()
+        .map(|r| r.started_at)
+        .or_else(|| reported.map(|d| now - d));
+    let duration_ms = check_in.duration_ms.or_else(|| {
+        opened
+            .as_ref()
+            .map(|r| u64::try_from((now - r.started_at).num_milliseconds()).unwrap_or(0))
+    });
+    s.state.last_run = Some(Run {
+        run_id: check_in.run_id.clone(),
+        started_at,
+        finished_at: Some(now),
+        duration_ms,
+        exit_status: match &check_in.outcome {
+            crate::types::Outcome::Success => None,
+            crate::types::Outcome::Error { exit_status } => Some(exit_status.clone()),
+        },
+        timed_out: false,
+    });
+    opened.map(|r| r.started_at)
+}
+
+/// The record of `run`, closed as timed out at `at`.
+fn timed_out(run: &OpenRun, at: Timestamp) -> Run {
+    Run {
+        run_id: run.run_id.clone(),
+        started_at: Some(run.started_at),
+        finished_at: None,
+        duration_ms: u64::try_from((at - run.started_at).num_milliseconds()).ok(),
+        exit_status: None,
+        timed_out: true,
+    }
+}
+
+/// The open run at `index` timed out (docs/rules.md#runs): a failed run, told with
+/// `snitch.missing` (reason `timeout`) unless paused, within the failure tolerance, or
+/// already failed.
+fn time_out_run(s: &mut Snitch, events: &mut Vec<Event>, index: usize) {
+    let open = s.state.open_runs.remove(index);
+    let at = open.timeout_at;
+    let run = timed_out(&open, at);
+    s.state.last_run = Some(run.clone());
+    if s.state.pause.is_some() {
+        return;
+    }
+    s.state.consecutive_failures = s.state.consecutive_failures.saturating_add(1);
+    let tolerated = s.state.status != Status::Pending
+        && s.state.consecutive_failures <= u32::from(s.failure_tolerance);
+    if tolerated || s.state.status == Status::Failed {
+        return;
+    }
+    let previous = s.state.status;
+    s.state.status = Status::Failed;
+    if s.state.deadline_at.is_none() {
+        // Pending: it started once, so deadlines count from that start.
+        s.state.anchor_at = Some(open.started_at);
+        s.state.deadline_at = Some(deadline_after_run(s, None, open.started_at));
+    }
+    let mut event = emit(s, EventKind::Missing, at, previous, None);
+    event.reason = Some(AlertReason::Timeout);
+    event.run = Some(run);
+    events.push(event);
 }
 
 /// Pauses a snitch until `until` (docs/rules.md#pause). A pending snitch cannot be
@@ -497,6 +670,7 @@ mod tests {
             alert_email: AlertEmails::default(),
             failure_tolerance: 0,
             missed_tolerance: 0,
+            max_runtime_seconds: None,
             created_at: at("2026-11-22T00:00:00Z"),
             state: initial_state(),
             version: 1,
@@ -517,6 +691,7 @@ mod tests {
             at: at(t),
             outcome: Outcome::Success,
             message: None,
+            ..Default::default()
         }
     }
 
@@ -527,6 +702,7 @@ mod tests {
                 exit_status: "2".into(),
             },
             message: None,
+            ..Default::default()
         }
     }
 
@@ -701,6 +877,7 @@ mod tests {
                     Outcome::Success
                 },
                 message: None,
+                ..Default::default()
             };
             let step = arrive(&s, &c, &NOTICES);
             let expected = if i % 2 == 0 {
@@ -1239,5 +1416,216 @@ mod tests {
             kinds(&step),
             [(EventKind::Errored, Status::Pending, Status::Errored)]
         );
+    }
+
+    fn start(t: &str, rid: Option<&str>) -> CheckIn {
+        CheckIn::new(at(t), Outcome::Success, None)
+            .with_kind(CheckInKind::Start)
+            .with_run_id(rid.and_then(crate::runs::RunId::parse))
+    }
+
+    fn end(c: CheckIn, rid: Option<&str>) -> CheckIn {
+        c.with_run_id(rid.and_then(crate::runs::RunId::parse))
+    }
+
+    /// A start satisfies the window without changing the status; its end closes the run
+    /// with its duration and decides the status; the deadline counts from the start.
+    #[test]
+    fn a_run_counts_from_its_start_and_its_end_tells_how_it_went() {
+        let s = arrive(
+            &new_snitch(Interval::Hourly, AlertType::Basic),
+            &ok("2026-11-22T09:10:00Z"),
+            &NOTICES,
+        )
+        .snitch;
+        let step = arrive(&s, &start("2026-11-22T10:50:00Z", Some("r1")), &NOTICES);
+        assert!(step.events.is_empty(), "a start says nothing");
+        let s = step.snitch;
+        assert!(s.state.running());
+        assert_eq!(s.state.status, Status::Healthy);
+        assert_eq!(s.state.deadline_at, Some(at("2026-11-22T12:00:00Z")));
+        // It ends after the hour it started in: the start already counted for 10:00.
+        let step = arrive(&s, &end(err("2026-11-22T11:20:00Z"), Some("r1")), &NOTICES);
+        assert_eq!(
+            kinds(&step),
+            [(EventKind::Errored, Status::Healthy, Status::Errored)]
+        );
+        let event = &step.events[0];
+        assert_eq!(event.reason, Some(AlertReason::ExitStatus));
+        let run = event.run.as_ref().expect("the run is told");
+        assert_eq!(run.duration_ms, Some(30 * 60 * 1000));
+        assert_eq!(run.exit_status.as_deref(), Some("2"));
+        let s = step.snitch;
+        assert!(!s.state.running());
+        assert_eq!(s.state.deadline_at, Some(at("2026-11-22T12:00:00Z")));
+        assert_eq!(s.state.last_run.as_ref(), Some(run));
+    }
+
+    /// A run open past its maximum runtime times out: `snitch.missing` with reason
+    /// `timeout`, once; a start with its id again keeps it alive.
+    #[test]
+    fn a_run_that_never_ends_times_out_once_and_keep_alives_defer_it() {
+        let mut s = arrive(
+            &new_snitch(Interval::Daily, AlertType::Basic),
+            &ok("2026-11-22T01:00:00Z"),
+            &NOTICES,
+        )
+        .snitch;
+        s.max_runtime_seconds = Some(600);
+        let s = arrive(&s, &start("2026-11-23T02:00:00Z", Some("r1")), &NOTICES).snitch;
+        assert_eq!(s.wake_at(), Some(at("2026-11-23T02:10:00Z")));
+        let s = arrive(&s, &start("2026-11-23T02:08:00Z", Some("r1")), &NOTICES).snitch;
+        assert_eq!(s.state.open_runs.len(), 1, "a keep-alive opens no run");
+        let step = advance(&s, at("2026-11-23T02:17:59Z"));
+        assert!(step.events.is_empty(), "kept alive until 02:18");
+        let step = advance(&s, at("2026-11-23T03:00:00Z"));
+        assert_eq!(
+            kinds(&step),
+            [(EventKind::Missing, Status::Healthy, Status::Failed)]
+        );
+        let event = &step.events[0];
+        assert_eq!(event.reason, Some(AlertReason::Timeout));
+        assert_eq!(event.at, at("2026-11-23T02:18:00Z"));
+        let run = event.run.as_ref().expect("the run is told");
+        assert!(run.timed_out);
+        assert_eq!(run.duration_ms, Some(18 * 60 * 1000));
+        let s = step.snitch;
+        assert!(!s.state.running());
+        // The next run starts and hangs too: already failed, nothing more is said.
+        let s = arrive(&s, &start("2026-11-24T02:00:00Z", Some("r2")), &NOTICES).snitch;
+        let step = advance(&s, at("2026-11-24T03:00:00Z"));
+        assert!(step.events.is_empty());
+        assert!(step
+            .snitch
+            .state
+            .last_run
+            .as_ref()
+            .is_some_and(|r| r.timed_out));
+        // A run that ends well brings it back.
+        let s = arrive(&step.snitch, &start("2026-11-25T02:00:00Z", None), &NOTICES).snitch;
+        let step = arrive(&s, &ok("2026-11-25T02:05:00Z"), &NOTICES);
+        assert_eq!(
+            kinds(&step),
+            [(EventKind::Reporting, Status::Failed, Status::Healthy)]
+        );
+        assert_eq!(
+            step.events[0].run.as_ref().and_then(|r| r.duration_ms),
+            Some(5 * 60 * 1000)
+        );
+    }
+
+    /// Several runs may be open, each by its id; past the cap the oldest gives way
+    /// silently; a start without id replaces the open run without id; a log changes
+    /// nothing.
+    #[test]
+    fn open_runs_are_paired_by_id_and_capped() {
+        let s = arrive(
+            &new_snitch(Interval::Daily, AlertType::Basic),
+            &ok("2026-11-22T01:00:00Z"),
+            &NOTICES,
+        )
+        .snitch;
+        let mut step = Step::new(s, Vec::new());
+        for n in 0..(OPEN_RUNS_MAX + 5) {
+            let c = start("2026-11-22T02:00:00Z", Some(&format!("r{n}")));
+            step = step.then(|s| check_in(s, &c, &NOTICES));
+        }
+        assert!(step.events.is_empty());
+        let s = step.snitch;
+        assert_eq!(s.state.open_runs.len(), OPEN_RUNS_MAX);
+        assert_eq!(
+            s.state.open_runs[0].run_id.as_ref().map(|r| r.as_str()),
+            Some("r5")
+        );
+        let step = check_in(&s, &end(ok("2026-11-22T02:01:00Z"), Some("r50")), &NOTICES);
+        assert_eq!(step.snitch.state.open_runs.len(), OPEN_RUNS_MAX - 1);
+        assert!(step
+            .snitch
+            .state
+            .open_runs
+            .iter()
+            .all(|r| r.run_id.as_ref().map(|r| r.as_str()) != Some("r50")));
+        let s = step.snitch;
+        let log = ok("2026-11-22T02:02:00Z").with_kind(CheckInKind::Log);
+        assert_eq!(
+            check_in(&s, &log, &NOTICES).snitch,
+            s,
+            "a log changes nothing"
+        );
+
+        let fresh = arrive(
+            &new_snitch(Interval::Daily, AlertType::Basic),
+            &ok("2026-11-22T01:00:00Z"),
+            &NOTICES,
+        )
+        .snitch;
+        let s = check_in(&fresh, &start("2026-11-22T02:00:00Z", None), &NOTICES).snitch;
+        let s = check_in(&s, &start("2026-11-22T02:30:00Z", None), &NOTICES).snitch;
+        assert_eq!(s.state.open_runs.len(), 1);
+        assert_eq!(s.state.open_runs[0].started_at, at("2026-11-22T02:30:00Z"));
+    }
+
+    /// A pending snitch that starts a run stays pending; the run's end makes it healthy
+    /// with a deadline from the start; a timeout while pending fails it with one.
+    #[test]
+    fn a_pending_snitch_runs_and_times_out_from_its_start() {
+        let fresh = new_snitch(Interval::Hourly, AlertType::Basic);
+        let s = arrive(&fresh, &start("2026-11-22T09:50:00Z", None), &NOTICES).snitch;
+        assert_eq!(s.state.status, Status::Pending);
+        assert_eq!(s.state.deadline_at, None);
+        let step = arrive(&s, &ok("2026-11-22T10:05:00Z"), &NOTICES);
+        assert_eq!(
+            kinds(&step),
+            [(EventKind::Reporting, Status::Pending, Status::Healthy)]
+        );
+        assert_eq!(
+            step.snitch.state.deadline_at,
+            Some(at("2026-11-22T11:00:00Z")),
+            "due the hour after the start's"
+        );
+        let step = advance(&s, at("2026-11-22T10:59:00Z"));
+        assert_eq!(
+            kinds(&step),
+            [(EventKind::Missing, Status::Pending, Status::Failed)]
+        );
+        assert_eq!(step.events[0].at, at("2026-11-22T10:50:00Z"));
+        assert_eq!(
+            step.snitch.state.deadline_at,
+            Some(at("2026-11-22T11:00:00Z"))
+        );
+        Snitch::restore(step.snitch.to_record()).expect("a valid snitch");
+    }
+
+    /// A timed-out run within the failure tolerance says nothing; the client's duration
+    /// wins over end less start.
+    #[test]
+    fn timeouts_count_against_the_failure_tolerance_and_reported_durations_win() {
+        let mut s = arrive(
+            &new_snitch(Interval::Daily, AlertType::Basic),
+            &ok("2026-11-22T01:00:00Z"),
+            &NOTICES,
+        )
+        .snitch;
+        s.failure_tolerance = 1;
+        s.max_runtime_seconds = Some(60);
+        let s = arrive(&s, &start("2026-11-23T02:00:00Z", None), &NOTICES).snitch;
+        let step = advance(&s, at("2026-11-23T02:05:00Z"));
+        assert!(step.events.is_empty(), "the first failed run is tolerated");
+        assert_eq!(step.snitch.state.status, Status::Healthy);
+        let s = arrive(&step.snitch, &start("2026-11-24T02:00:00Z", None), &NOTICES).snitch;
+        let step = arrive(
+            &s,
+            &ok("2026-11-24T02:00:30Z").with_duration_ms(Some(12_345)),
+            &NOTICES,
+        );
+        assert_eq!(
+            step.snitch
+                .state
+                .last_run
+                .as_ref()
+                .and_then(|r| r.duration_ms),
+            Some(12_345)
+        );
+        assert_eq!(step.snitch.state.consecutive_failures, 0);
     }
 }

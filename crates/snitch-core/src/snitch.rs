@@ -2,6 +2,7 @@
 
 use crate::cadence::Cadence;
 use crate::calendar::{Interval, Timestamp};
+use crate::runs::{AlertReason, CheckInBody, CheckInKind, OpenRun, Run, RunId, OPEN_RUNS_MAX};
 use crate::types::{
     AlertEmails, AlertType, CaseId, CheckInMessage, Notes, Outcome, SnitchName, Status, Tags, Token,
 };
@@ -45,6 +46,9 @@ pub struct Snitch {
     pub(crate) failure_tolerance: u16,
     /// How many missed runs in a row are tolerated before the missing alert.
     pub(crate) missed_tolerance: u16,
+    /// How long a run may stay open, in seconds; `None`: the cadence's default
+    /// (docs/rules.md#runs).
+    pub(crate) max_runtime_seconds: Option<u32>,
     /// When it was created.
     pub(crate) created_at: Timestamp,
     /// Where the state machine stands.
@@ -91,6 +95,12 @@ pub struct SnitchState {
     pub(crate) consecutive_failures: u32,
     /// Missed runs in a row since the last check-in.
     pub(crate) consecutive_misses: u32,
+    /// The runs started and not ended, oldest first, at most [`OPEN_RUNS_MAX`].
+    pub(crate) open_runs: Vec<OpenRun>,
+    /// The last run that ended or timed out.
+    pub(crate) last_run: Option<Run>,
+    /// How many check-ins this snitch has recorded; a check-in's number is built from it.
+    pub(crate) check_in_seq: u64,
 }
 
 impl SnitchState {
@@ -160,6 +170,26 @@ impl SnitchState {
     /// Missed runs in a row since the last check-in.
     pub fn consecutive_misses(&self) -> u32 {
         self.consecutive_misses
+    }
+
+    /// The runs started and not ended, oldest first.
+    pub fn open_runs(&self) -> &[OpenRun] {
+        &self.open_runs
+    }
+
+    /// The last run that ended or timed out.
+    pub fn last_run(&self) -> Option<&Run> {
+        self.last_run.as_ref()
+    }
+
+    /// Whether a run is open (started, not ended, not timed out).
+    pub fn running(&self) -> bool {
+        !self.open_runs.is_empty()
+    }
+
+    /// How many check-ins this snitch has recorded.
+    pub fn check_in_seq(&self) -> u64 {
+        self.check_in_seq
     }
 }
 
@@ -260,11 +290,21 @@ impl Snitch {
             && self.alert_email == other.alert_email
             && self.failure_tolerance == other.failure_tolerance
             && self.missed_tolerance == other.missed_tolerance
+            && self.max_runtime_seconds == other.max_runtime_seconds
     }
 
     /// The instant at which the deadline sweep must look at this snitch: its deadline, or
     /// the end of a timed pause. `None` when nothing can happen without a request.
     pub fn wake_at(&self) -> Option<Timestamp> {
+        let timeout = self.next_run_timeout().map(|(_, at)| at);
+        match (self.wake_for_deadline(), timeout) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Its deadline, or the end of a timed pause: when a due point or a pause ends.
+    pub(crate) fn wake_for_deadline(&self) -> Option<Timestamp> {
         match &self.state.pause {
             Some(Pause {
                 until: PauseUntil::At(t),
@@ -273,6 +313,16 @@ impl Snitch {
             Some(_) => None,
             None => self.state.deadline_at,
         }
+    }
+
+    /// The open run that times out first, as its index and time.
+    pub(crate) fn next_run_timeout(&self) -> Option<(usize, Timestamp)> {
+        self.state
+            .open_runs
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, r)| r.timeout_at)
+            .map(|(i, r)| (i, r.timeout_at))
     }
 
     /// A new, pending snitch with `basic` alerts, no tags, notes or alert e-mails and
@@ -297,6 +347,7 @@ impl Snitch {
             alert_email: AlertEmails::default(),
             failure_tolerance: 0,
             missed_tolerance: 0,
+            max_runtime_seconds: None,
             created_at,
             state: SnitchState::default(),
             version: 1,
@@ -363,6 +414,20 @@ impl Snitch {
         self.missed_tolerance
     }
 
+    /// How long a run may stay open, in seconds, when set (docs/rules.md#runs).
+    pub fn max_runtime_seconds(&self) -> Option<u32> {
+        self.max_runtime_seconds
+    }
+
+    /// How long a run that starts at `at` may stay open: the setting, or the cadence's
+    /// default, never past [`crate::runs::RUN_OPEN_LONGEST`].
+    pub fn runtime_allowed(&self, at: Timestamp) -> chrono::Duration {
+        let set = self
+            .max_runtime_seconds
+            .map(|s| chrono::Duration::seconds(i64::from(s)));
+        crate::runs::runtime_allowed(&self.cadence, set, at)
+    }
+
     /// When it was created.
     pub fn created_at(&self) -> Timestamp {
         self.created_at
@@ -425,6 +490,9 @@ impl Snitch {
         if record.failure_tolerance > TOLERANCE_MAX || record.missed_tolerance > TOLERANCE_MAX {
             return invalid("a tolerance over its maximum");
         }
+        if record.open_runs.len() > OPEN_RUNS_MAX {
+            return invalid("more open runs than are kept");
+        }
         if record.smart_offsets_ms.len() > SMART_OFFSETS_KEPT {
             return invalid("more smart offsets than are kept");
         }
@@ -446,6 +514,7 @@ impl Snitch {
             alert_email: record.alert_email,
             failure_tolerance: record.failure_tolerance,
             missed_tolerance: record.missed_tolerance,
+            max_runtime_seconds: record.max_runtime_seconds,
             created_at: record.created_at,
             state: SnitchState {
                 status: record.status,
@@ -461,6 +530,9 @@ impl Snitch {
                 event_seq: record.event_seq,
                 consecutive_failures: record.consecutive_failures,
                 consecutive_misses: record.consecutive_misses,
+                open_runs: record.open_runs,
+                last_run: record.last_run,
+                check_in_seq: record.check_in_seq,
             },
             version: record.version,
         })
@@ -480,6 +552,7 @@ impl Snitch {
             alert_email: self.alert_email.clone(),
             failure_tolerance: self.failure_tolerance,
             missed_tolerance: self.missed_tolerance,
+            max_runtime_seconds: self.max_runtime_seconds,
             created_at: self.created_at,
             version: self.version,
             status: state.status,
@@ -495,6 +568,9 @@ impl Snitch {
             event_seq: state.event_seq,
             consecutive_failures: state.consecutive_failures,
             consecutive_misses: state.consecutive_misses,
+            open_runs: state.open_runs.clone(),
+            last_run: state.last_run.clone(),
+            check_in_seq: state.check_in_seq,
         }
     }
 }
@@ -519,6 +595,7 @@ pub struct SnitchRecord {
     pub alert_email: AlertEmails,
     pub failure_tolerance: u16,
     pub missed_tolerance: u16,
+    pub max_runtime_seconds: Option<u32>,
     pub created_at: Timestamp,
     pub version: u64,
     pub status: Status,
@@ -534,6 +611,9 @@ pub struct SnitchRecord {
     pub event_seq: u64,
     pub consecutive_failures: u32,
     pub consecutive_misses: u32,
+    pub open_runs: Vec<OpenRun>,
+    pub last_run: Option<Run>,
+    pub check_in_seq: u64,
 }
 
 /// The most failed or missed runs in a row a snitch may tolerate (a month of hourly runs).
@@ -557,7 +637,7 @@ impl Pause {
 }
 
 /// One check-in as recorded in a snitch's history.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct CheckIn {
     /// When it arrived (never before the snitch's previous check-in).
@@ -566,16 +646,68 @@ pub struct CheckIn {
     pub outcome: Outcome,
     /// The message the job sent, if any.
     pub message: Option<CheckInMessage>,
+    /// A run's end (or a plain check-in), its start, or output only
+    /// (docs/rules.md#runs).
+    pub kind: CheckInKind,
+    /// The client's id of its run (`rid`).
+    pub run_id: Option<RunId>,
+    /// The duration the client reported (`duration`), in milliseconds.
+    pub duration_ms: Option<u64>,
+    /// What the job printed, as kept (up to the server's limit).
+    pub body: Option<CheckInBody>,
+    /// Its number among the snitch's check-ins, from 1 (0: recorded before numbers were
+    /// kept, or not saved yet).
+    pub number: u64,
 }
 
 impl CheckIn {
-    /// A check-in at `at`.
+    /// A plain check-in at `at` (a run's end, without id, duration or body).
     pub fn new(at: Timestamp, outcome: Outcome, message: Option<CheckInMessage>) -> Self {
         CheckIn {
             at,
             outcome,
             message,
+            kind: CheckInKind::End,
+            run_id: None,
+            duration_ms: None,
+            body: None,
+            number: 0,
         }
+    }
+
+    /// This check-in, of `kind`.
+    #[must_use]
+    pub fn with_kind(mut self, kind: CheckInKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// This check-in, of the run `run_id`.
+    #[must_use]
+    pub fn with_run_id(mut self, run_id: Option<RunId>) -> Self {
+        self.run_id = run_id;
+        self
+    }
+
+    /// This check-in, reporting a duration in milliseconds.
+    #[must_use]
+    pub fn with_duration_ms(mut self, duration_ms: Option<u64>) -> Self {
+        self.duration_ms = duration_ms;
+        self
+    }
+
+    /// This check-in, with what the job printed.
+    #[must_use]
+    pub fn with_body(mut self, body: Option<CheckInBody>) -> Self {
+        self.body = body;
+        self
+    }
+
+    /// This check-in, numbered `number` among its snitch's (as a store reads it back).
+    #[must_use]
+    pub fn with_number(mut self, number: u64) -> Self {
+        self.number = number;
+        self
     }
 }
 
@@ -660,6 +792,11 @@ pub struct Event {
     /// [`Event::expected_at`] in the schedule's time zone, ISO 8601 with its offset
     /// (`2026-03-29T02:30:00.000+03:00`), for a snitch with a schedule.
     pub expected_at_local: Option<String>,
+    /// Why it was sent, for `snitch.missing` (`missed`, `timeout`) and `snitch.errored`
+    /// (`exit_status`).
+    pub reason: Option<AlertReason>,
+    /// The run concerned, when the job reports runs (a start, a run id or a duration).
+    pub run: Option<Run>,
 }
 
 #[cfg(test)]

@@ -670,6 +670,7 @@ mod tests {
                 at: start + chrono::Duration::minutes(61 * n),
                 outcome: Outcome::from_exit_status((n == 3).then_some("1")),
                 message: None,
+                ..Default::default()
             };
             let step = machine::check_in(&stored, &check_in, &plan);
             let change = Change::new(&stored, step.snitch, vec![check_in], step.events);

@@ -600,9 +600,10 @@ impl CheckInMessage {
 }
 
 /// How a job reported: `s` absent, empty or `0` is success, anything else an error.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub enum Outcome {
     /// The run succeeded.
+    #[default]
     Success,
     /// The exit status the job sent, cut to 64 characters.
     Error {

@@ -50,6 +50,7 @@ pub fn snitch(case: &Case, n: u64, created_at: Timestamp) -> Snitch {
         alert_email: AlertEmails::default(),
         failure_tolerance: 0,
         missed_tolerance: 0,
+        max_runtime_seconds: None,
         created_at,
         state: machine::initial_state(),
         version: 1,
@@ -68,6 +69,7 @@ pub fn success(at: Timestamp) -> CheckIn {
         at,
         outcome: Outcome::Success,
         message: None,
+        ..Default::default()
     }
 }
 
@@ -79,6 +81,7 @@ pub fn failure(at: Timestamp, exit_status: &str, message: &str) -> CheckIn {
             exit_status: exit_status.to_owned(),
         },
         message: CheckInMessage::truncating(message),
+        ..Default::default()
     }
 }
 

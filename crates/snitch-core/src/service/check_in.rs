@@ -31,13 +31,17 @@ impl SnitchService {
         outcome: Outcome,
         message: Option<CheckInMessage>,
     ) -> Result<Snitch, ServiceError> {
+        let report = CheckIn::new(Timestamp::default(), outcome, message);
+        self.report(token, report).await
+    }
+
+    /// Records a check-in of any kind (docs/rules.md#runs): a run's start or end, with its
+    /// run id, reported duration and output, or output alone. Its time is now: `at` is
+    /// ignored.
+    pub async fn report(&self, token: Token, report: CheckIn) -> Result<Snitch, ServiceError> {
         let now = self.now();
         self.notice_stall(now).await?;
-        let check_in = CheckIn {
-            at: now,
-            outcome,
-            message,
-        };
+        let check_in = CheckIn { at: now, ..report };
         let queues = &self.check_in_queues;
         let (own, others) = match queues.enter(&token, &check_in) {
             Entry::Lead => (check_in, Vec::new()),

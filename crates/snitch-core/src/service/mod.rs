@@ -75,6 +75,8 @@ pub struct SnitchFields {
     pub failure_tolerance: Option<i64>,
     /// How many missed runs in a row are tolerated before the missing alert (0 to 720).
     pub missed_tolerance: Option<i64>,
+    /// How long a run may stay open before it times out, in seconds (60 to 2,419,200).
+    pub max_runtime_seconds: Option<i64>,
 }
 
 /// The fields of [`SnitchFields`] that passed validation.
@@ -88,6 +90,7 @@ struct ParsedFields {
     tags: Option<Tags>,
     failure_tolerance: Option<u16>,
     missed_tolerance: Option<u16>,
+    max_runtime_seconds: Option<u32>,
 }
 
 impl SnitchFields {
@@ -122,6 +125,12 @@ impl SnitchFields {
             missed_tolerance: self
                 .missed_tolerance
                 .and_then(|n| problems.check(tolerance("missed_tolerance", n))),
+            max_runtime_seconds: self.max_runtime_seconds.and_then(|n| {
+                let seconds = u32::try_from(n).unwrap_or(u32::MAX);
+                problems
+                    .check(crate::runs::check_max_runtime(seconds))
+                    .map(|_| seconds)
+            }),
         }
     }
 
@@ -487,6 +496,7 @@ impl SnitchService {
             alert_email: parsed.alert_email.unwrap_or_default(),
             failure_tolerance: parsed.failure_tolerance.unwrap_or(0),
             missed_tolerance: parsed.missed_tolerance.unwrap_or(0),
+            max_runtime_seconds: parsed.max_runtime_seconds,
             created_at: now,
             state: machine::initial_state(),
             version: 1,
@@ -536,6 +546,10 @@ impl SnitchService {
             }
             next.failure_tolerance = parsed.failure_tolerance.unwrap_or(s.failure_tolerance);
             next.missed_tolerance = parsed.missed_tolerance.unwrap_or(s.missed_tolerance);
+            if parsed.max_runtime_seconds.is_some() {
+                // Runs open now keep the timeout they started with.
+                next.max_runtime_seconds = parsed.max_runtime_seconds;
+            }
             let mut problems = Validations::new();
             if let Some(cadence) = fields.cadence(Current::Is(&s.cadence, now), &mut problems) {
                 next.cadence = cadence;
