@@ -652,6 +652,8 @@ mod tests {
             missed_periods: 1,
             expected_at: None,
             expected_at_local: None,
+            reason: None,
+            run: None,
         };
         let delivery = Delivery {
             id: format!("{}-1", event.id),

@@ -157,7 +157,9 @@ fn emit(
         status: snitch.state.status,
         previous_status,
         checked_in_at: snitch.state.checked_in_at,
-        check_in: check_in.cloned(),
+        // What the DMS payload tells of the check-in; its run is the event's `run`, and
+        // its output stays in the history (not copied into every delivery).
+        check_in: check_in.map(|c| CheckIn::new(c.at, c.outcome.clone(), c.message.clone())),
         missed_periods: 0,
         expected_at: None,
         expected_at_local: None,

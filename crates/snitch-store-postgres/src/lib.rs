@@ -243,13 +243,16 @@ async fn insert_check_ins(
     let keep = keep.max(1);
     let newest = &check_ins[check_ins.len().saturating_sub(keep)..];
     let mut q = QueryBuilder::<Postgres>::new(
-        "INSERT INTO snitch.check_ins (token, at, exit_status, message) ",
+        "INSERT INTO snitch.check_ins (token, at, exit_status, message, number, details, body) ",
     );
     q.push_values(newest.iter().map(CheckInRecord::of), |mut row, c| {
         row.push_bind(token)
             .push_bind(c.at)
             .push_bind(c.exit_status)
-            .push_bind(c.message);
+            .push_bind(c.message)
+            .push_bind(c.number)
+            .push_bind(c.details)
+            .push_bind(c.body);
     });
     q.build().execute(&mut *conn).await.map_err(backend)?;
     let kept = set_based::set_keep(conn, token, keep, newest.len()).await?;
@@ -632,7 +635,7 @@ impl Storage for PgStorage {
         limit_to: usize,
     ) -> Result<Vec<CheckIn>, StorageError> {
         let query = sqlx::query_as(
-            "SELECT at, exit_status, message FROM snitch.check_ins \
+            "SELECT at, exit_status, message, number, details, body FROM snitch.check_ins \
              WHERE token = $1 ORDER BY seq DESC \
              LIMIT least($2, (SELECT check_ins_keep FROM snitch.snitches WHERE token = $1))",
         )

@@ -79,6 +79,7 @@ pub(crate) struct SnitchColumns {
     schedule: Vec<Option<String>>,
     failure_tolerance: Vec<i32>,
     missed_tolerance: Vec<i32>,
+    max_runtime_seconds: Vec<Option<i32>>,
     status: Vec<&'static str>,
     checked_in_at: Vec<Option<DateTime<Utc>>>,
     last_check_in_at: Vec<Option<DateTime<Utc>>>,
@@ -94,6 +95,8 @@ pub(crate) struct SnitchColumns {
     last_recovery_alert_at: Vec<Option<DateTime<Utc>>>,
     consecutive_failures: Vec<i64>,
     consecutive_misses: Vec<i64>,
+    runs: Vec<Option<String>>,
+    check_in_seq: Vec<i64>,
     event_seq: Vec<i64>,
     version: Vec<i64>,
     wake_at: Vec<Option<DateTime<Utc>>>,
@@ -118,6 +121,7 @@ impl SnitchColumns {
             columns.schedule.reserve_exact(n);
             columns.failure_tolerance.reserve_exact(n);
             columns.missed_tolerance.reserve_exact(n);
+            columns.max_runtime_seconds.reserve_exact(n);
         }
         columns.status.reserve_exact(n);
         columns.checked_in_at.reserve_exact(n);
@@ -134,6 +138,8 @@ impl SnitchColumns {
         columns.last_recovery_alert_at.reserve_exact(n);
         columns.consecutive_failures.reserve_exact(n);
         columns.consecutive_misses.reserve_exact(n);
+        columns.runs.reserve_exact(n);
+        columns.check_in_seq.reserve_exact(n);
         columns.event_seq.reserve_exact(n);
         columns.version.reserve_exact(n);
         columns.wake_at.reserve_exact(n);
@@ -151,6 +157,7 @@ impl SnitchColumns {
             self.schedule.push(f.schedule.clone());
             self.failure_tolerance.push(f.failure_tolerance);
             self.missed_tolerance.push(f.missed_tolerance);
+            self.max_runtime_seconds.push(f.max_runtime_seconds);
         }
         self.status.push(f.status);
         self.checked_in_at.push(f.checked_in_at);
@@ -168,6 +175,8 @@ impl SnitchColumns {
         self.last_recovery_alert_at.push(f.last_recovery_alert_at);
         self.consecutive_failures.push(f.consecutive_failures);
         self.consecutive_misses.push(f.consecutive_misses);
+        self.runs.push(f.runs.clone());
+        self.check_in_seq.push(f.check_in_seq);
         self.event_seq.push(f.event_seq);
         self.version.push(f.version);
         self.wake_at.push(f.wake_at);
@@ -186,6 +195,7 @@ impl SnitchColumns {
                 .bind(self.schedule)
                 .bind(self.failure_tolerance)
                 .bind(self.missed_tolerance)
+                .bind(self.max_runtime_seconds)
         } else {
             q
         };
@@ -204,6 +214,8 @@ impl SnitchColumns {
             .bind(self.last_recovery_alert_at)
             .bind(self.consecutive_failures)
             .bind(self.consecutive_misses)
+            .bind(self.runs)
+            .bind(self.check_in_seq)
             .bind(self.event_seq)
             .bind(self.version)
             .bind(self.wake_at)

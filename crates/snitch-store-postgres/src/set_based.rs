@@ -42,7 +42,7 @@ fn trim_at(keep: i32) -> i32 {
 }
 
 /// The SQL types of [`SNITCH_FIELDS`], in their order.
-pub(crate) const SNITCH_FIELD_TYPES: [&str; 27] = [
+pub(crate) const SNITCH_FIELD_TYPES: [&str; 30] = [
     "text",        // name
     "text[]",      // tags
     "text",        // notes
@@ -52,6 +52,7 @@ pub(crate) const SNITCH_FIELD_TYPES: [&str; 27] = [
     "text",        // schedule
     "integer",     // failure_tolerance
     "integer",     // missed_tolerance
+    "integer",     // max_runtime_seconds
     "text",        // status
     "timestamptz", // checked_in_at
     "timestamptz", // last_check_in_at
@@ -67,6 +68,8 @@ pub(crate) const SNITCH_FIELD_TYPES: [&str; 27] = [
     "timestamptz", // last_recovery_alert_at
     "bigint",      // consecutive_failures
     "bigint",      // consecutive_misses
+    "text",        // runs
+    "bigint",      // check_in_seq
     "bigint",      // event_seq
     "bigint",      // version
     "timestamptz", // wake_at
@@ -77,7 +80,7 @@ const EVENT_COLUMN_TYPES: &str = "id text, kind text, at timestamptz, case_id te
     name text, notes text, tags text[], alert_email text[], status text, \
     previous_status text, checked_in_at timestamptz, check_in_at timestamptz, \
     check_in_exit_status text, check_in_message text, missed_periods bigint, \
-    expected_at timestamptz, expected_at_local text";
+    expected_at timestamptz, expected_at_local text, reason text, run text";
 
 const DELIVERY_INSERT_COLUMNS: &str = "id, event_id, event, case_id, destination, channel, \
     hook_id, url, secret, recipients, state, next_attempt_at, attempts";
@@ -164,9 +167,11 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
                {input_columns})), \
          {updated}, \
          new_check_ins AS ( \
-           INSERT INTO snitch.check_ins (token, at, exit_status, message) \
-           SELECT c.token, c.at, c.exit_status, c.message FROM jsonb_to_recordset($2) \
-             AS c(token text, ord integer, at timestamptz, exit_status text, message text) \
+           INSERT INTO snitch.check_ins (token, at, exit_status, message, number, details, body) \
+           SELECT c.token, c.at, c.exit_status, c.message, c.number, c.details, c.body \
+           FROM jsonb_to_recordset($2) \
+             AS c(token text, ord integer, at timestamptz, exit_status text, message text, \
+               number bigint, details text, body text) \
            WHERE c.token IN (SELECT token FROM updated) ORDER BY c.ord), \
          new_events AS ( \
            INSERT INTO snitch.events ({EVENT_COLUMNS}) \
@@ -220,7 +225,7 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
 /// check-in that keeps the status, the usual case): the snitches and their check-ins
 /// only, each field as a typed array (`unnest`), which Postgres reads without parsing
 /// text per row. `$1` tokens, `$2` expected versions, `$3` check-ins added, `$4` history
-/// lengths, then [`SNITCH_FIELDS`] from the `from`th on (`$5`–`$31` for all of them),
+/// lengths, then [`SNITCH_FIELDS`] from the `from`th on (`$5`–`$34` for all of them),
 /// then the check-ins (token, time, exit status, message; in order). Rows are updated
 /// in token order ([`update_expected`]).
 /// Answers, for each snitch of the round, its token, its stored check-in count if it was
@@ -258,10 +263,11 @@ fn state_round(from: usize) -> String {
              {arrays}) AS i(token, expected, check_ins_added, keep, {fields})), \
          {updated}, \
          new_check_ins AS ( \
-           INSERT INTO snitch.check_ins (token, at, exit_status, message) \
-           SELECT c.token, c.at, c.exit_status, c.message \
-           FROM unnest(${c1}::text[], ${c2}::timestamptz[], ${c3}::text[], ${c4}::text[]) \
-             WITH ORDINALITY AS c(token, at, exit_status, message, ord) \
+           INSERT INTO snitch.check_ins (token, at, exit_status, message, number, details, body) \
+           SELECT c.token, c.at, c.exit_status, c.message, c.number, c.details, c.body \
+           FROM unnest(${c1}::text[], ${c2}::timestamptz[], ${c3}::text[], ${c4}::text[], \
+             ${c5}::bigint[], ${c6}::text[], ${c7}::text[]) \
+             WITH ORDINALITY AS c(token, at, exit_status, message, number, details, body, ord) \
            WHERE c.token IN (SELECT token FROM updated) ORDER BY c.ord) \
          SELECT i.token, u.check_ins_stored, \
            CASE WHEN u.token IS NOT NULL THEN true \
@@ -275,6 +281,9 @@ fn state_round(from: usize) -> String {
         c2 = check_ins + 1,
         c3 = check_ins + 2,
         c4 = check_ins + 3,
+        c5 = check_ins + 4,
+        c6 = check_ins + 5,
+        c7 = check_ins + 6,
     )
 }
 
@@ -398,11 +407,19 @@ impl<'a> Round<'a> {
             Vec::with_capacity(m),
             Vec::with_capacity(m),
         );
+        let (mut c_number, mut c_details, mut c_body) = (
+            Vec::with_capacity(m),
+            Vec::with_capacity(m),
+            Vec::with_capacity(m),
+        );
         for c in &self.check_ins {
             c_tokens.push(c.token);
             c_at.push(c.record.at);
             c_exit.push(c.record.exit_status.as_deref());
             c_message.push(c.record.message.as_deref());
+            c_number.push(c.record.number);
+            c_details.push(c.record.details.as_deref());
+            c_body.push(c.record.body.as_deref());
         }
         let statement: &str = if self.changes_settings {
             &STATE_ROUND
@@ -420,6 +437,9 @@ impl<'a> Round<'a> {
             .bind(c_at)
             .bind(c_exit)
             .bind(c_message)
+            .bind(c_number)
+            .bind(c_details)
+            .bind(c_body)
             .fetch_all(&mut *conn)
             .await?;
         let by_token: HashMap<String, (Option<i32>, bool)> = answers

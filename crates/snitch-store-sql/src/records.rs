@@ -14,9 +14,10 @@
 use serde::{Deserialize, Serialize};
 use snitch_core::cadence::CRON;
 use snitch_core::calendar::Interval;
+use snitch_core::runs::{CheckInBody, CheckInKind, OpenRun, Run, RunId};
 use snitch_core::{
-    AlertEmails, AlertType, ApiKeyRecord, Attempt, Cadence, Case, CaseId, Channel, CheckIn,
-    CheckInMessage, CronSchedule, Delivery, DeliveryState, EmailAddress, Event, EventKind,
+    AlertEmails, AlertReason, AlertType, ApiKeyRecord, Attempt, Cadence, Case, CaseId, Channel,
+    CheckIn, CheckInMessage, CronSchedule, Delivery, DeliveryState, EmailAddress, Event, EventKind,
     ExpectedRuns, Notes, Outcome, Pause, PauseUntil, Plan, Snitch, SnitchName, SnitchRecord,
     Status, StorageError, Tag, Tags, Token, Validation, Webhook, WebhookSecret, WebhookUrl,
 };
@@ -97,11 +98,11 @@ pub fn members<D: Dialect>(case: &Case) -> D::Texts {
 
 /// How many of [`SNITCH_FIELDS`], at its start, are the settings a user gives; the rest
 /// are the snitch's state.
-pub const SETTINGS_FIELDS: usize = 9;
+pub const SETTINGS_FIELDS: usize = 10;
 
 /// The columns a save may change, in the order [`bind_snitch_fields!`](crate::bind_snitch_fields)
 /// binds them.
-pub const SNITCH_FIELDS: [&str; 27] = [
+pub const SNITCH_FIELDS: [&str; 30] = [
     "name",
     "tags",
     "notes",
@@ -111,6 +112,7 @@ pub const SNITCH_FIELDS: [&str; 27] = [
     "schedule",
     "failure_tolerance",
     "missed_tolerance",
+    "max_runtime_seconds",
     "status",
     "checked_in_at",
     "last_check_in_at",
@@ -126,6 +128,8 @@ pub const SNITCH_FIELDS: [&str; 27] = [
     "last_recovery_alert_at",
     "consecutive_failures",
     "consecutive_misses",
+    "runs",
+    "check_in_seq",
     "event_seq",
     "version",
     "wake_at",
@@ -133,11 +137,11 @@ pub const SNITCH_FIELDS: [&str; 27] = [
 
 /// Every column [`SnitchRow`] reads.
 pub const SNITCH_COLUMNS: &str = "token, case_id, created_at, name, tags, notes, \
-    interval, alert_type, alert_email, schedule, failure_tolerance, missed_tolerance, status, \
-    checked_in_at, last_check_in_at, anchor_at, deadline_at, pause_until_kind, pause_until_at, \
-    pause_resume_status, pause_checked_in, smart_offsets_ms, last_errored_alert_at, \
-    error_announced, last_recovery_alert_at, consecutive_failures, consecutive_misses, \
-    event_seq, version";
+    interval, alert_type, alert_email, schedule, failure_tolerance, missed_tolerance, \
+    max_runtime_seconds, status, checked_in_at, last_check_in_at, anchor_at, deadline_at, \
+    pause_until_kind, pause_until_at, pause_resume_status, pause_checked_in, smart_offsets_ms, \
+    last_errored_alert_at, error_announced, last_recovery_alert_at, consecutive_failures, \
+    consecutive_misses, runs, check_in_seq, event_seq, version";
 
 /// A cron snitch's schedule as its `schedule` column holds it: one JSON object, so a
 /// schedule is one column whatever it grows (its spans in milliseconds).
@@ -186,6 +190,128 @@ pub fn cadence(interval: &str, schedule: Option<&str>) -> Result<Cadence, Storag
     }
 }
 
+/// A run as the `runs` column and an event's `run` hold it (instants in milliseconds).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredRun {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    started_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    finished_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    duration_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    exit_status: Option<String>,
+    #[serde(default)]
+    timed_out: bool,
+}
+
+/// An open run in the `runs` column.
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredOpenRun {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rid: Option<String>,
+    started_at: i64,
+    timeout_at: i64,
+}
+
+/// A snitch's runs as its `runs` column holds them: the open ones and the last one. One
+/// JSON column: a snitch that reports no runs (every DMS snitch) stores NULL.
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredRuns {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    open: Vec<StoredOpenRun>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last: Option<StoredRun>,
+}
+
+fn millis(t: snitch_core::Timestamp) -> i64 {
+    t.timestamp_millis()
+}
+
+fn from_millis(what: &str, ms: i64) -> Result<snitch_core::Timestamp, StorageError> {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .ok_or_else(|| corrupt(what, format!("instant {ms} out of range")))
+}
+
+fn run_id(raw: Option<String>) -> Result<Option<RunId>, StorageError> {
+    raw.map(|r| RunId::parse(&r).ok_or_else(|| corrupt("run id", format!("invalid {r:?}"))))
+        .transpose()
+}
+
+impl StoredRun {
+    /// The run as stored.
+    pub fn of(r: &Run) -> Self {
+        StoredRun {
+            rid: r.run_id.as_ref().map(|r| r.as_str().to_owned()),
+            started_at: r.started_at.map(millis),
+            finished_at: r.finished_at.map(millis),
+            duration_ms: r.duration_ms,
+            exit_status: r.exit_status.clone(),
+            timed_out: r.timed_out,
+        }
+    }
+
+    /// The run, re-parsed.
+    pub fn into_run(self) -> Result<Run, StorageError> {
+        Ok(Run {
+            run_id: run_id(self.rid)?,
+            started_at: self
+                .started_at
+                .map(|t| from_millis("run start", t))
+                .transpose()?,
+            finished_at: self
+                .finished_at
+                .map(|t| from_millis("run end", t))
+                .transpose()?,
+            duration_ms: self.duration_ms,
+            exit_status: self.exit_status,
+            timed_out: self.timed_out,
+        })
+    }
+}
+
+/// The `runs` column of a snitch: NULL when it has no open run and no last run.
+pub fn runs_text(open: &[OpenRun], last: Option<&Run>) -> Option<String> {
+    if open.is_empty() && last.is_none() {
+        return None;
+    }
+    let stored = StoredRuns {
+        open: open
+            .iter()
+            .map(|r| StoredOpenRun {
+                rid: r.run_id.as_ref().map(|r| r.as_str().to_owned()),
+                started_at: millis(r.started_at),
+                timeout_at: millis(r.timeout_at),
+            })
+            .collect(),
+        last: last.map(StoredRun::of),
+    };
+    Some(serde_json::to_string(&stored).expect("plain data serializes"))
+}
+
+/// The open runs and the last run of a `runs` column.
+pub fn runs(text: Option<&str>) -> Result<(Vec<OpenRun>, Option<Run>), StorageError> {
+    let Some(text) = text else {
+        return Ok((Vec::new(), None));
+    };
+    let stored: StoredRuns = serde_json::from_str(text).map_err(|e| corrupt("runs", e))?;
+    let open = stored
+        .open
+        .into_iter()
+        .map(|r| {
+            Ok(OpenRun {
+                run_id: run_id(r.rid)?,
+                started_at: from_millis("run start", r.started_at)?,
+                timeout_at: from_millis("run timeout", r.timeout_at)?,
+            })
+        })
+        .collect::<Result<_, StorageError>>()?;
+    let last = stored.last.map(StoredRun::into_run).transpose()?;
+    Ok((open, last))
+}
+
 const UNTIL_HEALTHY: &str = "healthy";
 const UNTIL_UNPAUSED: &str = "unpaused";
 const UNTIL_AT: &str = "at";
@@ -208,6 +334,7 @@ pub struct SnitchFields<'a, D: Dialect> {
     pub schedule: Option<String>,
     pub failure_tolerance: i32,
     pub missed_tolerance: i32,
+    pub max_runtime_seconds: Option<i32>,
     pub status: &'static str,
     pub checked_in_at: Option<D::Time>,
     pub last_check_in_at: Option<D::Time>,
@@ -223,6 +350,8 @@ pub struct SnitchFields<'a, D: Dialect> {
     pub last_recovery_alert_at: Option<D::Time>,
     pub consecutive_failures: i64,
     pub consecutive_misses: i64,
+    pub runs: Option<String>,
+    pub check_in_seq: i64,
     pub event_seq: i64,
     pub version: i64,
     pub wake_at: Option<D::Time>,
@@ -248,6 +377,9 @@ impl<'a, D: Dialect> SnitchFields<'a, D> {
             schedule: s.cadence().expected_runs().map(schedule_text),
             failure_tolerance: i32::from(s.failure_tolerance()),
             missed_tolerance: i32::from(s.missed_tolerance()),
+            max_runtime_seconds: s
+                .max_runtime_seconds()
+                .map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
             status: state.status().as_str(),
             checked_in_at: opt_time::<D>(state.checked_in_at()),
             last_check_in_at: opt_time::<D>(state.last_check_in_at()),
@@ -263,6 +395,8 @@ impl<'a, D: Dialect> SnitchFields<'a, D> {
             last_recovery_alert_at: opt_time::<D>(state.last_recovery_alert_at()),
             consecutive_failures: i64::from(state.consecutive_failures()),
             consecutive_misses: i64::from(state.consecutive_misses()),
+            runs: runs_text(state.open_runs(), state.last_run()),
+            check_in_seq: to_integer("check_in_seq", state.check_in_seq())?,
             event_seq: to_integer("event_seq", state.event_seq())?,
             version: to_integer("version", s.version())?,
             wake_at: opt_time::<D>(s.wake_at()),
@@ -287,6 +421,7 @@ macro_rules! bind_snitch_fields {
             .$bind(f.schedule)
             .$bind(f.failure_tolerance)
             .$bind(f.missed_tolerance)
+            .$bind(f.max_runtime_seconds)
             .$bind(f.status)
             .$bind(f.checked_in_at)
             .$bind(f.last_check_in_at)
@@ -302,6 +437,8 @@ macro_rules! bind_snitch_fields {
             .$bind(f.last_recovery_alert_at)
             .$bind(f.consecutive_failures)
             .$bind(f.consecutive_misses)
+            .$bind(f.runs)
+            .$bind(f.check_in_seq)
             .$bind(f.event_seq)
             .$bind(f.version)
             .$bind(f.wake_at)
@@ -324,6 +461,7 @@ pub struct SnitchRow<D: Dialect> {
     pub schedule: Option<String>,
     pub failure_tolerance: i32,
     pub missed_tolerance: i32,
+    pub max_runtime_seconds: Option<i32>,
     pub status: String,
     pub checked_in_at: Option<D::Time>,
     pub last_check_in_at: Option<D::Time>,
@@ -339,6 +477,8 @@ pub struct SnitchRow<D: Dialect> {
     pub last_recovery_alert_at: Option<D::Time>,
     pub consecutive_failures: i64,
     pub consecutive_misses: i64,
+    pub runs: Option<String>,
+    pub check_in_seq: i64,
     pub event_seq: i64,
     pub version: i64,
 }
@@ -367,6 +507,7 @@ impl<D: Dialect> SnitchRow<D> {
                 ))
             }
         };
+        let (open_runs, last_run) = runs(self.runs.as_deref())?;
         Ok(Snitch::restore(SnitchRecord {
             token: token(&self.token)?,
             case_id: case_id(&self.case_id)?,
@@ -381,6 +522,10 @@ impl<D: Dialect> SnitchRow<D> {
                 .map_err(|e| corrupt("failure_tolerance", e))?,
             missed_tolerance: u16::try_from(self.missed_tolerance)
                 .map_err(|e| corrupt("missed_tolerance", e))?,
+            max_runtime_seconds: self
+                .max_runtime_seconds
+                .map(|n| u32::try_from(n).map_err(|e| corrupt("max_runtime_seconds", e)))
+                .transpose()?,
             created_at: D::instant("created_at", self.created_at)?,
             status: status("status", &self.status)?,
             checked_in_at: opt_instant::<D>("checked_in_at", self.checked_in_at)?,
@@ -402,6 +547,9 @@ impl<D: Dialect> SnitchRow<D> {
                 .map_err(|e| corrupt("consecutive_failures", e))?,
             consecutive_misses: u32::try_from(self.consecutive_misses)
                 .map_err(|e| corrupt("consecutive_misses", e))?,
+            open_runs,
+            last_run,
+            check_in_seq: from_integer("check_in_seq", self.check_in_seq)?,
             event_seq: from_integer("event_seq", self.event_seq)?,
             version: from_integer("version", self.version)?,
         })?)
@@ -412,21 +560,49 @@ impl<D: Dialect> SnitchRow<D> {
 // Check-ins
 // ---------------------------------------------------------------------------------------
 
-/// A check-in: `exit_status` is `None` for a success, the job's exit status for an error.
+/// A check-in: `exit_status` is `None` for a success, the job's exit status for an error;
+/// `details` its run (kind, run id, reported duration) as JSON, NULL for a plain
+/// check-in; `body` the output kept.
 #[derive(Debug, Serialize, Deserialize, sqlx::FromRow)]
 #[allow(missing_docs)]
 pub struct CheckInRecord<D: Dialect> {
     pub at: D::Time,
     pub exit_status: Option<String>,
     pub message: Option<String>,
+    /// Absent in rows and deliveries stored before runs: a plain check-in.
+    #[serde(default)]
+    pub number: Option<i64>,
+    #[serde(default)]
+    pub details: Option<String>,
+    #[serde(default)]
+    pub body: Option<String>,
 }
 
-/// Every column [`CheckInRecord`] reads.
-pub const CHECK_IN_COLUMNS: &str = "at, exit_status, message";
+/// What a check-in says of its run, as its `details` column holds it.
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredDetails {
+    kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    duration_ms: Option<u64>,
+}
+
+/// Every column [`CheckInRecord`] reads, in the order the stores write them.
+pub const CHECK_IN_COLUMNS: &str = "at, exit_status, message, number, details, body";
 
 impl<D: Dialect> CheckInRecord<D> {
     /// The check-in's columns.
     pub fn of(c: &CheckIn) -> Self {
+        let plain = c.kind == CheckInKind::End && c.run_id.is_none() && c.duration_ms.is_none();
+        let details = (!plain).then(|| {
+            let stored = StoredDetails {
+                kind: c.kind.name(&c.outcome).to_owned(),
+                rid: c.run_id.as_ref().map(|r| r.as_str().to_owned()),
+                duration_ms: c.duration_ms,
+            };
+            serde_json::to_string(&stored).expect("plain data serializes")
+        });
         CheckInRecord {
             at: D::time(c.at),
             exit_status: match &c.outcome {
@@ -434,6 +610,9 @@ impl<D: Dialect> CheckInRecord<D> {
                 Outcome::Error { exit_status } => Some(exit_status.clone()),
             },
             message: c.message.as_ref().map(|m| m.as_str().to_owned()),
+            number: (c.number > 0).then(|| i64::try_from(c.number).unwrap_or(i64::MAX)),
+            details,
+            body: c.body.as_ref().map(|b| b.as_str().to_owned()),
         }
     }
 
@@ -453,11 +632,20 @@ impl<D: Dialect> CheckInRecord<D> {
             None => Outcome::Success,
             Some(exit_status) => Outcome::Error { exit_status },
         };
-        Ok(CheckIn::new(
-            D::instant("check-in time", self.at)?,
-            outcome,
-            message,
-        ))
+        let mut check_in = CheckIn::new(D::instant("check-in time", self.at)?, outcome, message)
+            .with_number(from_integer("check-in number", self.number.unwrap_or(0))?)
+            .with_body(self.body.map(CheckInBody::restore));
+        if let Some(text) = self.details {
+            let stored: StoredDetails =
+                serde_json::from_str(&text).map_err(|e| corrupt("check-in details", e))?;
+            let kind = CheckInKind::parse(&stored.kind)
+                .ok_or_else(|| corrupt("check-in kind", format!("unknown {:?}", stored.kind)))?;
+            check_in = check_in
+                .with_kind(kind)
+                .with_run_id(run_id(stored.rid)?)
+                .with_duration_ms(stored.duration_ms);
+        }
+        Ok(check_in)
     }
 }
 
@@ -492,13 +680,19 @@ pub struct EventRecord<D: Dialect> {
     pub expected_at: Option<D::Time>,
     #[serde(default)]
     pub expected_at_local: Option<String>,
+    /// Absent in deliveries stored before reasons were kept.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The run concerned, as JSON ([`StoredRun`]).
+    #[serde(default)]
+    pub run: Option<String>,
 }
 
 /// Every column [`EventRecord`] reads, in the order [`bind_event!`](crate::bind_event)
 /// binds them.
 pub const EVENT_COLUMNS: &str = "id, kind, at, case_id, token, name, notes, tags, \
     alert_email, status, previous_status, checked_in_at, check_in_at, check_in_exit_status, \
-    check_in_message, missed_periods, expected_at, expected_at_local";
+    check_in_message, missed_periods, expected_at, expected_at_local, reason, run";
 
 impl<D: Dialect> EventRecord<D> {
     /// The event's columns.
@@ -524,6 +718,11 @@ impl<D: Dialect> EventRecord<D> {
             missed_periods: i64::try_from(e.missed_periods).unwrap_or(i64::MAX),
             expected_at: opt_time::<D>(e.expected_at),
             expected_at_local: e.expected_at_local.clone(),
+            reason: e.reason.map(|r| r.as_str().to_owned()),
+            run: e
+                .run
+                .as_ref()
+                .map(|r| serde_json::to_string(&StoredRun::of(r)).expect("plain data serializes")),
         }
     }
 
@@ -539,6 +738,9 @@ impl<D: Dialect> EventRecord<D> {
                     at,
                     exit_status: self.check_in_exit_status,
                     message: self.check_in_message,
+                    number: None,
+                    details: None,
+                    body: None,
                 }
                 .into_check_in()?,
             ),
@@ -561,6 +763,21 @@ impl<D: Dialect> EventRecord<D> {
             missed_periods: from_integer("missed_periods", self.missed_periods)?,
             expected_at: opt_instant::<D>("event expected_at", self.expected_at)?,
             expected_at_local: self.expected_at_local,
+            reason: self
+                .reason
+                .map(|r| {
+                    AlertReason::parse(&r)
+                        .ok_or_else(|| corrupt("event reason", format!("unknown {r:?}")))
+                })
+                .transpose()?,
+            run: self
+                .run
+                .map(|text| {
+                    serde_json::from_str::<StoredRun>(&text)
+                        .map_err(|e| corrupt("event run", e))?
+                        .into_run()
+                })
+                .transpose()?,
             id: self.id,
         })
     }
@@ -591,6 +808,8 @@ macro_rules! bind_event {
             .$bind(e.missed_periods)
             .$bind(e.expected_at)
             .$bind(e.expected_at_local)
+            .$bind(e.reason)
+            .$bind(e.run)
     }};
 }
 

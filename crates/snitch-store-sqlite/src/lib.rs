@@ -250,13 +250,16 @@ async fn insert_check_ins(
     let newest = &check_ins[check_ins.len().saturating_sub(keep)..];
     for c in newest.iter().map(CheckInRecord::<Lite>::of) {
         sqlx::query(
-            "INSERT INTO snitch_check_ins (token, at, exit_status, message) \
-             VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO snitch_check_ins (token, at, exit_status, message, number, details, body) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )
         .bind(token)
         .bind(c.at)
         .bind(c.exit_status)
         .bind(c.message)
+        .bind(c.number)
+        .bind(c.details)
+        .bind(c.body)
         .execute(&mut *conn)
         .await
         .map_err(backend)?;
@@ -626,7 +629,7 @@ impl Storage for SqliteStorage {
         limit_to: usize,
     ) -> Result<Vec<CheckIn>, StorageError> {
         let query = sqlx::query_as(
-            "SELECT at, exit_status, message FROM snitch_check_ins \
+            "SELECT at, exit_status, message, number, details, body FROM snitch_check_ins \
              WHERE token = ?1 ORDER BY seq DESC LIMIT ?2",
         )
         .bind(token.as_str())

@@ -92,6 +92,7 @@ macro_rules! storage_contract_tests {
             save_applies_the_new_state,
             save_replaces_every_field,
             a_cron_snitch_keeps_its_schedule_through_every_save,
+            runs_keep_their_check_ins_output_and_timeouts_through_every_save,
             save_of_stale_version_conflicts_and_changes_nothing,
             save_of_missing_snitch_is_not_found,
             concurrent_saves_from_one_read_let_exactly_one_win,
@@ -741,6 +742,90 @@ pub async fn a_cron_snitch_keeps_its_schedule_through_every_save(store: Arc<dyn 
     back.cadence = cron_cadence("@daily", "UTC", 31_536_000, 3_600);
     let back = apply(&store, Change::new(&hourly, back, Vec::new(), vec![])).await;
     assert_eq!(stored(&store, &cron.token).await, Some(back));
+}
+
+/// Runs through a store: a snitch's maximum runtime, open runs and last run; check-ins of
+/// every kind with their number, run id, reported duration and output (10,000 bytes of
+/// two-byte characters, a replaced NUL); the reason and run of events; and a run's
+/// timeout as the snitch's wake-up time.
+pub async fn runs_keep_their_check_ins_output_and_timeouts_through_every_save(
+    store: Arc<dyn Storage>,
+) {
+    use crate::runs::{AlertReason, CheckInBody, CheckInKind, RunId};
+    let acme = with_case(&store, "acme").await;
+    let mut fresh = snitch(&acme, 1, t0());
+    fresh.max_runtime_seconds = Some(600);
+    insert(&store, &fresh).await;
+    assert_eq!(stored(&store, &fresh.token).await.as_ref(), Some(&fresh));
+    let checked = apply(&store, checked_in(&fresh, at(5))).await;
+
+    let run_id = RunId::parse("5b7c1d2e-0000-4000-8000-000000000001");
+    let start = success(at(70))
+        .with_kind(CheckInKind::Start)
+        .with_run_id(run_id.clone())
+        .with_body(CheckInBody::truncating(b"starting \0 up", 10_000))
+        .with_number(2);
+    let started = apply(&store, checked_in_with(&checked, start.clone())).await;
+    assert!(started.state.running(), "fixture: a run is open");
+    assert_eq!(stored(&store, &fresh.token).await.as_ref(), Some(&started));
+    let timeout = started.wake_at().expect("a wake-up time");
+    assert_eq!(timeout, at(80), "the run times out before the deadline");
+    let due = store.due(timeout, 10).await.expect("due");
+    assert_eq!(due.len(), 1, "due at its run's timeout");
+
+    let output = "é".repeat(6_000);
+    let end = failure(at(75), "3", "disk full")
+        .with_run_id(run_id)
+        .with_duration_ms(Some(299_500))
+        .with_body(CheckInBody::truncating(output.as_bytes(), 10_000))
+        .with_number(3);
+    let change = checked_in_with(&started, end.clone());
+    assert_eq!(
+        change.events()[0].reason,
+        Some(AlertReason::ExitStatus),
+        "fixture: an errored run"
+    );
+    let ended = apply(&store, change.clone()).await;
+    assert_eq!(stored(&store, &fresh.token).await.as_ref(), Some(&ended));
+    assert_eq!(
+        store.check_ins(&fresh.token, 2).await.expect("check-ins"),
+        [end.clone(), start.clone()]
+    );
+    assert_eq!(
+        end.body.as_ref().map(|b| b.as_str().len()),
+        Some(10_000),
+        "fixture: the body is cut at the limit"
+    );
+    assert_eq!(
+        store.events(&fresh.token, 1).await.expect("events"),
+        change.events()
+    );
+
+    let log = success(at(76))
+        .with_kind(CheckInKind::Log)
+        .with_body(CheckInBody::truncating(b"a line", 10_000))
+        .with_number(4);
+    let logged = apply(&store, checked_in_with(&ended, log.clone())).await;
+    let hang = success(at(130))
+        .with_kind(CheckInKind::Start)
+        .with_number(5);
+    let hung = apply(&store, checked_in_with(&logged, hang.clone())).await;
+    let timed_out = advanced(&hung, at(150));
+    assert_eq!(
+        timed_out.events()[0].reason,
+        Some(AlertReason::Timeout),
+        "fixture: a run that timed out"
+    );
+    let after = apply(&store, timed_out.clone()).await;
+    assert_eq!(stored(&store, &fresh.token).await.as_ref(), Some(&after));
+    assert_eq!(
+        store.events(&fresh.token, 1).await.expect("events"),
+        timed_out.events()
+    );
+    assert_eq!(
+        store.check_ins(&fresh.token, 3).await.expect("check-ins"),
+        [hang, log, end]
+    );
 }
 
 /// A change made from a stale read (or claiming any other version) is refused whole: the

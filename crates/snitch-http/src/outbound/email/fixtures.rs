@@ -30,6 +30,8 @@ pub(crate) fn event(kind: EventKind, status: Status, previous: Status) -> Event 
         missed_periods: u64::from(kind == EventKind::Missing),
         expected_at: None,
         expected_at_local: None,
+        reason: None,
+        run: None,
     }
 }
 
