@@ -117,6 +117,7 @@ pub struct SnitchBuilder {
     outage_threshold: chrono::Duration,
     key_refresh_every: Duration,
     check_in_history: usize,
+    ping_body_limit: usize,
     sweep_batch: usize,
     metrics: Option<Arc<Metrics>>,
     #[cfg(feature = "ui")]
@@ -149,6 +150,7 @@ impl std::fmt::Debug for SnitchBuilder {
             .field("outage_threshold", &self.outage_threshold)
             .field("key_refresh_every", &self.key_refresh_every)
             .field("check_in_history", &self.check_in_history)
+            .field("ping_body_limit", &self.ping_body_limit)
             .field("sweep_batch", &self.sweep_batch)
             .finish_non_exhaustive()
     }
@@ -272,6 +274,14 @@ impl SnitchBuilder {
         self
     }
 
+    /// How many bytes of a check-in's output are kept (`ping_body_limit`; default
+    /// [`snitch_core::runs::PING_BODY_LIMIT_DEFAULT`], at most
+    /// [`snitch_core::service::MAX_PING_BODY_LIMIT`]; docs/rules.md#runs).
+    pub fn ping_body_limit(mut self, limit: usize) -> Self {
+        self.ping_body_limit = limit;
+        self
+    }
+
     /// How many due snitches the sweep claims and saves at a time (`sweep_batch`; default
     /// [`snitch_core::service::SWEEP_BATCH`]).
     pub fn sweep_batch(mut self, batch: usize) -> Self {
@@ -304,6 +314,7 @@ impl SnitchBuilder {
             outage_threshold,
             key_refresh_every,
             check_in_history,
+            ping_body_limit,
             sweep_batch,
             metrics,
             #[cfg(feature = "ui")]
@@ -346,6 +357,7 @@ impl SnitchBuilder {
         let outages_counted = metrics.clone();
         let service = SnitchService::new(storage.clone(), clock.clone())
             .with_check_in_history(check_in_history)
+            .with_ping_body_limit(ping_body_limit)
             .with_sweep_batch(sweep_batch)
             .with_events_hook(Arc::new(move || waker.notify_one()))
             .with_emitted_hook(Arc::new(move |events| {
@@ -458,6 +470,7 @@ impl SnitchRuntime {
             outage_threshold: snitch_core::liveness::DEFAULT_OUTAGE_THRESHOLD,
             key_refresh_every: snitch_http::REFRESH_EVERY,
             check_in_history: snitch_core::snitch::CHECK_INS_KEPT,
+            ping_body_limit: snitch_core::runs::PING_BODY_LIMIT_DEFAULT,
             sweep_batch: snitch_core::service::SWEEP_BATCH,
             metrics: None,
             #[cfg(feature = "ui")]

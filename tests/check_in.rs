@@ -444,15 +444,14 @@ async fn healthchecks_ping_forms_record_the_exit_status() {
         ]
     );
 
+    // `/start` and `/log` are runs (tests/runs.rs); these are no check-in's.
     for target in [
-        format!("{url}/start"),
-        format!("{url}/log"),
         format!("{url}/256"),
         format!("{url}/-1"),
         format!("{url}/+5"),
         format!("{url}/0256"),
         format!("{url}/fail/more"),
-        format!("{ping}/start"),
+        format!("{ping}/begin"),
         format!("{}/ping/nosuchtoken00000000", server.check_in_base),
         format!("{}/ping/", server.check_in_base),
     ] {

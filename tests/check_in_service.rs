@@ -117,7 +117,7 @@ async fn the_bare_service_answers_every_request_as_the_router_does() {
     let too_long = "a".repeat(10_000);
     let over_the_limit = format!(
         "POST /{token} HTTP/1.1\r\ncontent-length: {}",
-        snitch::http::MAX_BODY_BYTES + 1
+        snitch::http::CHECK_IN_OUTPUT_READ_MAX + 1
     );
     let cases: Vec<(String, String)> = vec![
         // Check-ins: each method, a query, a form body, an error exit status.

@@ -114,6 +114,10 @@ pub struct Config {
     /// `GET /v1/snitches/<token>/check_ins`): 1 to 10,000.
     #[serde(default = "default_check_in_history")]
     pub check_in_history: usize,
+    /// How many bytes of a check-in's output (a POST body that is not a form) are kept:
+    /// 0 to 1,048,576 (docs/rules.md#runs).
+    #[serde(default = "default_ping_body_limit")]
+    pub ping_body_limit: usize,
     /// How many due snitches the sweep claims and saves at a time: 1 to 100,000.
     #[serde(default = "default_sweep_batch")]
     pub sweep_batch: usize,
@@ -277,6 +281,9 @@ fn default_delivery_cap_per_destination() -> usize {
 fn default_check_in_history() -> usize {
     snitch_core::snitch::CHECK_INS_KEPT
 }
+fn default_ping_body_limit() -> usize {
+    snitch_core::runs::PING_BODY_LIMIT_DEFAULT
+}
 fn default_sweep_batch() -> usize {
     snitch_core::service::SWEEP_BATCH
 }
@@ -294,7 +301,7 @@ impl Default for Config {
 }
 
 /// The top-level keys that an environment variable `SNITCH_<KEY>` can set.
-const ENV_KEYS: [&str; 32] = [
+const ENV_KEYS: [&str; 33] = [
     "listen",
     "check_in_listen",
     "base_url",
@@ -324,6 +331,7 @@ const ENV_KEYS: [&str; 32] = [
     "delivery_cap_per_case",
     "delivery_cap_per_destination",
     "check_in_history",
+    "ping_body_limit",
     "sweep_batch",
     "metrics_listen",
     "log_format",
@@ -370,6 +378,7 @@ impl Config {
                 | "delivery_cap_per_case"
                 | "delivery_cap_per_destination"
                 | "check_in_history"
+                | "ping_body_limit"
                 | "sweep_batch" => value
                     .trim()
                     .parse::<i64>()
@@ -420,6 +429,12 @@ impl Config {
             return bad(format!(
                 "check_in_history must be from 1 to {}",
                 snitch_core::service::MAX_CHECK_IN_HISTORY
+            ));
+        }
+        if self.ping_body_limit > snitch_core::service::MAX_PING_BODY_LIMIT {
+            return bad(format!(
+                "ping_body_limit must be from 0 to {}",
+                snitch_core::service::MAX_PING_BODY_LIMIT
             ));
         }
         if !(1..=100_000).contains(&self.sweep_batch) {
@@ -527,6 +542,7 @@ impl Config {
             .dispatcher(self.dispatcher_options())
             .outage_threshold(self.outage_threshold())
             .check_in_history(self.check_in_history)
+            .ping_body_limit(self.ping_body_limit)
             .sweep_batch(self.sweep_batch);
         #[cfg(feature = "smtp")]
         let builder = match &self.smtp_url {

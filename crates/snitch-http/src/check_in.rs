@@ -16,7 +16,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::Router;
 use snitch_core::clock::monotonic_now;
-use snitch_core::{CheckInMessage, Outcome, ServiceError, SnitchService, Token};
+use snitch_core::runs::{parse_reported_duration, CheckInBody, CheckInKind, RunId};
+use snitch_core::{
+    CheckIn, CheckInMessage, Outcome, ServiceError, SnitchService, Timestamp, Token,
+};
 
 use crate::metrics::CheckInOutcome;
 use crate::{
@@ -143,7 +146,7 @@ pub(crate) fn is_check_in_path(path: &str) -> bool {
 struct CheckInPath<'a> {
     /// The token's segment, still percent-encoded.
     token: &'a str,
-    /// `fail`, an exit status, or what the snitch does not know yet (`start`, `log`).
+    /// `fail`, an exit status, `start` or `log`.
     action: Option<&'a str>,
     /// Under `/ping/`: answered as healthchecks answers.
     ping: bool,
@@ -168,20 +171,23 @@ impl<'a> CheckInPath<'a> {
         })
     }
 
-    /// The outcome the action says, or `None` for an action that is not one: `fail` is
-    /// an exit status of 1, `0` to `255` an exit status (0: success). Without an action,
-    /// the `s` parameter decides.
-    fn outcome(&self, params: &HashMap<String, String>) -> Option<Outcome> {
+    /// The kind and outcome the action says, or `None` for an action that is not one:
+    /// `start` and `log` (docs/rules.md#runs), `fail` an exit status of 1, `0` to `255` an
+    /// exit status (0: success). Without an action, the `s` parameter decides.
+    fn outcome(&self, params: &HashMap<String, String>) -> Option<(CheckInKind, Outcome)> {
+        let end = |outcome| Some((CheckInKind::End, outcome));
         match self.action {
-            None => Some(Outcome::from_exit_status(
+            None => end(Outcome::from_exit_status(
                 params.get("s").map(String::as_str),
             )),
-            Some("fail") => Some(Outcome::from_exit_status(Some("1"))),
+            Some("start") => Some((CheckInKind::Start, Outcome::Success)),
+            Some("log") => Some((CheckInKind::Log, Outcome::Success)),
+            Some("fail") => end(Outcome::from_exit_status(Some("1"))),
             // Digits only (`+5` is no exit status), read as a number (`00` is 0).
             Some(code) if code.len() <= 3 && code.bytes().all(|b| b.is_ascii_digit()) => code
                 .parse::<u8>()
                 .ok()
-                .map(|n| Outcome::from_exit_status(Some(&n.to_string()))),
+                .and_then(|n| end(Outcome::from_exit_status(Some(&n.to_string())))),
             Some(_) => None,
         }
     }
@@ -206,18 +212,55 @@ pub(crate) fn check_in_params(
     let mut params: HashMap<String, String> = query
         .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
         .unwrap_or_default();
-    let is_form = headers
+    if is_form(headers) {
+        params.extend(form_urlencoded::parse(body).into_owned());
+    }
+    params
+}
+
+/// Whether the body is a form (`application/x-www-form-urlencoded`): its fields are
+/// parameters; any other body is the run's output.
+fn is_form(headers: &HeaderMap) -> bool {
+    headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| {
             v.trim_start()
                 .to_ascii_lowercase()
                 .starts_with("application/x-www-form-urlencoded")
-        });
-    if is_form {
-        params.extend(form_urlencoded::parse(body).into_owned());
+        })
+}
+
+/// The most bytes of output a check-in's request may carry: what is past the kept limit
+/// is read and dropped, never refused, up to this (a bound on the work a request makes).
+pub const CHECK_IN_OUTPUT_READ_MAX: usize = 16 << 20;
+
+/// The first `keep` bytes of a body, reading (and dropping) the rest up to `max` bytes;
+/// `Err(Ok(()))` past `max`, `Err(Err(()))` when the body cannot be read.
+async fn read_head(
+    body: axum::body::Body,
+    keep: usize,
+    max: usize,
+) -> Result<Bytes, Result<(), ()>> {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut kept = Vec::new();
+    let mut total = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| Err(()))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        total = total.saturating_add(data.len());
+        if total > max {
+            return Err(Ok(()));
+        }
+        if kept.len() < keep {
+            let room = keep - kept.len();
+            kept.extend_from_slice(&data[..data.len().min(room)]);
+        }
     }
-    params
+    Ok(Bytes::from(kept))
 }
 
 /// `GET|POST|HEAD /<token>`: records a check-in (docs/rules.md#check-ins).
@@ -258,11 +301,15 @@ pub(crate) async fn unmatched_check_in(
 }
 
 pub(crate) async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> Response {
-    // The refusals first, for every method, as the API router's middleware does.
+    // The refusals first, for every method, as the API router's middleware does; a body
+    // that is the run's output is cut, not refused, up to CHECK_IN_OUTPUT_READ_MAX.
+    let output = !is_form(req.headers());
+    let over_output_bound =
+        crate::declared_length(&req).is_some_and(|len| len > CHECK_IN_OUTPUT_READ_MAX as u64);
     match refusal(&req) {
         Some(Refusal::NotFound) => return not_found_text(),
-        Some(Refusal::TooLarge) => return too_large_text(),
-        None => {}
+        Some(Refusal::TooLarge) if !output || over_output_bound => return too_large_text(),
+        _ => {}
     }
     if !matches!(*req.method(), Method::GET | Method::HEAD | Method::POST) {
         return method_not_allowed_text();
@@ -285,8 +332,15 @@ pub(crate) async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> 
     };
     // Most check-ins have no body (a GET, or a declared length of 0): nothing to
     // collect then.
+    let limit = state.service.ping_body_limit();
     let body = if axum::body::HttpBody::is_end_stream(&body) {
         Bytes::new()
+    } else if output {
+        match read_head(body, limit, CHECK_IN_OUTPUT_READ_MAX).await {
+            Ok(head) => head,
+            Err(Ok(())) => return too_large_text(),
+            Err(Err(())) => return unreadable_body_text(),
+        }
     } else {
         match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
             Ok(body) => body,
@@ -295,30 +349,40 @@ pub(crate) async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> 
         }
     };
     let params = check_in_params(parts.uri.query(), &parts.headers, &body);
-    let Some(outcome) = path.outcome(&params) else {
-        // `/start` and `/log` need runs, which are not built yet.
+    let Some((kind, outcome)) = path.outcome(&params) else {
         return not_found_text();
     };
-    let counted = if outcome.is_success() {
-        CheckInOutcome::Success
-    } else {
-        CheckInOutcome::Error
+    let counted = match kind {
+        CheckInKind::End if outcome.is_success() => CheckInOutcome::Success,
+        CheckInKind::End => CheckInOutcome::Error,
+        CheckInKind::Start => CheckInOutcome::Start,
+        CheckInKind::Log => CheckInOutcome::Log,
     };
     let message = params.get("m").and_then(|m| CheckInMessage::truncating(m));
+    // A bad optional parameter is dropped, never the check-in (docs/rules.md#runs).
+    let report = CheckIn::new(Timestamp::default(), outcome, message)
+        .with_kind(kind)
+        .with_run_id(params.get("rid").and_then(|r| RunId::parse(r.trim())))
+        .with_duration_ms(
+            params
+                .get("duration")
+                .and_then(|d| parse_reported_duration(d)),
+        )
+        .with_body(if output {
+            CheckInBody::truncating(&body, limit)
+        } else {
+            None
+        });
     // Driven by this request; if the request is dropped first (its client hung up),
     // the rest runs on a task of its own: once it arrived, a check-in is recorded, and
     // check-ins queued behind it are never held up.
     let shared = Arc::clone(state);
-    let saved =
-        FinishOnDrop::new(
-            async move { shared.service.check_in_token(token, outcome, message).await },
-        )
-        .await;
+    let saved = FinishOnDrop::new(async move { shared.service.report(token, report).await }).await;
     match saved {
         Ok(_) => {
             state.metrics.check_in(counted);
             if path.ping {
-                ping_ok_text()
+                ping_ok_text(limit)
             } else {
                 accepted_text()
             }
@@ -335,13 +399,17 @@ pub(crate) async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> 
 }
 
 /// healthchecks' answer to a ping it recorded: `200 OK`, with the body limit its clients
-/// cut what they send to (healthchecks' default, 10,000 bytes).
-fn ping_ok_text() -> Response {
+/// cut what they send to (`ping_body_limit`).
+fn ping_ok_text(limit: usize) -> Response {
     (
         StatusCode::OK,
         [
             (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
-            (header::HeaderName::from_static("ping-body-limit"), "10000"),
+            (
+                header::HeaderName::from_static("ping-body-limit"),
+                // Digits only: always a valid header value.
+                &limit.to_string(),
+            ),
         ],
         "OK",
     )

@@ -3,6 +3,8 @@
 //! of the API.
 
 use axum::extract::{Path, RawQuery, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use snitch_core::{CheckIn, Outcome};
@@ -15,6 +17,22 @@ use crate::{ApiError, ApiState};
 /// One check-in as the API shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct CheckInJson {
+    /// Its number among the snitch's check-ins (the id of its output,
+    /// `GET /v1/snitches/<token>/check_ins/<id>/body`); `null` for one recorded before
+    /// numbers were kept.
+    #[schema(example = 42)]
+    pub id: Option<u64>,
+    /// `success`, `error` (a run that ended, or a plain check-in), `start` (a run
+    /// started) or `log` (output only).
+    #[schema(value_type = String, pattern = "^(success|error|start|log)$", example = "success")]
+    pub kind: &'static str,
+    /// The run id the client gave (`rid`).
+    #[schema(example = "5b7c1d2e-8f0a-4a53-9d2e-0c1b2a3d4e5f")]
+    pub run_id: Option<String>,
+    /// The duration the client reported (`duration`), in milliseconds.
+    pub duration_ms: Option<u64>,
+    /// Whether output was kept with it (see `id`).
+    pub has_body: bool,
     /// When it arrived (ISO 8601, milliseconds, UTC).
     #[schema(example = "2026-11-23T03:00:04.120Z")]
     pub at: String,
@@ -37,6 +55,11 @@ impl CheckInJson {
             Outcome::Error { exit_status } => ("error", Some(exit_status.clone())),
         };
         CheckInJson {
+            id: (c.number > 0).then_some(c.number),
+            kind: c.kind.name(&c.outcome),
+            run_id: c.run_id.as_ref().map(|r| r.as_str().to_owned()),
+            duration_ms: c.duration_ms,
+            has_body: c.body.is_some(),
             at: format_time(c.at),
             status,
             exit_status,
@@ -106,6 +129,52 @@ pub(crate) async fn list_check_ins(
     Ok(Json(check_ins.iter().map(CheckInJson::new).collect()))
 }
 
+/// The output kept with one check-in, as plain text (UTF-8; what the job printed, cut to
+/// the server's `ping_body_limit`). A check-in that kept none, or one the history no
+/// longer keeps, is not found.
+#[utoipa::path(
+    get,
+    path = "/v1/snitches/{token}/check_ins/{id}/body",
+    tag = "extensions",
+    params(
+        ("token" = String, Path, description = "The snitch's token"),
+        ("id" = u64, Path, description = "The check-in's id (its `id` in the history)"),
+    ),
+    responses(
+        (status = 200, description = "The output, as it was kept", body = String, content_type = "text/plain"),
+        (status = 401, response = crate::openapi::Unauthorized),
+        (status = 404, response = crate::openapi::NotFound),
+        (status = 429, response = crate::openapi::TooMany),
+        (status = 503, response = crate::openapi::Unavailable),
+    ),
+    security(("api_key" = []))
+)]
+pub(crate) async fn check_in_body(
+    State(state): State<ApiState>,
+    Authed(case): Authed,
+    Path((token, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    // Any id that is not a whole number is no check-in's.
+    let number = id
+        .parse::<u64>()
+        .map_err(|_| ApiError::from(snitch_core::ServiceError::NotFound))?;
+    let body = state
+        .inner
+        .service
+        .check_in_body(&case, &token, number)
+        .await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            // What a job printed is shown as text, never run as a page.
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CONTENT_DISPOSITION, "inline"),
+        ],
+        body.as_str().to_owned(),
+    )
+        .into_response())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,7 +189,9 @@ mod tests {
         assert_eq!(
             json,
             serde_json::json!({"at": "2023-11-14T22:13:20.123Z", "status": "success",
-                               "exit_status": null, "message": null})
+                               "exit_status": null, "message": null, "id": null,
+                               "kind": "success", "run_id": null, "duration_ms": null,
+                               "has_body": false})
         );
         let failed = CheckIn::new(
             at,

@@ -27,7 +27,9 @@ mod wire;
 
 pub use api::{api_router, ApiConfig, ApiState, RateLimit};
 pub use auth_limit::AuthFailureLimit;
-pub use check_in::{check_in_router, check_in_router_with_metrics, CheckInService};
+pub use check_in::{
+    check_in_router, check_in_router_with_metrics, CheckInService, CHECK_IN_OUTPUT_READ_MAX,
+};
 pub use error::{ApiError, ErrorType};
 pub use health::{health_router, Health, SweepWatch, HEALTH_PATHS, SWEEP_STALLED_AFTER};
 pub use keys::{ApiKeys, KeyDigest, PREFIX_CHARS, REFRESH_EVERY};
@@ -61,15 +63,18 @@ pub(crate) fn refusal(req: &Request) -> Option<Refusal> {
     {
         return Some(Refusal::NotFound);
     }
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|len| len > MAX_BODY_BYTES as u64) {
+    if declared_length(req).is_some_and(|len| len > MAX_BODY_BYTES as u64) {
         return Some(Refusal::TooLarge);
     }
     None
+}
+
+/// The body length a request declares (`Content-Length`), if it declares one.
+pub(crate) fn declared_length(req: &Request) -> Option<u64> {
+    req.headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
 }
 
 pub(crate) fn too_large_text() -> Response {

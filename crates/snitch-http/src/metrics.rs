@@ -71,6 +71,10 @@ pub enum CheckInOutcome {
     UnknownToken,
     /// Not recorded: the store failed (the client got a 5xx).
     Failed,
+    /// Recorded, a run's start.
+    Start,
+    /// Recorded, output only (`/log`).
+    Log,
 }
 
 /// How a delivery attempt ended, for `snitch_deliveries_total{outcome}`.
@@ -107,7 +111,7 @@ const EVENT_KINDS: [EventKind; 4] = [
 pub struct Metrics {
     registry: Registry,
     /// success, error, unknown_token, failed: created up front, bumped lock-free.
-    check_ins: [Counter; 4],
+    check_ins: [Counter; 6],
     api_requests: Family<RouteLabels, Counter>,
     events: Family<KindLabel, Counter>,
     deliveries: Family<DeliveryLabels, Counter>,
@@ -136,12 +140,19 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("snitch");
         let check_in_family = Family::<OutcomeLabel, Counter>::default();
-        let check_ins = ["success", "error", "unknown_token", "failed"]
-            .map(|outcome| check_in_family.get_or_create_owned(&OutcomeLabel { outcome }));
+        let check_ins = [
+            "success",
+            "error",
+            "unknown_token",
+            "failed",
+            "start",
+            "log",
+        ]
+        .map(|outcome| check_in_family.get_or_create_owned(&OutcomeLabel { outcome }));
         registry.register(
             "check_ins",
-            "Check-in requests by outcome: success and error were recorded; unknown_token \
-             had no snitch; failed could not be stored",
+            "Check-in requests by outcome: success, error, start and log were recorded; \
+             unknown_token had no snitch; failed could not be stored",
             check_in_family,
         );
         let api_requests = Family::<RouteLabels, Counter>::default();
@@ -241,6 +252,8 @@ impl Metrics {
             CheckInOutcome::Error => 1,
             CheckInOutcome::UnknownToken => 2,
             CheckInOutcome::Failed => 3,
+            CheckInOutcome::Start => 4,
+            CheckInOutcome::Log => 5,
         };
         self.check_ins[slot].inc();
     }

@@ -323,6 +323,7 @@ check-ins, outages, health). Check-ins themselves go to the check-in host: \
         crate::api::handlers::unpause,
         crate::api::handlers::list_events,
         crate::history::list_check_ins,
+        crate::history::check_in_body,
         crate::api::handlers::list_webhooks,
         crate::api::handlers::create_webhook,
         crate::api::handlers::delete_webhook,

@@ -92,6 +92,51 @@ pub struct SnitchJson {
     /// How many missed runs in a row are tolerated before the missing alert.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub missed_tolerance: Option<u16>,
+    /// How long a run may stay open before it times out, in seconds: the setting, or its
+    /// default (the grace of a schedule, the length of an interval's period). Shown on a
+    /// snitch with a schedule, one that reports runs, or one with it set, as the two below.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_runtime_seconds: Option<i64>,
+    /// Whether a run is open (started, not ended, not timed out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running: Option<bool>,
+    /// The last run that ended or timed out; `null` before the first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<RunJson>)]
+    pub last_run: Option<Option<RunJson>>,
+}
+
+/// A run as the API, webhooks and the dashboard show it (docs/rules.md#runs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
+#[schema(as = Run)]
+pub struct RunJson {
+    /// The client's id of the run (`rid`), if it gave one.
+    pub rid: Option<String>,
+    /// When it started, RFC 3339 UTC, when known.
+    pub started_at: Option<String>,
+    /// When it ended; `null` for a run that timed out.
+    pub finished_at: Option<String>,
+    /// How long it took in milliseconds: the duration the client reported, else its end
+    /// less its start; for a run that timed out, how long it was open.
+    pub duration_ms: Option<u64>,
+    /// The exit status it reported; `null` for a success or a timeout.
+    pub exit_status: Option<String>,
+    /// Whether it timed out.
+    pub timed_out: bool,
+}
+
+impl RunJson {
+    /// The JSON of `run`.
+    pub fn new(run: &snitch_core::Run) -> Self {
+        RunJson {
+            rid: run.run_id.as_ref().map(|r| r.as_str().to_owned()),
+            started_at: format_opt(run.started_at),
+            finished_at: format_opt(run.finished_at),
+            duration_ms: run.duration_ms,
+            exit_status: run.exit_status.clone(),
+            timed_out: run.timed_out,
+        }
+    }
 }
 
 impl SnitchJson {
@@ -100,6 +145,12 @@ impl SnitchJson {
         let runs = s.cadence().expected_runs();
         // Shown where a Dead Man's Snitch client cannot be surprised by them.
         let tolerances = runs.is_some() || s.failure_tolerance() > 0 || s.missed_tolerance() > 0;
+        let state = s.state();
+        let reports_runs = runs.is_some()
+            || s.max_runtime_seconds().is_some()
+            || state.running()
+            || state.last_run().is_some();
+        let now_or_created = state.anchor_at().unwrap_or_else(|| s.created_at());
         SnitchJson {
             token: s.token().to_string(),
             href: format!("/v1/snitches/{}", s.token()),
@@ -127,6 +178,13 @@ impl SnitchJson {
                 .map(|(r, deadline)| format_time(r.expected_at(deadline))),
             failure_tolerance: tolerances.then_some(s.failure_tolerance()),
             missed_tolerance: tolerances.then_some(s.missed_tolerance()),
+            max_runtime_seconds: reports_runs.then(|| match s.max_runtime_seconds() {
+                Some(seconds) => i64::from(seconds),
+                None => snitch_core::runs::default_max_runtime(s.cadence(), now_or_created)
+                    .num_seconds(),
+            }),
+            running: reports_runs.then_some(state.running()),
+            last_run: reports_runs.then(|| state.last_run().map(RunJson::new)),
         }
     }
 }
@@ -156,6 +214,7 @@ pub fn snitch_fields(body: Option<&Value>) -> Result<SnitchFields, Validations> 
         early_seconds: whole_number(object, "early_seconds", SECONDS, &mut problems),
         failure_tolerance: whole_number(object, "failure_tolerance", RUNS, &mut problems),
         missed_tolerance: whole_number(object, "missed_tolerance", RUNS, &mut problems),
+        max_runtime_seconds: whole_number(object, "max_runtime_seconds", SECONDS, &mut problems),
         ..SnitchFields::default()
     };
     // Compat: `type.interval` stands in for a missing top-level interval.

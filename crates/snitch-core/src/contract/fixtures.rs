@@ -93,6 +93,18 @@ pub fn checked_in_with(snitch: &Snitch, check_in: CheckIn) -> Change {
     Change::new(snitch, step.snitch, vec![check_in], step.events)
 }
 
+/// [`checked_in_with`] as the service makes it of a batch of one: the check-in numbered,
+/// the snitch counting it.
+pub fn numbered_check_in(snitch: &Snitch, check_in: CheckIn) -> Change {
+    let pending = crate::check_in_step::PendingCheckIns::new(
+        vec![check_in],
+        Vec::new(),
+        None,
+        crate::snitch::CHECK_INS_KEPT,
+    );
+    pending.change_from(snitch, &Case::new(snitch.case_id.clone()))
+}
+
 /// The change a successful check-in at `at` makes to `snitch`.
 pub fn checked_in(snitch: &Snitch, at: Timestamp) -> Change {
     checked_in_with(snitch, success(at))

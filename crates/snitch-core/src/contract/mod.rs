@@ -627,8 +627,14 @@ pub async fn stepping_in_place_saves_what_a_read_and_save_would(store: Arc<dyn S
         .is_empty());
 
     let saved = stepped_in_place(&store, &fresh.token, &mut pending(Some(Vec::new()))).await;
-    let expected = checked_in(&fresh, at(10));
-    assert_step_saved(&store, &saved, &expected, vec![success(at(10))]).await;
+    let expected = numbered_check_in(&fresh, success(at(10)));
+    assert_step_saved(
+        &store,
+        &saved,
+        &expected,
+        vec![success(at(10)).with_number(1)],
+    )
+    .await;
     let events = store.events(&fresh.token, 10).await.expect("read");
     assert_eq!(events, expected.events());
 
@@ -645,9 +651,15 @@ pub async fn stepping_in_place_saves_what_a_read_and_save_would(store: Arc<dyn S
     let mut quiet = PendingCheckIns::new(vec![success(at(20))], Vec::new(), None, 1);
     let healthy = stored(&store, &fresh.token).await.expect("stored");
     let second = stepped_in_place(&store, &fresh.token, &mut quiet).await;
-    let expected = checked_in(&healthy, at(20));
+    let expected = numbered_check_in(&healthy, success(at(20)));
     assert!(expected.events().is_empty(), "fixture: healthy to healthy");
-    assert_step_saved(&store, &second, &expected, vec![success(at(20))]).await;
+    assert_step_saved(
+        &store,
+        &second,
+        &expected,
+        vec![success(at(20)).with_number(2)],
+    )
+    .await;
     assert_eq!(next_wake_at(&store).await, expected.snitch().wake_at());
     assert_eq!(store.events(&fresh.token, 10).await.expect("read").len(), 1);
 
@@ -1463,7 +1475,12 @@ pub async fn nul_in_check_ins_is_kept_as_a_replacement_character(store: Arc<dyn 
     );
     let events = store.events(&s.token, 10).await.expect("read");
     assert_eq!(events.len(), 1, "the errored alert");
-    assert_eq!(events[0].check_in.as_ref(), Some(&kept[0]));
+    // The event tells the check-in as DMS does: its time, outcome and message.
+    let told = events[0].check_in.as_ref().expect("the errored check-in");
+    assert_eq!(
+        (told.at, &told.outcome, &told.message),
+        (kept[0].at, &kept[0].outcome, &kept[0].message)
+    );
 }
 
 /// Events read back whole, newest first (in the order emitted within a change), at most

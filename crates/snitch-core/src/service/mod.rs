@@ -265,6 +265,9 @@ pub type EmittedHook = Arc<dyn Fn(&[Event]) + Send + Sync>;
 /// The most check-ins per snitch a service may be configured to keep.
 pub const MAX_CHECK_IN_HISTORY: usize = 10_000;
 
+/// The most bytes of a check-in's output a service may be configured to keep (1 MiB).
+pub const MAX_PING_BODY_LIMIT: usize = 1 << 20;
+
 /// The Snitch service over a store and a clock.
 #[derive(Clone)]
 pub struct SnitchService {
@@ -277,6 +280,8 @@ pub struct SnitchService {
     on_emitted: Option<EmittedHook>,
     /// How many check-ins per snitch the store keeps ([`Change::keep_check_ins`]).
     check_in_history: usize,
+    /// How many bytes of a check-in's output are kept (docs/rules.md#runs).
+    ping_body_limit: usize,
     sweep_batch: usize,
     /// Check-ins waiting for the save in flight of their snitch; shared by clones.
     check_in_queues: Arc<CheckInQueues>,
@@ -310,6 +315,7 @@ impl SnitchService {
             on_outage: None,
             on_emitted: None,
             check_in_history: crate::snitch::CHECK_INS_KEPT,
+            ping_body_limit: crate::runs::PING_BODY_LIMIT_DEFAULT,
             sweep_batch: SWEEP_BATCH,
             check_in_queues: Arc::default(),
             liveness: Arc::new(Liveness::new(DEFAULT_OUTAGE_THRESHOLD)),
@@ -354,6 +360,19 @@ impl SnitchService {
     /// How many check-ins of each snitch this service keeps.
     pub fn check_in_history(&self) -> usize {
         self.check_in_history
+    }
+
+    /// Keeps at most `limit` bytes of a check-in's output (`ping_body_limit`; default
+    /// [`crate::runs::PING_BODY_LIMIT_DEFAULT`], at most [`MAX_PING_BODY_LIMIT`]; 0 keeps
+    /// none).
+    pub fn with_ping_body_limit(mut self, limit: usize) -> Self {
+        self.ping_body_limit = limit.min(MAX_PING_BODY_LIMIT);
+        self
+    }
+
+    /// How many bytes of a check-in's output are kept.
+    pub fn ping_body_limit(&self) -> usize {
+        self.ping_body_limit
     }
 
     /// The clock the service reads.
@@ -668,6 +687,22 @@ impl SnitchService {
         ensure_active(case)?;
         let snitch = self.load_owned(case, token).await?;
         Ok(self.storage.check_ins(&snitch.token, limit).await?)
+    }
+
+    /// The output kept with the snitch's check-in numbered `number`, among those its
+    /// history keeps; `NotFound` when there is no such check-in or it kept no output.
+    pub async fn check_in_body(
+        &self,
+        case: &Case,
+        token: &str,
+        number: u64,
+    ) -> Result<crate::runs::CheckInBody, ServiceError> {
+        let check_ins = self.check_ins(case, token, self.check_in_history).await?;
+        check_ins
+            .into_iter()
+            .find(|c| c.number == number && number > 0)
+            .and_then(|c| c.body)
+            .ok_or(ServiceError::NotFound)
     }
 
     /// The snitch's most recent events, newest first.

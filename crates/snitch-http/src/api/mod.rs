@@ -194,7 +194,7 @@ impl ApiState {
 pub fn api_router(state: ApiState) -> Router {
     // Every path answers alike with one trailing slash (Rails routes both, and clients
     // such as snitchit send `/v1/snitches/`).
-    let routes: [(&str, MethodRouter<ApiState>); 13] = [
+    let routes: [(&str, MethodRouter<ApiState>); 14] = [
         ("/v1/snitches", get(list_snitches).post(create_snitch)),
         (
             "/v1/snitches/{token}",
@@ -208,6 +208,10 @@ pub fn api_router(state: ApiState) -> Router {
         (
             "/v1/snitches/{token}/check_ins",
             get(history::list_check_ins),
+        ),
+        (
+            "/v1/snitches/{token}/check_ins/{id}/body",
+            get(history::check_in_body),
         ),
         ("/v1/webhooks", get(list_webhooks).post(create_webhook)),
         ("/v1/webhooks/{id}", delete(delete_webhook)),

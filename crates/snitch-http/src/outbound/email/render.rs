@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use snitch_core::{Event, EventKind, Outcome, Status};
+use snitch_core::{AlertReason, Event, EventKind, Outcome, Run, Status};
 
 use crate::wire::format_time;
 
@@ -37,6 +37,10 @@ pub fn render_email(event: &Event, check_in_base: Option<&str>) -> EmailContent 
     let first_check_in = event.previous_status == Status::Pending;
     // Lines stay short so that an ASCII alert goes out as readable 7bit text.
     let (tail, detail) = match event.kind {
+        EventKind::Missing if event.reason == Some(AlertReason::Timeout) => (
+            "timed out",
+            format!("A run started and did not end within its maximum runtime ({at})."),
+        ),
         EventKind::Missing if event.missed_periods > 1 => (
             if event.previous_status == Status::Failed {
                 "is still missing"
@@ -81,6 +85,9 @@ pub fn render_email(event: &Event, check_in_base: Option<&str>) -> EmailContent 
             "The run was expected at {local} in its time zone ({} UTC).",
             format_time(expected)
         );
+    }
+    if let Some(run) = &event.run {
+        let _ = writeln!(text, "{}", run_line(run));
     }
     text.push('\n');
     let _ = writeln!(text, "Snitch:         {}", one_line(event.name.as_str()));
@@ -140,6 +147,33 @@ pub fn render_email(event: &Event, check_in_base: Option<&str>) -> EmailContent 
     EmailContent { subject, text }
 }
 
+/// The run an alert concerns, in words: "The run (rid r-1) started at ... and took 4.2 s."
+fn run_line(run: &Run) -> String {
+    let mut line = String::from("The run");
+    if let Some(id) = &run.run_id {
+        // A run id is 1 to 64 of `A-Za-z0-9._:-`: nothing in it can break the line.
+        let _ = write!(line, " ({id})");
+    }
+    if let Some(started) = run.started_at {
+        let _ = write!(line, " started at {}", format_time(started));
+    }
+    match (run.timed_out, run.duration_ms) {
+        (true, Some(ms)) => {
+            let _ = write!(line, " and was still open after {}.", seconds(ms));
+        }
+        (false, Some(ms)) => {
+            let _ = write!(line, " and took {}.", seconds(ms));
+        }
+        (_, None) => line.push('.'),
+    }
+    line
+}
+
+/// Milliseconds as seconds with one decimal, e.g. `4.2 s`.
+fn seconds(ms: u64) -> String {
+    format!("{}.{} s", thousands(ms / 1000), (ms % 1000) / 100)
+}
+
 /// Text a user or a job wrote, each of its lines behind `prefix` (and any other control
 /// character a space), so that none of it can pass for a line of ours.
 fn quoted_lines(s: &str, prefix: &str) -> String {
@@ -167,6 +201,29 @@ mod tests {
 
     use super::super::fixtures::{errored, event, t};
     use super::*;
+
+    #[test]
+    fn a_timed_out_run_says_when_it_started_and_how_long_it_was_open() {
+        let mut e = event(EventKind::Missing, Status::Failed, Status::Healthy);
+        e.reason = Some(AlertReason::Timeout);
+        e.run = Some(Run {
+            run_id: snitch_core::RunId::parse("r-1"),
+            started_at: Some(t("2026-11-22T00:30:00Z")),
+            finished_at: None,
+            duration_ms: Some(1_804_250),
+            exit_status: None,
+            timed_out: true,
+        });
+        let mail = render_email(&e, None);
+        assert_eq!(mail.subject, "[Snitch] \"Nightly backup\" timed out");
+        assert!(
+            mail.text.contains(
+                "The run (r-1) started at 2026-11-22T00:30:00.000Z and was still open after 1,804.2 s."
+            ),
+            "{}",
+            mail.text
+        );
+    }
 
     #[test]
     fn a_missing_run_of_a_schedule_says_when_it_was_expected_in_its_zone() {

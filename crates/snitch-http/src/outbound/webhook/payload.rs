@@ -3,7 +3,7 @@
 use serde_json::{json, Value};
 use snitch_core::{Event, EventKind};
 
-use crate::wire::{format_time, tag_names};
+use crate::wire::{format_time, tag_names, RunJson};
 
 /// The header carrying the event id, the same on every retry.
 pub const EVENT_ID_HEADER: &str = "Snitch-Event-Id";
@@ -32,10 +32,17 @@ pub fn webhook_body(event: &Event) -> Value {
     }
     // Why, and for which run (docs/api.md#webhook-payload): beside the fields Dead Man's
     // Snitch sends, which stay as they are.
-    match event.kind {
-        EventKind::Missing => body["data"]["reason"] = json!("missed"),
-        EventKind::Errored => body["data"]["reason"] = json!("exit_status"),
-        _ => {}
+    // Events stored before reasons were kept: the kind's usual one.
+    let reason = event.reason.map(|r| r.as_str()).or(match event.kind {
+        EventKind::Missing => Some("missed"),
+        EventKind::Errored => Some("exit_status"),
+        _ => None,
+    });
+    if let Some(reason) = reason {
+        body["data"]["reason"] = json!(reason);
+    }
+    if let Some(run) = &event.run {
+        body["data"]["run"] = json!(RunJson::new(run));
     }
     if let Some(expected) = event.expected_at {
         body["data"]["expected_at"] = json!(format_time(expected));
@@ -73,5 +80,36 @@ mod tests {
         assert_eq!(body["data"]["missed_periods"], 1);
         let errored = webhook_body(&event(EventKind::Errored, Status::Errored, Status::Healthy));
         assert_eq!(errored["data"]["reason"], "exit_status");
+        assert!(
+            errored["data"].get("run").is_none(),
+            "no run: a plain check-in"
+        );
+    }
+
+    #[test]
+    fn a_timed_out_run_says_so_with_the_run() {
+        let mut e = event(EventKind::Missing, Status::Failed, Status::Healthy);
+        e.reason = Some(snitch_core::AlertReason::Timeout);
+        e.run = Some(snitch_core::Run {
+            run_id: snitch_core::RunId::parse("r-1"),
+            started_at: Some(t("2026-11-22T00:30:00Z")),
+            finished_at: None,
+            duration_ms: Some(600_000),
+            exit_status: None,
+            timed_out: true,
+        });
+        let body = webhook_body(&e);
+        assert_eq!(body["data"]["reason"], "timeout");
+        assert_eq!(
+            body["data"]["run"],
+            json!({
+                "rid": "r-1",
+                "started_at": "2026-11-22T00:30:00.000Z",
+                "finished_at": null,
+                "duration_ms": 600000,
+                "exit_status": null,
+                "timed_out": true,
+            })
+        );
     }
 }
