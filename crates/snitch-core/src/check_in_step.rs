@@ -96,15 +96,20 @@ impl PendingCheckIns {
             let at = floor.map_or(check_in.at, |f| f.max(check_in.at));
             floor = Some(at);
             let number = step.snitch.state.check_in_seq + 1;
-            let check_in = CheckIn {
+            let mut check_in = CheckIn {
                 at,
                 number,
                 ..check_in.clone()
             };
-            step = step
-                .then_owned(|s| machine::advance_through_owned(s, at, &self.outages))
-                .then_owned(|s| machine::check_in_owned(s, &check_in, &case.plan));
+            step = step.then_owned(|s| machine::advance_through_owned(s, at, &self.outages));
+            let run_before = step.snitch.state.last_run.clone();
+            step = step.then_owned(|s| machine::check_in_owned(s, &check_in, &case.plan));
             step.snitch.state.check_in_seq = number;
+            // The end of a run keeps the run's duration in the history (docs/rules.md#runs).
+            let last_run = &step.snitch.state.last_run;
+            if check_in.duration_ms.is_none() && *last_run != run_before {
+                check_in.duration_ms = last_run.as_ref().and_then(|r| r.duration_ms);
+            }
             stamped.push(check_in);
         }
         let mut change = Change::new(snitch, step.snitch, stamped, step.events);

@@ -383,8 +383,19 @@ pub(crate) async fn preview_schedule(
     if case.on_hold {
         return Err(ServiceError::AccountOnHold.into());
     }
+    let now = state.inner.service.clock().now();
+    schedule_preview(query.as_deref(), now).map(Json)
+}
+
+/// The preview a query asks for (`schedule`, `timezone` or `tz`, `after`, `count`), `now`
+/// standing for an absent `after`; each bad parameter a problem naming it. The API's
+/// and the dashboard's (as the user types a schedule).
+pub(crate) fn schedule_preview(
+    query: Option<&str>,
+    now: snitch_core::Timestamp,
+) -> Result<wire::SchedulePreviewJson, ApiError> {
     let mut params: HashMap<String, String> = HashMap::new();
-    for (key, value) in form_urlencoded::parse(query.as_deref().unwrap_or("").as_bytes()) {
+    for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
         params
             .entry(key.into_owned())
             .or_insert_with(|| value.into_owned());
@@ -399,7 +410,7 @@ pub(crate) async fn preview_schedule(
     let schedule = problems
         .check(snitch_core::CronSchedule::parse(expression, timezone).map_err(Validation::from));
     let after = match text("after").filter(|a| !a.is_empty()) {
-        None => Some(state.inner.service.clock().now()),
+        None => Some(now),
         Some(raw) => problems.check(
             chrono::DateTime::parse_from_rfc3339(raw)
                 .map(|t| t.to_utc())
@@ -426,11 +437,11 @@ pub(crate) async fn preview_schedule(
         return Err(ApiError::invalid_attribute("schedule", "is invalid"));
     };
     let times: Vec<_> = schedule.times_after(after).take(count).collect();
-    Ok(Json(wire::SchedulePreviewJson {
+    Ok(wire::SchedulePreviewJson {
         times: times.iter().map(|t| wire::format_time(*t)).collect(),
         local: times.iter().map(|t| schedule.to_local_iso(*t)).collect(),
         warnings: schedule.notes_on(&times),
-    }))
+    })
 }
 
 /// How many recent outages `GET /v1/outages` shows.

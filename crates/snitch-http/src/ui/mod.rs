@@ -260,6 +260,11 @@ pub fn ui_router(state: UiState) -> Router {
         .route(&at("/snitches"), post(create))
         .route(&at("/snitches/new"), get(new_form))
         .route(&at("/snitches/{token}"), get(show))
+        .route(&at("/schedules/preview"), get(preview))
+        .route(
+            &at("/snitches/{token}/check_ins/{id}/body"),
+            get(check_in_body),
+        )
         .route(&at("/snitches/{token}/edit"), get(edit_form).post(update))
         .route(&at("/snitches/{token}/pause"), post(pause))
         .route(&at("/snitches/{token}/unpause"), post(unpause))
@@ -451,6 +456,10 @@ fn snitch_fields(form: &Form) -> (SnitchFields, SnitchForm) {
         interval: form.get("interval").to_owned(),
         schedule: form.get("schedule").to_owned(),
         timezone: form.get("timezone").to_owned(),
+        grace_seconds: form.get("grace_seconds").to_owned(),
+        max_runtime_seconds: form.get("max_runtime_seconds").to_owned(),
+        failure_tolerance: form.get("failure_tolerance").to_owned(),
+        missed_tolerance: form.get("missed_tolerance").to_owned(),
         alert_type: form.get("alert_type").to_owned(),
         alert_email: form.get("alert_email").to_owned(),
         notes: form.get("notes").to_owned(),
@@ -465,6 +474,7 @@ fn snitch_fields(form: &Form) -> (SnitchFields, SnitchForm) {
     };
     // A schedule, when one is typed, instead of the interval.
     let schedule = Some(typed.schedule.trim().to_owned()).filter(|s| !s.is_empty());
+    let schedule_given = schedule.is_some();
     let timezone = Some(typed.timezone.trim().to_owned()).filter(|s| !s.is_empty());
     let fields = SnitchFields {
         name: Some(typed.name.clone()),
@@ -484,9 +494,62 @@ fn snitch_fields(form: &Form) -> (SnitchFields, SnitchForm) {
         alert_email: Some(list(&typed.alert_email)),
         notes: Some(typed.notes.clone()),
         tags: Some(list(&typed.tags)),
+        grace_seconds: schedule_given
+            .then(|| whole_number(&typed.grace_seconds))
+            .flatten(),
+        max_runtime_seconds: whole_number(&typed.max_runtime_seconds),
+        failure_tolerance: whole_number(&typed.failure_tolerance),
+        missed_tolerance: whole_number(&typed.missed_tolerance),
         ..SnitchFields::default()
     };
     (fields, typed)
+}
+
+/// A number field of the form: empty is not given; text that is no whole number is
+/// given as a value no range holds, so the service's problem names the field.
+fn whole_number(raw: &str) -> Option<i64> {
+    let raw = raw.trim();
+    (!raw.is_empty()).then(|| raw.parse::<i64>().unwrap_or(i64::MIN))
+}
+
+/// `GET /schedules/preview?schedule=…&timezone=…`: the API's preview for the form, as the
+/// user types (`app.js`); a bad parameter is the API's 422 naming it.
+async fn preview(
+    State(ui): State<UiState>,
+    signed: SignedIn,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let _ = signed;
+    match crate::api::handlers::schedule_preview(query.as_deref(), ui.service().now()) {
+        Ok(preview) => axum::Json(preview).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The output a check-in kept, as plain text (never rendered as a page).
+async fn check_in_body(
+    State(ui): State<UiState>,
+    signed: SignedIn,
+    Path((token, id)): Path<(String, String)>,
+) -> Response {
+    let Ok(number) = id.parse::<u64>() else {
+        return ui.service_error(&signed, ServiceError::NotFound);
+    };
+    match ui
+        .service()
+        .check_in_body(&signed.case, &token, number)
+        .await
+    {
+        Ok(body) => (
+            [
+                (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+                (header::CONTENT_DISPOSITION, "inline"),
+            ],
+            body.as_str().to_owned(),
+        )
+            .into_response(),
+        Err(e) => ui.service_error(&signed, e),
+    }
 }
 
 async fn new_form(State(ui): State<UiState>, signed: SignedIn) -> Response {

@@ -4,8 +4,8 @@
 
 use maud::{html, Markup, DOCTYPE};
 use snitch_core::{
-    Cadence, Channel, CheckIn, Delivery, Event, EventKind, Interval, Outcome, PauseUntil, Snitch,
-    Status, Timestamp, Validations, Webhook,
+    Cadence, Channel, CheckIn, CheckInKind, Delivery, Event, EventKind, Interval, Outcome,
+    PauseUntil, Snitch, Status, Timestamp, Validations, Webhook,
 };
 
 use super::timeline::Cell;
@@ -110,6 +110,13 @@ fn field_label(attribute: &str) -> &str {
         "notes" => "Notes",
         "tags" => "Tags",
         "until" => "Pause until",
+        "schedule" => "Schedule",
+        "timezone" => "Time zone",
+        "grace_seconds" => "Grace",
+        "early_seconds" => "Early",
+        "max_runtime_seconds" => "Longest run",
+        "failure_tolerance" => "Failed runs tolerated",
+        "missed_tolerance" => "Missed runs tolerated",
         "status" => "Status",
         "url" => "URL",
         "secret" => "Secret",
@@ -320,6 +327,11 @@ pub(crate) struct SnitchForm {
     /// A cron expression; when given, it replaces the interval.
     pub schedule: String,
     pub timezone: String,
+    /// Number fields, as typed (empty: not given).
+    pub grace_seconds: String,
+    pub max_runtime_seconds: String,
+    pub failure_tolerance: String,
+    pub missed_tolerance: String,
     pub alert_type: String,
     pub alert_email: String,
     pub notes: String,
@@ -344,6 +356,17 @@ impl SnitchForm {
                 .expected_runs()
                 .map(|r| r.schedule().timezone().to_owned())
                 .unwrap_or_default(),
+            grace_seconds: s
+                .cadence()
+                .expected_runs()
+                .map(|r| r.grace().num_seconds().to_string())
+                .unwrap_or_default(),
+            max_runtime_seconds: s
+                .max_runtime_seconds()
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
+            failure_tolerance: s.failure_tolerance().to_string(),
+            missed_tolerance: s.missed_tolerance().to_string(),
             alert_type: s.alert_type().as_str().to_owned(),
             alert_email: s
                 .alert_email()
@@ -419,6 +442,23 @@ pub(crate) fn snitch_form(
             input #timezone type="text" name="timezone" value=(form.timezone) maxlength="64"
                 aria-invalid=[p("timezone").map(|_| "true")] aria-describedby=[described("timezone")];
             (field_problem("timezone", p("timezone")))
+            div #schedule-preview.hint aria-live="polite" data-preview={ (base) "/schedules/preview" } {}
+            label for="grace_seconds" { "Grace after each scheduled run, in seconds (60 or more; empty: an hour or the shortest gap)" }
+            input #grace_seconds type="text" inputmode="numeric" name="grace_seconds" value=(form.grace_seconds) maxlength="12"
+                aria-invalid=[p("grace_seconds").map(|_| "true")] aria-describedby=[described("grace_seconds")];
+            (field_problem("grace_seconds", p("grace_seconds")))
+            label for="max_runtime_seconds" { "Longest run, in seconds, before a started run times out (empty: the grace, or one period)" }
+            input #max_runtime_seconds type="text" inputmode="numeric" name="max_runtime_seconds" value=(form.max_runtime_seconds) maxlength="12"
+                aria-invalid=[p("max_runtime_seconds").map(|_| "true")] aria-describedby=[described("max_runtime_seconds")];
+            (field_problem("max_runtime_seconds", p("max_runtime_seconds")))
+            label for="failure_tolerance" { "Failed runs in a row tolerated before an alert (0 to 720)" }
+            input #failure_tolerance type="text" inputmode="numeric" name="failure_tolerance" value=(form.failure_tolerance) maxlength="12"
+                aria-invalid=[p("failure_tolerance").map(|_| "true")] aria-describedby=[described("failure_tolerance")];
+            (field_problem("failure_tolerance", p("failure_tolerance")))
+            label for="missed_tolerance" { "Missed runs in a row tolerated before an alert (0 to 720)" }
+            input #missed_tolerance type="text" inputmode="numeric" name="missed_tolerance" value=(form.missed_tolerance) maxlength="12"
+                aria-invalid=[p("missed_tolerance").map(|_| "true")] aria-describedby=[described("missed_tolerance")];
+            (field_problem("missed_tolerance", p("missed_tolerance")))
             fieldset {
                 legend { "Alert type" }
                 label.choice { input type="radio" name="alert_type" value="basic" checked[alert_type == "basic"]; " basic: due at the end of the next period" }
@@ -571,21 +611,31 @@ pub(crate) fn snitch(frame: &Frame, view: &SnitchView) -> Markup {
             span.cell.ok aria-hidden="true" { "✓" } " ok " span.cell.error aria-hidden="true" { "!" } " error only "
             span.cell.missed aria-hidden="true" { "✗" } " missed " span.cell.none aria-hidden="true" { "·" } " no data"
         }
+        (runs_section(view))
         h2 { "Check-ins" }
         @if view.check_ins.is_empty() {
             p { "No check-ins yet." }
         } @else {
             div.scroll {
                 table {
-                    thead { tr { th scope="col" { "Time" } th scope="col" { "Outcome" } th scope="col" { "Message" } } }
+                    thead { tr { th scope="col" { "Time" } th scope="col" { "Outcome" } th scope="col" { "Run" } th scope="col" { "Message" } } }
                     tbody {
                         @for c in view.check_ins {
                             tr {
                                 td { (time(c.at)) }
-                                td { @match &c.outcome {
-                                    Outcome::Success => span.badge.status-healthy { "ok" },
-                                    Outcome::Error { exit_status } => { span.badge.status-errored { "error" } " exit status " code { (exit_status) } },
+                                td { @match (c.kind, &c.outcome) {
+                                    (CheckInKind::Start, _) => span.badge { "started" },
+                                    (CheckInKind::Log, _) => span.badge { "log" },
+                                    (_, Outcome::Success) => span.badge.status-healthy { "ok" },
+                                    (_, Outcome::Error { exit_status }) => { span.badge.status-errored { "error" } " exit status " code { (exit_status) } },
                                 } }
+                                td {
+                                    @if let Some(id) = &c.run_id { code { (id.as_str()) } " " }
+                                    @if let Some(ms) = c.duration_ms { (duration_text(ms)) " " }
+                                    @if c.body.is_some() && c.number > 0 {
+                                        a href={ (here) "/check_ins/" (c.number) "/body" } { "output" }
+                                    }
+                                }
                                 td.message { @match &c.message { Some(m) => (m.as_str()), None => span.muted { "none" } } }
                             }
                         }
@@ -617,6 +667,110 @@ pub(crate) fn snitch(frame: &Frame, view: &SnitchView) -> Markup {
         }
     };
     layout(frame, Nav::Snitches, s.name().as_str(), body)
+}
+
+/// How many runs the chart of a snitch's page shows.
+const RUNS_CHARTED: usize = 100;
+
+/// A run on the chart: when it ended (or timed out), how long it took, how it went.
+struct ChartedRun {
+    at: Timestamp,
+    duration_ms: u64,
+    class: &'static str,
+    word: &'static str,
+}
+
+/// The runs the history and the events tell of, oldest first, the newest
+/// [`RUNS_CHARTED`]: ends with a duration, and runs that timed out.
+fn charted_runs(view: &SnitchView) -> Vec<ChartedRun> {
+    let mut runs: Vec<ChartedRun> = view
+        .check_ins
+        .iter()
+        .filter(|c| c.kind == CheckInKind::End)
+        .filter_map(|c| {
+            let (class, word) = if c.outcome.is_success() {
+                ("run-ok", "ok")
+            } else {
+                ("run-failed", "failed")
+            };
+            c.duration_ms.map(|duration_ms| ChartedRun {
+                at: c.at,
+                duration_ms,
+                class,
+                word,
+            })
+        })
+        .chain(view.events.iter().filter_map(|(e, _)| {
+            let run = e.run.as_ref().filter(|r| r.timed_out)?;
+            Some(ChartedRun {
+                at: e.at,
+                duration_ms: run.duration_ms.unwrap_or(0),
+                class: "run-timeout",
+                word: "timed out",
+            })
+        }))
+        .collect();
+    runs.sort_by_key(|r| r.at);
+    let skip = runs.len().saturating_sub(RUNS_CHARTED);
+    runs.split_off(skip)
+}
+
+/// A duration in words: `850 ms`, `4.2 s`, `12 min 5 s`, `3 h 20 min`.
+fn duration_text(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0 => format!("{ms} ms"),
+        1..=59 => format!("{}.{} s", s, (ms % 1000) / 100),
+        60..=3599 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, (s / 60) % 60),
+    }
+}
+
+/// The snitch's runs: whether one is open, the last one, and the durations of the recent
+/// ones as a bar chart (failed and timed-out runs marked).
+fn runs_section(view: &SnitchView) -> Markup {
+    let s = view.snitch;
+    let runs = charted_runs(view);
+    let state = s.state();
+    if runs.is_empty() && state.last_run().is_none() && !state.running() {
+        return html! {};
+    }
+    let longest = runs.iter().map(|r| r.duration_ms).max().unwrap_or(0).max(1);
+    const BAR: usize = 6;
+    const HEIGHT: u64 = 60;
+    let width = (runs.len() * BAR).max(BAR);
+    html! {
+        h2 #runs-heading { "Runs" }
+        @if let Some(open) = state.open_runs().last() {
+            p { "Running since " (time(open.started_at)) "; times out " (countdown(open.timeout_at, view.now)) "." }
+        }
+        @if let Some(run) = state.last_run() {
+            p {
+                "Last run"
+                @if let Some(started) = run.started_at { " started " (time(started)) }
+                @if run.timed_out { " and timed out" } @else if let Some(end) = run.finished_at { " and ended " (time(end)) }
+                @if let Some(ms) = run.duration_ms { " after " (duration_text(ms)) }
+                @if let Some(code) = &run.exit_status { ", exit status " code { (code) } }
+                "."
+            }
+        }
+        @if !runs.is_empty() {
+            svg.runs-chart role="img" viewBox={ "0 0 " (width) " " (HEIGHT) } preserveAspectRatio="none"
+                aria-label={ "Durations of the last " (runs.len()) " runs; the longest took " (duration_text(longest)) } {
+                @for (n, r) in runs.iter().enumerate() {
+                    @let h = (r.duration_ms * HEIGHT / longest).max(1);
+                    rect class=(r.class) x=(n * BAR) y=(HEIGHT - h) width=(BAR - 1) height=(h) {
+                        title { (utc_text(r.at)) ": " (r.word) ", " (duration_text(r.duration_ms)) }
+                    }
+                }
+            }
+            p.legend {
+                span.swatch.run-ok aria-hidden="true" {} " ok "
+                span.swatch.run-failed aria-hidden="true" {} " failed "
+                span.swatch.run-timeout aria-hidden="true" {} " timed out · longest " (duration_text(longest))
+            }
+        }
+    }
 }
 
 fn delivery(d: &Delivery) -> Markup {

@@ -1049,3 +1049,124 @@ async fn another_base_path_is_used_by_routes_links_redirects_and_cookies() {
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
     assert!(missing.body.contains("There is no such page."));
 }
+
+#[tokio::test]
+async fn runs_are_charted_with_their_output_and_a_schedule_is_previewed_as_typed() {
+    use snitch_core::runs::{CheckInBody, CheckInKind, RunId};
+    use snitch_core::{CheckIn, Outcome, Token};
+    let f = fixture().await;
+    let b = sign_in(&f.app).await;
+    let token = f.snitch("backup").await;
+    let parsed = Token::parse(&token).expect("a token");
+    let start = CheckIn::new(Default::default(), Outcome::Success, None)
+        .with_kind(CheckInKind::Start)
+        .with_run_id(RunId::parse("r-1"));
+    f.service
+        .report(parsed.clone(), start)
+        .await
+        .expect("start");
+    let end = CheckIn::new(
+        Default::default(),
+        Outcome::from_exit_status(Some("3")),
+        None,
+    )
+    .with_run_id(RunId::parse("r-1"))
+    .with_duration_ms(Some(4_200))
+    .with_body(CheckInBody::truncating(
+        b"<script>alert(1)</script>\ndisk full",
+        10_000,
+    ));
+    f.service.report(parsed, end).await.expect("end");
+
+    let here = format!("/ui/snitches/{token}");
+    let page = send(&f.app, get(&here, Some(&b.cookie))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("id=\"runs-heading\""), "{}", page.body);
+    assert!(page.body.contains("class=\"run-failed\""), "{}", page.body);
+    assert!(page.body.contains("after 4.2 s"), "{}", page.body);
+    let link = format!("{here}/check_ins/2/body");
+    assert!(page.body.contains(&link), "{}", page.body);
+    let output = send(&f.app, get(&link, Some(&b.cookie))).await;
+    assert_eq!(output.status, StatusCode::OK);
+    assert_eq!(
+        output
+            .headers
+            .get("content-type")
+            .map(|v| v.to_str().unwrap_or("")),
+        Some("text/plain; charset=utf-8"),
+        "a job's output is shown as text, never as a page"
+    );
+    assert_eq!(output.body, "<script>alert(1)</script>\ndisk full");
+    for missing in ["1", "99", "x"] {
+        let answer = send(
+            &f.app,
+            get(&format!("{here}/check_ins/{missing}/body"), Some(&b.cookie)),
+        )
+        .await;
+        assert_eq!(answer.status, StatusCode::NOT_FOUND, "{missing}");
+    }
+    let signed_out = send(&f.app, get(&link, None)).await;
+    assert_ne!(signed_out.status, StatusCode::OK, "only with a session");
+
+    let preview = send(
+        &f.app,
+        get(
+            "/ui/schedules/preview?schedule=30%202%20*%20*%20*&timezone=Europe/Riga",
+            Some(&b.cookie),
+        ),
+    )
+    .await;
+    assert_eq!(preview.status, StatusCode::OK, "{}", preview.body);
+    let json: serde_json::Value = serde_json::from_str(&preview.body).expect("JSON");
+    assert_eq!(json["times"].as_array().map(Vec::len), Some(5));
+    assert!(json["local"][0]
+        .as_str()
+        .is_some_and(|t| t.contains("T02:30:00.000+0")));
+    let bad = send(
+        &f.app,
+        get("/ui/schedules/preview?schedule=%40reboot", Some(&b.cookie)),
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        bad.body.contains("\"attribute\":\"schedule\""),
+        "{}",
+        bad.body
+    );
+    let form_page = send(&f.app, get("/ui/snitches/new", Some(&b.cookie))).await;
+    assert!(
+        form_page
+            .body
+            .contains("data-preview=\"/ui/schedules/preview\""),
+        "{}",
+        form_page.body
+    );
+
+    // The run settings of the form: a bad number names its field, a good one is kept.
+    let mut form = vec![
+        ("csrf", b.csrf.as_str()),
+        ("name", "worker"),
+        ("interval", "hourly"),
+        ("schedule", ""),
+        ("timezone", ""),
+        ("alert_type", "basic"),
+        ("max_runtime_seconds", "ten"),
+        ("failure_tolerance", "2"),
+    ];
+    let answer = send(&f.app, post("/ui/snitches", Some(&b.cookie), &form)).await;
+    assert_eq!(answer.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(answer.body.contains("Longest run"), "{}", answer.body);
+    form[6] = ("max_runtime_seconds", "600");
+    let answer = send(&f.app, post("/ui/snitches", Some(&b.cookie), &form)).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    let made = f
+        .service
+        .list(&f.case, &[])
+        .await
+        .expect("list")
+        .into_iter()
+        .find(|s| s.name().as_str() == "worker")
+        .expect("made");
+    assert_eq!(made.max_runtime_seconds(), Some(600));
+    assert_eq!(made.failure_tolerance(), 2);
+}

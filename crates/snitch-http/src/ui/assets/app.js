@@ -42,6 +42,54 @@
     });
   });
 
+  // A schedule's next runs as it is typed: in the viewer's zone and the schedule's.
+  var preview = document.getElementById("schedule-preview");
+  var schedule = document.getElementById("schedule");
+  var zone = document.getElementById("timezone");
+  if (preview && schedule && zone) {
+    var timer = null, asked = 0;
+    function clear() { while (preview.firstChild) { preview.removeChild(preview.firstChild); } }
+    function say(text, cls) {
+      var p = document.createElement("p");
+      p.textContent = text;
+      if (cls) { p.className = cls; }
+      preview.appendChild(p);
+    }
+    function show() {
+      var expr = schedule.value.trim();
+      var n = ++asked;
+      if (!expr) { clear(); return; }
+      var url = preview.getAttribute("data-preview") + "?schedule=" + encodeURIComponent(expr) +
+        "&timezone=" + encodeURIComponent(zone.value.trim() || "UTC");
+      fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (r) { return r.json().then(function (body) { return { ok: r.ok, body: body }; }); })
+        .then(function (answer) {
+          if (n !== asked) { return; }
+          clear();
+          if (!answer.ok) {
+            var errors = (answer.body && answer.body.validations) || [];
+            say(errors.length ? errors.map(function (v) { return v.attribute + ": " + v.message; }).join("; ")
+              : "This schedule cannot be read.", "problem-text");
+            return;
+          }
+          say("Next runs (your time, then the schedule's):");
+          var list = document.createElement("ul");
+          answer.body.times.forEach(function (t, i) {
+            var li = document.createElement("li");
+            li.textContent = fmt.format(new Date(t)) + " (" + answer.body.local[i] + ")";
+            list.appendChild(li);
+          });
+          preview.appendChild(list);
+          (answer.body.warnings || []).forEach(function (w) { say(w); });
+        })
+        .catch(function () { if (n === asked) { clear(); } });
+    }
+    function later() { clearTimeout(timer); timer = setTimeout(show, 300); }
+    schedule.addEventListener("input", later);
+    zone.addEventListener("input", later);
+    if (schedule.value.trim()) { show(); }
+  }
+
   // Pause until a time: send it as UTC, read in the viewer's zone.
   document.querySelectorAll("form.pause").forEach(function (form) {
     var at = form.querySelector("input[name=until_at]");
