@@ -28,8 +28,9 @@ use chrono::{DateTime, Duration, FixedOffset, SecondsFormat, TimeZone, Utc};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use snitch_core::{
-    AlertType, Case, CaseId, Clock, Event, EventKind, ManualClock, Outcome, SequentialTokens,
-    ServiceError, Snitch, SnitchFields, SnitchService, Status, Storage,
+    AlertReason, AlertType, Case, CaseId, CheckIn, CheckInKind, Clock, Event, EventKind,
+    ManualClock, Outcome, RunId, SequentialTokens, ServiceError, Snitch, SnitchFields,
+    SnitchService, Status, Storage, Token,
 };
 use snitch_store_memory::MemoryStorage;
 
@@ -52,6 +53,9 @@ const EVENTS_KEPT: usize = 100;
 /// Time jumps are shortened until they make at most this many `snitch.missing` events, so
 /// that a 1_minute snitch does not make a jump of weeks expensive.
 const MAX_MISSING_PER_JUMP: usize = 300;
+/// docs/rules.md#runs: at most this many runs open per snitch; none open past 72 hours.
+const OPEN_RUNS_MAX: usize = 100;
+const RUN_OPEN_LONGEST: i64 = 72 * HOUR;
 
 /// 2026-11-22T03:00:00Z, a Sunday: a week and a month end come soon.
 fn start_ms() -> i64 {
@@ -298,11 +302,32 @@ struct Model {
     /// Failed and missed runs in a row so far.
     failures: u32,
     misses: u32,
+    /// docs/rules.md#runs: the maximum runtime set (ms), the runs open (oldest first) and
+    /// the last run that ended or timed out.
+    max_runtime: Option<i64>,
+    open_runs: Vec<MRun>,
+    last_run: Option<MLastRun>,
+}
+
+#[derive(Clone, Debug)]
+struct MRun {
+    rid: Option<u8>,
+    started: i64,
+    timeout: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct MLastRun {
+    duration: Option<i64>,
+    timed_out: bool,
 }
 
 impl Model {
-    fn new(iv: Iv, smart: bool, tolerances: (u16, u16)) -> Self {
+    fn new(iv: Iv, smart: bool, tolerances: (u16, u16), max_runtime: Option<i64>) -> Self {
         Model {
+            max_runtime,
+            open_runs: Vec::new(),
+            last_run: None,
             failure_tolerance: tolerances.0,
             missed_tolerance: tolerances.1,
             failures: 0,
@@ -352,6 +377,15 @@ impl Model {
 
     /// When something happens to it without a request.
     fn wake(&self) -> Option<i64> {
+        let timeout = self.first_timeout().map(|(_, at)| at);
+        match (self.wake_for_deadline(), timeout) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The end of a timed pause, or the deadline.
+    fn wake_for_deadline(&self) -> Option<i64> {
         match &self.pause {
             Some(MPause {
                 until: MUntil::At(t),
@@ -359,6 +393,96 @@ impl Model {
             }) => Some(*t),
             Some(_) => None,
             None => self.deadline,
+        }
+    }
+
+    /// The open run that times out first (the oldest of those that tie).
+    fn first_timeout(&self) -> Option<(usize, i64)> {
+        let mut first: Option<(usize, i64)> = None;
+        for (i, r) in self.open_runs.iter().enumerate() {
+            if first.is_none_or(|(_, at)| r.timeout < at) {
+                first = Some((i, r.timeout));
+            }
+        }
+        first
+    }
+
+    /// How long a run that starts at `at` may stay open.
+    fn runtime_allowed(&self, at: i64) -> i64 {
+        let allowed = self.max_runtime.unwrap_or_else(|| {
+            let p = self.iv.period(at);
+            p.end - p.start
+        });
+        allowed.min(RUN_OPEN_LONGEST)
+    }
+
+    /// The open run at `index` timed out: a failed run, told unless paused, tolerated or
+    /// already failed.
+    fn time_out(&mut self, index: usize) {
+        let run = self.open_runs.remove(index);
+        self.last_run = Some(MLastRun {
+            duration: Some(run.timeout - run.started),
+            timed_out: true,
+        });
+        if self.pause.is_some() {
+            return;
+        }
+        self.failures += 1;
+        let tolerated =
+            self.status != St::Pending && self.failures <= u32::from(self.failure_tolerance);
+        if tolerated || self.status == St::Failed {
+            return;
+        }
+        let previous = self.status;
+        self.status = St::Failed;
+        if self.deadline.is_none() {
+            self.anchor = Some(run.started);
+            self.deadline = Some(self.due_after(run.started));
+        }
+        self.emit(Kind::Missing, run.timeout, previous, None);
+    }
+
+    /// A run starts: the window is satisfied, the status stays; a start with an open
+    /// run's id keeps it alive; one without id replaces the open run without id.
+    fn start(&mut self, now: i64, rid: Option<u8>) {
+        self.advance(now);
+        let allowed = self.runtime_allowed(now);
+        match self.open_runs.iter().position(|r| r.rid == rid) {
+            Some(i) if rid.is_some() => {
+                let run = &mut self.open_runs[i];
+                run.timeout = (now + allowed).min(run.started + RUN_OPEN_LONGEST);
+                return;
+            }
+            Some(i) => {
+                self.open_runs.remove(i);
+            }
+            None => {}
+        }
+        if self.open_runs.len() >= OPEN_RUNS_MAX {
+            let oldest = self.open_runs.remove(0);
+            self.last_run = Some(MLastRun {
+                duration: Some(now - oldest.started),
+                timed_out: true,
+            });
+        }
+        self.open_runs.push(MRun {
+            rid,
+            started: now,
+            timeout: now + allowed,
+        });
+        if self.pause.is_none() && self.status != St::Pending {
+            self.anchor = Some(now);
+            self.misses = 0;
+            self.learn(now);
+            self.deadline = Some(self.due_after(now));
+        }
+    }
+
+    fn learn(&mut self, at: i64) {
+        let period = self.iv.period(at);
+        self.offsets.push_back(at - period.start);
+        while self.offsets.len() > OFFSETS_KEPT {
+            self.offsets.pop_front();
         }
     }
 
@@ -386,6 +510,15 @@ impl Model {
         // in one step make one missing, for the latest, counting them.
         let mut run_open = false;
         while self.step_events.len() < max_events {
+            // A run's timeout before the next deadline or pause end comes first.
+            if let Some((index, _)) = self
+                .first_timeout()
+                .filter(|(_, at)| *at <= now && self.wake_for_deadline().is_none_or(|d| *at < d))
+            {
+                self.time_out(index);
+                run_open = false;
+                continue;
+            }
             if let Some(pause) = &self.pause {
                 match pause.until {
                     MUntil::At(t) if t <= now => {
@@ -428,14 +561,36 @@ impl Model {
         }
     }
 
-    fn check_in(&mut self, now: i64, success: bool, error_notices: bool) {
+    fn check_in(&mut self, now: i64, success: bool, error_notices: bool, rid: Option<u8>) {
         self.advance(now);
         let period = self.iv.period(now);
-        self.offsets.push_back(now - period.start);
-        while self.offsets.len() > OFFSETS_KEPT {
-            self.offsets.pop_front();
+        // The end of a run (docs/rules.md#runs): its start already counted, so the
+        // deadline counts from it, and only when there is none yet.
+        let index = match rid {
+            Some(_) => self.open_runs.iter().position(|r| r.rid == rid),
+            None => self.open_runs.iter().rposition(|r| r.rid.is_none()),
+        };
+        let started = index.map(|i| self.open_runs.remove(i).started);
+        if started.is_some() || rid.is_some() {
+            self.last_run = Some(MLastRun {
+                duration: started.map(|s| now - s),
+                timed_out: false,
+            });
         }
-        self.anchor = Some(now);
+        let pending = self.deadline;
+        let deadline_after = |m: &Model| match (started, pending) {
+            (Some(_), Some(d)) => d,
+            (Some(s), None) => m.due_after(s),
+            (None, _) => m.due_after(now),
+        };
+        match started {
+            None => {
+                self.learn(now);
+                self.anchor = Some(now);
+            }
+            Some(s) if self.anchor.is_none() => self.anchor = Some(s),
+            Some(_) => {}
+        }
         if success {
             self.checked_in_at = Some(now);
         }
@@ -469,7 +624,7 @@ impl Model {
             && self.failures <= u32::from(self.failure_tolerance);
         let previous = self.status;
         if tolerated {
-            self.deadline = Some(self.due_after(now));
+            self.deadline = Some(deadline_after(self));
             return;
         }
         if counts_as_success {
@@ -509,7 +664,7 @@ impl Model {
                 self.error_announced = false;
             }
         }
-        self.deadline = Some(self.due_after(now));
+        self.deadline = Some(deadline_after(self));
     }
 
     /// `Err(attribute)` when refused; a refused operation changes nothing.
@@ -640,10 +795,19 @@ enum Op {
         iv: Iv,
         smart: bool,
         tolerances: (u16, u16),
+        /// A maximum runtime in minutes.
+        max_runtime: Option<u16>,
     },
     CheckIn {
         who: Index,
         success: bool,
+        /// The run it ends, by id (docs/rules.md#runs).
+        rid: Option<u8>,
+    },
+    /// A run starts (`/start`), with a run id or without.
+    Start {
+        who: Index,
+        rid: Option<u8>,
     },
     CheckInUnknown,
     Jump {
@@ -701,7 +865,11 @@ impl Op {
                         jump: Jump::IntoNextPeriod { who, permille },
                         sub_ms_nanos: 0,
                     },
-                    Op::CheckIn { who, success },
+                    Op::CheckIn {
+                        who,
+                        success,
+                        rid: None,
+                    },
                 ]
             })
             .collect()
@@ -721,19 +889,29 @@ fn tolerances_strategy() -> impl Strategy<Value = (u16, u16)> {
     prop_oneof![3 => Just((0u16, 0u16)), 2 => (0u16..=3, 0u16..=3)]
 }
 
+/// A run id: mostly none, else one of a few (so that ends find their starts and starts
+/// repeat as keep-alives).
+fn rid_strategy() -> impl Strategy<Value = Option<u8>> {
+    prop_oneof![3 => Just(None), 2 => (0u8..3).prop_map(Some)]
+}
+
 fn create_strategy() -> impl Strategy<Value = Op> {
     (
         proptest::bool::weighted(0.3),
         iv_strategy(),
         proptest::bool::weighted(0.4),
         tolerances_strategy(),
+        proptest::option::weighted(0.4, 1u16..=240),
     )
-        .prop_map(|(second_case, iv, smart, tolerances)| Op::Create {
-            second_case,
-            iv,
-            smart,
-            tolerances,
-        })
+        .prop_map(
+            |(second_case, iv, smart, tolerances, max_runtime)| Op::Create {
+                second_case,
+                iv,
+                smart,
+                tolerances,
+                max_runtime,
+            },
+        )
 }
 
 fn jump_strategy() -> impl Strategy<Value = Jump> {
@@ -764,8 +942,9 @@ fn until_strategy() -> impl Strategy<Value = UntilGen> {
 fn op_strategy() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => create_strategy(),
-        6 => any::<Index>().prop_map(|who| Op::CheckIn { who, success: true }),
-        3 => any::<Index>().prop_map(|who| Op::CheckIn { who, success: false }),
+        6 => (any::<Index>(), rid_strategy()).prop_map(|(who, rid)| Op::CheckIn { who, success: true, rid }),
+        3 => (any::<Index>(), rid_strategy()).prop_map(|(who, rid)| Op::CheckIn { who, success: false, rid }),
+        4 => (any::<Index>(), rid_strategy()).prop_map(|(who, rid)| Op::Start { who, rid }),
         1 => Just(Op::CheckInUnknown),
         9 => (jump_strategy(), prop_oneof![Just(0u32), 0u32..1_000_000])
             .prop_map(|(jump, sub_ms_nanos)| Op::Jump { jump, sub_ms_nanos }),
@@ -1040,6 +1219,7 @@ impl World {
                 iv,
                 smart,
                 tolerances,
+                max_runtime,
             } => {
                 let case = usize::from(second_case);
                 let fields = SnitchFields {
@@ -1048,6 +1228,7 @@ impl World {
                     alert_type: Some(if smart { "smart" } else { "basic" }.to_owned()),
                     failure_tolerance: Some(i64::from(tolerances.0)),
                     missed_tolerance: Some(i64::from(tolerances.1)),
+                    max_runtime_seconds: max_runtime.map(|m| i64::from(m) * 60),
                     ..SnitchFields::default()
                 };
                 let res = self.service.create(&self.cases[case], &fields).await;
@@ -1060,13 +1241,18 @@ impl World {
                     token: s.token().as_str().to_owned(),
                     case,
                     deleted: false,
-                    model: Model::new(iv, smart, tolerances),
+                    model: Model::new(
+                        iv,
+                        smart,
+                        tolerances,
+                        max_runtime.map(|m| i64::from(m) * MIN),
+                    ),
                     seen_missing: false,
                     last_status: Status::Pending,
                     last_seq: 0,
                 });
             }
-            Op::CheckIn { who, success } => {
+            Op::CheckIn { who, success, rid } => {
                 let Some(i) = self.pick(&who) else {
                     return Ok(());
                 };
@@ -1077,10 +1263,9 @@ impl World {
                         exit_status: "1".to_owned(),
                     }
                 };
-                let res = self
-                    .service
-                    .check_in(&self.snitches[i].token, outcome, None)
-                    .await;
+                let report = CheckIn::new(self.clock.now(), outcome, None)
+                    .with_run_id(rid.and_then(|n| RunId::parse(&format!("r{n}"))));
+                let res = self.report(i, report).await;
                 let error_notices = self.cases[self.snitches[i].case].plan.error_notices;
                 let now = self.now;
                 let t = &mut self.snitches[i];
@@ -1088,7 +1273,23 @@ impl World {
                     return expect_not_found(res);
                 }
                 res.map_err(|e| format!("check-in failed: {e:?}"))?;
-                t.model.check_in(now, success, error_notices);
+                t.model.check_in(now, success, error_notices, rid);
+            }
+            Op::Start { who, rid } => {
+                let Some(i) = self.pick(&who) else {
+                    return Ok(());
+                };
+                let report = CheckIn::new(self.clock.now(), Outcome::Success, None)
+                    .with_kind(CheckInKind::Start)
+                    .with_run_id(rid.and_then(|n| RunId::parse(&format!("r{n}"))));
+                let res = self.report(i, report).await;
+                let now = self.now;
+                let t = &mut self.snitches[i];
+                if t.deleted {
+                    return expect_not_found(res);
+                }
+                res.map_err(|e| format!("start failed: {e:?}"))?;
+                t.model.start(now, rid);
             }
             Op::CheckInUnknown => {
                 let res = self
@@ -1235,6 +1436,12 @@ impl World {
         Ok(())
     }
 
+    /// A check-in of any kind of snitch `i`, as the check-in endpoint makes it.
+    async fn report(&self, i: usize, report: CheckIn) -> Result<Snitch, ServiceError> {
+        let token = Token::parse(&self.snitches[i].token).map_err(|_| ServiceError::NotFound)?;
+        self.service.report(token, report).await
+    }
+
     /// Compares every snitch with its model, and the events of the step just done.
     async fn check(&mut self) -> Result<(), String> {
         for t in &mut self.snitches {
@@ -1281,6 +1488,25 @@ impl World {
             }
             if s.state().deadline_at().map(ms) != m.deadline {
                 return Err(format!("deadline differs: {}", state()));
+            }
+            let open: Vec<(i64, i64)> = s
+                .state()
+                .open_runs()
+                .iter()
+                .map(|r| (ms(r.started_at), ms(r.timeout_at)))
+                .collect();
+            let model_open: Vec<(i64, i64)> =
+                m.open_runs.iter().map(|r| (r.started, r.timeout)).collect();
+            let last_run = s.state().last_run().map(|r| MLastRun {
+                duration: r.duration_ms.and_then(|d| i64::try_from(d).ok()),
+                timed_out: r.timed_out,
+            });
+            if open != model_open || last_run != m.last_run {
+                return Err(format!(
+                    "runs differ: service open {open:?} last {last_run:?}, model open {model_open:?} last {:?}: {}",
+                    m.last_run,
+                    state()
+                ));
             }
             if !whole_ms(s.state().checked_in_at()) || !whole_ms(s.state().deadline_at()) {
                 return Err(format!("times are not whole milliseconds: {}", state()));
@@ -1346,7 +1572,11 @@ impl World {
             let step_real: Vec<&Event> = events.iter().take(service_new as usize).collect();
             for e in &step_real {
                 if e.kind == EventKind::Missing {
-                    if e.previous_status == Status::Pending {
+                    // A pending snitch has no deadline to miss; only a run it started can
+                    // time out (docs/rules.md#runs).
+                    if e.previous_status == Status::Pending
+                        && e.reason != Some(AlertReason::Timeout)
+                    {
                         return Err(format!("a pending snitch went missing: {}", state()));
                     }
                     t.seen_missing = true;
