@@ -28,8 +28,8 @@ use chrono::{DateTime, Duration, FixedOffset, SecondsFormat, TimeZone, Utc};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use snitch_core::{
-    AlertReason, AlertType, Case, CaseId, CheckIn, CheckInKind, Clock, Event, EventKind,
-    ManualClock, Outcome, RunId, SequentialTokens, ServiceError, Snitch, SnitchFields,
+    AlertReason, AlertType, Case, CaseId, CheckIn, CheckInKind, Clock, CronSchedule, Event,
+    EventKind, ManualClock, Outcome, RunId, SequentialTokens, ServiceError, Snitch, SnitchFields,
     SnitchService, Status, Storage, Token,
 };
 use snitch_store_memory::MemoryStorage;
@@ -307,6 +307,8 @@ struct Model {
     max_runtime: Option<i64>,
     open_runs: Vec<MRun>,
     last_run: Option<MLastRun>,
+    /// A schedule in place of the interval.
+    cron: Option<CronModel>,
 }
 
 #[derive(Clone, Debug)]
@@ -322,9 +324,99 @@ struct MLastRun {
     timed_out: bool,
 }
 
+/// The schedules the model's cron snitches use (expression, zone): frequent and daily,
+/// across DST zones and half-hour offsets.
+const SCHEDULES: [(&str, &str); 5] = [
+    ("*/7 * * * *", "UTC"),
+    ("30 2 * * *", "Europe/Riga"),
+    ("0 */6 * * MON-FRI", "America/New_York"),
+    ("15 3 * * *", "Australia/Lord_Howe"),
+    ("*/20 9-17 * * *", "Asia/Kathmandu"),
+];
+/// Grace and early spans (ms) the model's cron snitches use.
+const GRACES: [i64; 3] = [MIN, 15 * MIN, 2 * HOUR];
+const EARLIES: [i64; 3] = [0, MIN, 30 * MIN];
+
+/// A cron snitch's cadence in the model (docs/rules.md#expected-runs): when runs are
+/// expected comes from the schedule (its times are the golden vectors' business); the
+/// windows, deadlines and slots are the model's own, from the rules.
+#[derive(Clone, Debug)]
+struct CronModel {
+    which: (usize, usize, usize),
+    schedule: CronSchedule,
+    grace: i64,
+    early: i64,
+}
+
+impl CronModel {
+    fn new(which: (usize, usize, usize)) -> Self {
+        let (expr, zone) = SCHEDULES[which.0];
+        CronModel {
+            which,
+            schedule: CronSchedule::parse(expr, zone).expect("a valid schedule"),
+            grace: GRACES[which.1],
+            early: EARLIES[which.2],
+        }
+    }
+
+    /// The first run strictly after `t`.
+    fn next_after(&self, t: i64) -> i64 {
+        ms(self.schedule.next_after(to_ts(t)).expect("runs for ever"))
+    }
+
+    /// When a check-in counts for the run at `run`: from `early` before it, never before
+    /// halfway from the previous run.
+    fn opens(&self, run: i64) -> i64 {
+        let earliest = run - self.early;
+        let mut previous = None;
+        let mut t = self.next_after(earliest - self.early - 1);
+        while t < run {
+            previous = Some(t);
+            t = self.next_after(t);
+        }
+        match previous {
+            Some(p) => earliest.max(p + (run - p) / 2),
+            None => earliest,
+        }
+    }
+
+    /// After a check-in (or resume) at `t` with no run pending: the run whose window holds
+    /// `t` is done and the next one is due; if none holds it, the next run is due.
+    fn deadline_from(&self, t: i64) -> i64 {
+        let open = self.next_after(t - self.grace - 1);
+        let due = if self.opens(open) <= t {
+            self.next_after(open)
+        } else {
+            open
+        };
+        due + self.grace
+    }
+
+    /// After a check-in at `t` with the deadline `pending` (not passed).
+    fn deadline_after_check_in(&self, pending: Option<i64>, t: i64) -> i64 {
+        match pending {
+            Some(d) if d >= t => {
+                let run = d - self.grace;
+                if self.opens(run) <= t {
+                    self.next_after(run) + self.grace
+                } else {
+                    d
+                }
+            }
+            _ => self.deadline_from(t),
+        }
+    }
+
+    /// Whether no run is expected in `(earlier, later]`.
+    fn same_slot(&self, earlier: i64, later: i64) -> bool {
+        self.next_after(earlier) > later
+    }
+}
+
 impl Model {
     fn new(iv: Iv, smart: bool, tolerances: (u16, u16), max_runtime: Option<i64>) -> Self {
         Model {
+            cron: None,
             max_runtime,
             open_runs: Vec::new(),
             last_run: None,
@@ -360,7 +452,33 @@ impl Model {
 
     /// The deadline of a snitch that checked in or resumed at `at`.
     fn due_after(&self, at: i64) -> i64 {
-        self.due(self.iv.next(self.iv.period(at)))
+        match &self.cron {
+            Some(c) => c.deadline_from(at),
+            None => self.due(self.iv.next(self.iv.period(at))),
+        }
+    }
+
+    /// The deadline after a run counted at `at` with the deadline `pending`.
+    fn due_after_run(&self, pending: Option<i64>, at: i64) -> i64 {
+        match &self.cron {
+            Some(c) => c.deadline_after_check_in(pending, at),
+            None => self.due_after(at),
+        }
+    }
+
+    /// Whether `earlier` and `later` fall in one period (or one slot between runs).
+    fn same_period(&self, earlier: i64, later: i64) -> bool {
+        match &self.cron {
+            Some(c) => c.same_slot(earlier, later),
+            None => self.iv.period(earlier) == self.iv.period(later),
+        }
+    }
+
+    fn cadence_name(&self) -> &'static str {
+        match self.cron {
+            Some(_) => "cron",
+            None => self.iv.name(),
+        }
     }
 
     fn emit(&mut self, kind: Kind, at: i64, previous: St, check_in: Option<(i64, bool)>) {
@@ -409,9 +527,12 @@ impl Model {
 
     /// How long a run that starts at `at` may stay open.
     fn runtime_allowed(&self, at: i64) -> i64 {
-        let allowed = self.max_runtime.unwrap_or_else(|| {
-            let p = self.iv.period(at);
-            p.end - p.start
+        let allowed = self.max_runtime.unwrap_or_else(|| match &self.cron {
+            Some(c) => c.grace,
+            None => {
+                let p = self.iv.period(at);
+                p.end - p.start
+            }
         });
         allowed.min(RUN_OPEN_LONGEST)
     }
@@ -437,7 +558,7 @@ impl Model {
         self.status = St::Failed;
         if self.deadline.is_none() {
             self.anchor = Some(run.started);
-            self.deadline = Some(self.due_after(run.started));
+            self.deadline = Some(self.due_after_run(None, run.started));
         }
         self.emit(Kind::Missing, run.timeout, previous, None);
     }
@@ -471,14 +592,18 @@ impl Model {
             timeout: now + allowed,
         });
         if self.pause.is_none() && self.status != St::Pending {
+            let pending = self.deadline;
             self.anchor = Some(now);
             self.misses = 0;
             self.learn(now);
-            self.deadline = Some(self.due_after(now));
+            self.deadline = Some(self.due_after_run(pending, now));
         }
     }
 
     fn learn(&mut self, at: i64) {
+        if self.cron.is_some() {
+            return; // smart alerts are for intervals
+        }
         let period = self.iv.period(at);
         self.offsets.push_back(at - period.start);
         while self.offsets.len() > OFFSETS_KEPT {
@@ -531,12 +656,16 @@ impl Model {
             }
             match self.deadline {
                 Some(d) if d <= now => {
-                    // A deadline lies in (start, end] of the period it is due in.
-                    let due_in = self.iv.period(d - 1);
+                    // A deadline lies in (start, end] of the period it is due in; a
+                    // schedule's next run is due after a miss.
+                    let next = match &self.cron {
+                        Some(c) => c.next_after(d - c.grace) + c.grace,
+                        None => self.due(self.iv.next(self.iv.period(d - 1))),
+                    };
                     self.misses += 1;
                     if self.misses <= u32::from(self.missed_tolerance) {
                         // A tolerated miss: the next period is due, nothing said.
-                        self.deadline = Some(self.due(self.iv.next(due_in)));
+                        self.deadline = Some(next);
                         continue;
                     }
                     let previous = self.status;
@@ -554,7 +683,7 @@ impl Model {
                         }
                     }
                     run_open = true;
-                    self.deadline = Some(self.due(self.iv.next(due_in)));
+                    self.deadline = Some(next);
                 }
                 _ => return,
             }
@@ -563,7 +692,6 @@ impl Model {
 
     fn check_in(&mut self, now: i64, success: bool, error_notices: bool, rid: Option<u8>) {
         self.advance(now);
-        let period = self.iv.period(now);
         // The end of a run (docs/rules.md#runs): its start already counted, so the
         // deadline counts from it, and only when there is none yet.
         let index = match rid {
@@ -580,8 +708,8 @@ impl Model {
         let pending = self.deadline;
         let deadline_after = |m: &Model| match (started, pending) {
             (Some(_), Some(d)) => d,
-            (Some(s), None) => m.due_after(s),
-            (None, _) => m.due_after(now),
+            (Some(s), None) => m.due_after_run(None, s),
+            (None, _) => m.due_after_run(pending, now),
         };
         match started {
             None => {
@@ -638,7 +766,7 @@ impl Model {
                     self.error_announced
                         && !self
                             .last_recovery_alert
-                            .is_some_and(|r| self.iv.period(r) == period)
+                            .is_some_and(|r| self.same_period(r, now))
                 }
                 _ => true,
             };
@@ -655,7 +783,7 @@ impl Model {
             // changed since.
             let alerted = self
                 .last_errored_alert
-                .is_some_and(|e| self.iv.period(e) == period);
+                .is_some_and(|e| self.same_period(e, now));
             if !alerted {
                 self.last_errored_alert = Some(now);
                 self.error_announced = true;
@@ -704,21 +832,30 @@ impl Model {
     fn update(
         &mut self,
         now: i64,
-        iv: Option<Iv>,
+        cadence: (Option<Iv>, Option<(usize, usize, usize)>),
         smart: Option<bool>,
         tolerances: (Option<u16>, Option<u16>),
     ) -> Result<(), &'static str> {
+        let (iv, cron) = cadence;
+        // An interval makes it an interval snitch; a schedule a cron one; neither keeps it.
         let new_iv = iv.unwrap_or(self.iv);
+        let new_cron = match (iv, cron) {
+            (_, Some(which)) => Some(which),
+            (Some(_), None) => None,
+            (None, None) => self.cron.as_ref().map(|c| c.which),
+        };
         let new_smart = smart.unwrap_or(self.smart);
-        if new_smart && new_iv.sub_hourly() {
+        if new_smart && (new_cron.is_some() || new_iv.sub_hourly()) {
             return Err("alert_type");
         }
         self.advance(now);
         self.failure_tolerance = tolerances.0.unwrap_or(self.failure_tolerance);
         self.missed_tolerance = tolerances.1.unwrap_or(self.missed_tolerance);
-        let iv_changed = new_iv != self.iv;
+        let old_cron = self.cron.as_ref().map(|c| c.which);
+        let iv_changed = new_cron != old_cron || (new_cron.is_none() && new_iv != self.iv);
         let alert_changed = new_smart != self.smart;
         self.iv = new_iv;
+        self.cron = new_cron.map(CronModel::new);
         self.smart = new_smart;
         if iv_changed {
             self.offsets.clear();
@@ -729,6 +866,11 @@ impl Model {
         let Some(anchor) = self.anchor else {
             return Ok(()); // pending
         };
+        if let Some(c) = &self.cron {
+            // docs/rules.md#expected-runs: from now on, the first run after the change.
+            self.deadline = Some(c.next_after(now) + c.grace);
+            return Ok(());
+        }
         let mut p = self.iv.next(self.iv.period(anchor));
         if self.status == St::Failed {
             let current = self.iv.period(now);
@@ -797,6 +939,8 @@ enum Op {
         tolerances: (u16, u16),
         /// A maximum runtime in minutes.
         max_runtime: Option<u16>,
+        /// A schedule in place of the interval: indices into SCHEDULES, GRACES, EARLIES.
+        cron: Option<(usize, usize, usize)>,
     },
     CheckIn {
         who: Index,
@@ -825,6 +969,7 @@ enum Op {
     Update {
         who: Index,
         iv: Option<Iv>,
+        cron: Option<(usize, usize, usize)>,
         smart: Option<bool>,
         tolerances: (Option<u16>, Option<u16>),
     },
@@ -895,6 +1040,10 @@ fn rid_strategy() -> impl Strategy<Value = Option<u8>> {
     prop_oneof![3 => Just(None), 2 => (0u8..3).prop_map(Some)]
 }
 
+fn cron_strategy() -> impl Strategy<Value = (usize, usize, usize)> {
+    (0..SCHEDULES.len(), 0..GRACES.len(), 0..EARLIES.len())
+}
+
 fn create_strategy() -> impl Strategy<Value = Op> {
     (
         proptest::bool::weighted(0.3),
@@ -902,14 +1051,16 @@ fn create_strategy() -> impl Strategy<Value = Op> {
         proptest::bool::weighted(0.4),
         tolerances_strategy(),
         proptest::option::weighted(0.4, 1u16..=240),
+        proptest::option::weighted(0.3, cron_strategy()),
     )
         .prop_map(
-            |(second_case, iv, smart, tolerances, max_runtime)| Op::Create {
+            |(second_case, iv, smart, tolerances, max_runtime, cron)| Op::Create {
                 second_case,
                 iv,
                 smart,
                 tolerances,
                 max_runtime,
+                cron,
             },
         )
 }
@@ -959,15 +1110,17 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         3 => (
             any::<Index>(),
             prop_oneof![
-                2 => iv_strategy().prop_map(|iv| (Some(iv), None)),
-                2 => any::<bool>().prop_map(|smart| (None, Some(smart))),
-                1 => (iv_strategy(), any::<bool>()).prop_map(|(iv, s)| (Some(iv), Some(s))),
+                2 => iv_strategy().prop_map(|iv| (Some(iv), None, None)),
+                2 => any::<bool>().prop_map(|smart| (None, None, Some(smart))),
+                1 => (iv_strategy(), any::<bool>()).prop_map(|(iv, s)| (Some(iv), None, Some(s))),
+                2 => cron_strategy().prop_map(|c| (None, Some(c), None)),
             ],
             proptest::option::weighted(0.2, tolerances_strategy()),
         )
-            .prop_map(|(who, (iv, smart), tolerances)| Op::Update {
+            .prop_map(|(who, (iv, cron, smart), tolerances)| Op::Update {
                 who,
                 iv,
+                cron,
                 smart,
                 tolerances: tolerances.map_or((None, None), |(f, m)| (Some(f), Some(m))),
             }),
@@ -1015,6 +1168,15 @@ struct World {
     now: i64,
     snitches: Vec<Tracked>,
     log: Vec<String>,
+}
+
+/// The API fields of the model's schedule `which`.
+fn schedule_fields(fields: &mut SnitchFields, which: (usize, usize, usize)) {
+    let (expr, zone) = SCHEDULES[which.0];
+    fields.schedule = Some(expr.to_owned());
+    fields.timezone = Some(zone.to_owned());
+    fields.grace_seconds = Some(GRACES[which.1] / SEC);
+    fields.early_seconds = Some(EARLIES[which.2] / SEC);
 }
 
 fn ms(t: DateTime<Utc>) -> i64 {
@@ -1075,7 +1237,7 @@ fn describe_event(e: &Event) -> String {
 fn describe_model(m: &Model) -> String {
     format!(
         "model: {} {} status={:?} checked_in_at={} anchor={} deadline={} offsets={:?} pause={:?} tolerances={}/{} in a row={}/{}",
-        m.iv.name(),
+        m.cadence_name(),
         if m.smart { "smart" } else { "basic" },
         m.status,
         iso_opt(m.checked_in_at),
@@ -1220,9 +1382,10 @@ impl World {
                 smart,
                 tolerances,
                 max_runtime,
+                cron,
             } => {
                 let case = usize::from(second_case);
-                let fields = SnitchFields {
+                let mut fields = SnitchFields {
                     name: Some("nightly job".to_owned()),
                     interval: Some(iv.name().to_owned()),
                     alert_type: Some(if smart { "smart" } else { "basic" }.to_owned()),
@@ -1231,8 +1394,12 @@ impl World {
                     max_runtime_seconds: max_runtime.map(|m| i64::from(m) * 60),
                     ..SnitchFields::default()
                 };
+                if let Some(which) = cron {
+                    fields.interval = None;
+                    schedule_fields(&mut fields, which);
+                }
                 let res = self.service.create(&self.cases[case], &fields).await;
-                if smart && iv.sub_hourly() {
+                if smart && (iv.sub_hourly() || cron.is_some()) {
                     return expect_invalid(res, &["alert_type"]);
                 }
                 let s = res.map_err(|e| format!("create failed: {e:?}"))?;
@@ -1241,12 +1408,15 @@ impl World {
                     token: s.token().as_str().to_owned(),
                     case,
                     deleted: false,
-                    model: Model::new(
-                        iv,
-                        smart,
-                        tolerances,
-                        max_runtime.map(|m| i64::from(m) * MIN),
-                    ),
+                    model: Model {
+                        cron: cron.map(CronModel::new),
+                        ..Model::new(
+                            iv,
+                            smart,
+                            tolerances,
+                            max_runtime.map(|m| i64::from(m) * MIN),
+                        )
+                    },
                     seen_missing: false,
                     last_status: Status::Pending,
                     last_seq: 0,
@@ -1388,19 +1558,23 @@ impl World {
             Op::Update {
                 who,
                 iv,
+                cron,
                 smart,
                 tolerances,
             } => {
                 let Some(i) = self.pick(&who) else {
                     return Ok(());
                 };
-                let fields = SnitchFields {
+                let mut fields = SnitchFields {
                     interval: iv.map(|iv| iv.name().to_owned()),
                     alert_type: smart.map(|s| if s { "smart" } else { "basic" }.to_owned()),
                     failure_tolerance: tolerances.0.map(i64::from),
                     missed_tolerance: tolerances.1.map(i64::from),
                     ..SnitchFields::default()
                 };
+                if let Some(which) = cron {
+                    schedule_fields(&mut fields, which);
+                }
                 let t = &self.snitches[i];
                 let res = self
                     .service
@@ -1411,7 +1585,7 @@ impl World {
                 if t.deleted {
                     return expect_not_found(res);
                 }
-                match t.model.update(now, iv, smart, tolerances) {
+                match t.model.update(now, (iv, cron), smart, tolerances) {
                     Ok(()) => {
                         res.map_err(|e| format!("update failed: {e:?}"))?;
                     }
@@ -1467,7 +1641,8 @@ impl World {
                     describe_model(m)
                 )
             };
-            if s.cadence().name() != m.iv.name() || (s.alert_type() == AlertType::Smart) != m.smart
+            if s.cadence().name() != m.cadence_name()
+                || (s.alert_type() == AlertType::Smart) != m.smart
             {
                 return Err(format!("configuration differs: {}", state()));
             }
