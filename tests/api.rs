@@ -1727,10 +1727,8 @@ async fn a_cron_snitch_is_made_shown_and_due_at_its_run_plus_grace() {
     assert_eq!(snitch["grace_seconds"], 1800);
     assert_eq!(snitch["early_seconds"], 60, "the default");
     assert_eq!(snitch["deadline_at"], Value::Null, "pending");
-    assert!(
-        snitch.get("next_expected_at").is_none(),
-        "absent while pending"
-    );
+    // Pending: the schedule's next run after now (2026-11-22 03:00 UTC, 05:00 in Riga).
+    assert_eq!(snitch["next_expected_at"], "2026-11-23T00:30:00.000Z");
     let token = token_of(&snitch);
     let path = format!("/v1/snitches/{token}");
     assert_eq!(server.get_ok(&path).await, snitch);

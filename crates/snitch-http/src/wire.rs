@@ -82,7 +82,7 @@ pub struct SnitchJson {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub early_seconds: Option<i64>,
     /// When the run now due is expected, RFC 3339 UTC (its deadline is `deadline_at`);
-    /// absent while pending or paused.
+    /// while pending, the schedule's next run; absent while paused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_expected_at: Option<String>,
     /// How many failed runs in a row are tolerated before the errored alert (on a snitch
@@ -140,8 +140,8 @@ impl RunJson {
 }
 
 impl SnitchJson {
-    /// The JSON of `s`, its check-in URL under `check_in_base`.
-    pub fn new(s: &Snitch, check_in_base: &str) -> Self {
+    /// The JSON of `s` at `now`, its check-in URL under `check_in_base`.
+    pub fn new(s: &Snitch, check_in_base: &str, now: snitch_core::Timestamp) -> Self {
         let runs = s.cadence().expected_runs();
         // Shown where a Dead Man's Snitch client cannot be surprised by them.
         let tolerances = runs.is_some() || s.failure_tolerance() > 0 || s.missed_tolerance() > 0;
@@ -173,9 +173,15 @@ impl SnitchJson {
             timezone: runs.map(|r| r.schedule().timezone().to_owned()),
             grace_seconds: runs.map(|r| r.grace().num_seconds()),
             early_seconds: runs.map(|r| r.early().num_seconds()),
-            next_expected_at: runs
-                .zip(s.state().deadline_at())
-                .map(|(r, deadline)| format_time(r.expected_at(deadline))),
+            // The run now due; while pending, the schedule's next run (the first check-in
+            // may come at any time, but this is when the job should run).
+            next_expected_at: runs.and_then(|r| match s.state().deadline_at() {
+                Some(deadline) => Some(format_time(r.expected_at(deadline))),
+                None if s.status() == snitch_core::Status::Pending => {
+                    r.schedule().next_after(now).map(format_time)
+                }
+                None => None,
+            }),
             failure_tolerance: tolerances.then_some(s.failure_tolerance()),
             missed_tolerance: tolerances.then_some(s.missed_tolerance()),
             max_runtime_seconds: reports_runs.then(|| match s.max_runtime_seconds() {

@@ -185,7 +185,7 @@ impl ApiState {
     }
 
     fn json(&self, snitch: &snitch_core::Snitch) -> SnitchJson {
-        SnitchJson::new(snitch, &self.inner.check_in_base)
+        SnitchJson::new(snitch, &self.inner.check_in_base, self.inner.service.now())
     }
 }
 

@@ -636,7 +636,7 @@ async fn snitch_page(
         TIMELINE_PERIODS,
     );
     let check_in_url =
-        crate::wire::SnitchJson::new(&snitch, &ui.api.inner.check_in_base).check_in_url;
+        crate::wire::SnitchJson::new(&snitch, &ui.api.inner.check_in_base, now).check_in_url;
     let view = pages::SnitchView {
         snitch: &snitch,
         check_in_url: &check_in_url,
