@@ -6,22 +6,14 @@
 
 mod common;
 
-use std::any::Any;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use common::stores::{store_config, Store};
-use common::{default_cases, token_of, Server, MANUAL_TIME, NO_RATE_LIMIT};
+use common::stores::{start_on, Store};
+use common::{token_of, Server};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use snitch::prelude::ManualClock;
-
-async fn start(store: Store, clock: Arc<ManualClock>) -> (Server, Box<dyn Any>) {
-    let (top, kept) = store_config(store).await;
-    let top = format!("{NO_RATE_LIMIT}{MANUAL_TIME}{top}");
-    let server = Server::launch(&top, &default_cases(), clock).await;
-    (server, kept)
-}
 
 fn at(s: &str) -> DateTime<Utc> {
     s.parse().expect("a valid instant")
@@ -61,7 +53,7 @@ async fn history(server: &Server, token: &str) -> Vec<Value> {
 /// status, its duration and the output tail as the body.
 async fn a_wrapped_run_reads_back_with_its_duration_and_output(store: Store) {
     let clock = Arc::new(ManualClock::new(at("2026-11-23T01:59:30Z")));
-    let (server, _kept) = start(store, clock.clone()).await;
+    let (server, _kept) = start_on(store, clock.clone()).await;
     let snitch = server
         .create(json!({
             "name": "nightly backup",
@@ -154,7 +146,7 @@ async fn a_wrapped_run_reads_back_with_its_duration_and_output(store: Store) {
 /// `timeout`; the next run that ends well brings the snitch back.
 async fn a_hung_run_times_out_once(store: Store) {
     let clock = Arc::new(ManualClock::new(at("2026-11-23T00:00:00Z")));
-    let (server, _kept) = start(store, clock.clone()).await;
+    let (server, _kept) = start_on(store, clock.clone()).await;
     let snitch = server
         .create(json!({"name": "worker", "interval": "daily", "max_runtime_seconds": 600}))
         .await;
@@ -198,7 +190,7 @@ async fn a_hung_run_times_out_once(store: Store) {
 /// nothing.
 async fn hostile_runs_lose_nothing(store: Store) {
     let clock = Arc::new(ManualClock::new(at("2026-11-23T00:00:00Z")));
-    let (server, _kept) = start(store, clock.clone()).await;
+    let (server, _kept) = start_on(store, clock.clone()).await;
     let token = server.create_snitch("flood", "hourly").await;
     server.check_in(&token, "").await;
     for n in 0..105 {

@@ -4,23 +4,14 @@
 
 mod common;
 
-use std::any::Any;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use common::stores::{store_config, Store};
+use common::stores::{start_on, Store};
 use common::{default_cases, token_of, Server, MANUAL_TIME, NO_RATE_LIMIT};
 use serde_json::{json, Value};
 use snitch::prelude::ManualClock;
 use snitch_store_postgres::test_databases::{self, TestDatabase};
-
-/// A server on `store` on `clock`, and what must outlive it (its directory or database).
-async fn start(store: Store, clock: Arc<ManualClock>) -> (Server, Box<dyn Any>) {
-    let (top, kept) = store_config(store).await;
-    let top = format!("{NO_RATE_LIMIT}{MANUAL_TIME}{top}");
-    let server = Server::launch(&top, &default_cases(), clock).await;
-    (server, kept)
-}
 
 fn at(s: &str) -> DateTime<Utc> {
     s.parse().expect("a valid instant")
@@ -44,7 +35,7 @@ async fn event_kinds(server: &Server, token: &str) -> Vec<String> {
 /// at each of its runs, with the sweep every 10 minutes, it is never missing.
 async fn a_job_on_time_through_the_fall_back_night_is_never_missing(store: Store) {
     let clock = Arc::new(ManualClock::new(at("2026-10-22T12:00:00Z")));
-    let (server, _kept) = start(store, clock.clone()).await;
+    let (server, _kept) = start_on(store, clock.clone()).await;
     let snitch = server
         .create(json!({
             "name": "nightly",

@@ -29,3 +29,16 @@ pub async fn store_config(store: Store) -> (String, Box<dyn Any>) {
         }
     }
 }
+
+/// A server on `store` on `clock`, its time manual and its rate limits off, and what must
+/// outlive it (its directory or database).
+#[allow(dead_code)] // Not every test binary that shares this module starts one.
+pub async fn start_on(
+    store: Store,
+    clock: std::sync::Arc<snitch::prelude::ManualClock>,
+) -> (super::Server, Box<dyn Any>) {
+    let (top, kept) = store_config(store).await;
+    let top = format!("{}{}{top}", super::NO_RATE_LIMIT, super::MANUAL_TIME);
+    let server = super::Server::launch(&top, &super::default_cases(), clock).await;
+    (server, kept)
+}

@@ -443,22 +443,17 @@ pub(crate) fn snitch_form(
                 aria-invalid=[p("timezone").map(|_| "true")] aria-describedby=[described("timezone")];
             (field_problem("timezone", p("timezone")))
             div #schedule-preview.hint aria-live="polite" data-preview={ (base) "/schedules/preview" } {}
-            label for="grace_seconds" { "Grace after each scheduled run, in seconds (60 or more; empty: an hour or the shortest gap)" }
-            input #grace_seconds type="text" inputmode="numeric" name="grace_seconds" value=(form.grace_seconds) maxlength="12"
-                aria-invalid=[p("grace_seconds").map(|_| "true")] aria-describedby=[described("grace_seconds")];
-            (field_problem("grace_seconds", p("grace_seconds")))
-            label for="max_runtime_seconds" { "Longest run, in seconds, before a started run times out (empty: the grace, or one period)" }
-            input #max_runtime_seconds type="text" inputmode="numeric" name="max_runtime_seconds" value=(form.max_runtime_seconds) maxlength="12"
-                aria-invalid=[p("max_runtime_seconds").map(|_| "true")] aria-describedby=[described("max_runtime_seconds")];
-            (field_problem("max_runtime_seconds", p("max_runtime_seconds")))
-            label for="failure_tolerance" { "Failed runs in a row tolerated before an alert (0 to 720)" }
-            input #failure_tolerance type="text" inputmode="numeric" name="failure_tolerance" value=(form.failure_tolerance) maxlength="12"
-                aria-invalid=[p("failure_tolerance").map(|_| "true")] aria-describedby=[described("failure_tolerance")];
-            (field_problem("failure_tolerance", p("failure_tolerance")))
-            label for="missed_tolerance" { "Missed runs in a row tolerated before an alert (0 to 720)" }
-            input #missed_tolerance type="text" inputmode="numeric" name="missed_tolerance" value=(form.missed_tolerance) maxlength="12"
-                aria-invalid=[p("missed_tolerance").map(|_| "true")] aria-describedby=[described("missed_tolerance")];
-            (field_problem("missed_tolerance", p("missed_tolerance")))
+            @for (id, label, value) in [
+                ("grace_seconds", "Grace after each scheduled run, in seconds (60 or more; empty: an hour or the shortest gap)", &form.grace_seconds),
+                ("max_runtime_seconds", "Longest run, in seconds, before a started run times out (empty: the grace, or one period)", &form.max_runtime_seconds),
+                ("failure_tolerance", "Failed runs in a row tolerated before an alert (0 to 720)", &form.failure_tolerance),
+                ("missed_tolerance", "Missed runs in a row tolerated before an alert (0 to 720)", &form.missed_tolerance),
+            ] {
+                label for=(id) { (label) }
+                input id=(id) type="text" inputmode="numeric" name=(id) value=(value) maxlength="12"
+                    aria-invalid=[p(id).map(|_| "true")] aria-describedby=[described(id)];
+                (field_problem(id, p(id)))
+            }
             fieldset {
                 legend { "Alert type" }
                 label.choice { input type="radio" name="alert_type" value="basic" checked[alert_type == "basic"]; " basic: due at the end of the next period" }
