@@ -80,6 +80,16 @@ const SEGMENT_MAX: usize = 10_000;
 /// turns on jiff's `tzdb-zoneinfo` feature.
 static TZDB: LazyLock<TimeZoneDatabase> = LazyLock::new(TimeZoneDatabase::bundled);
 
+/// The IANA names a schedule's `timezone` may take, sorted (for a searchable list).
+pub fn timezone_names() -> &'static [String] {
+    static NAMES: LazyLock<Vec<String>> = LazyLock::new(|| {
+        let mut names: Vec<String> = TZDB.available().map(|n| n.as_str().to_owned()).collect();
+        names.sort();
+        names
+    });
+    &NAMES
+}
+
 /// Why an expression or a time zone was refused. [`ScheduleError::attribute`] is the API
 /// attribute at fault (`schedule` or `timezone`), [`ScheduleError::message`] what is wrong
 /// in plain words, Rails style (`is not a valid cron expression: ...`).

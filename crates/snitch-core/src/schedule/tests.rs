@@ -673,3 +673,21 @@ fn schedules_can_be_shared_between_threads() {
     shared::<CronSchedule>();
     shared::<ScheduleError>();
 }
+
+#[test]
+fn the_searchable_zone_list_is_sorted_and_every_name_in_it_parses() {
+    let names = super::timezone_names();
+    assert!(names.len() > 300, "{}", names.len());
+    assert!(names.windows(2).all(|w| w[0] < w[1]));
+    for zone in [
+        "Europe/Riga",
+        "Asia/Kathmandu",
+        "Australia/Lord_Howe",
+        "UTC",
+    ] {
+        assert!(names.iter().any(|n| n == zone), "{zone}");
+    }
+    for zone in names {
+        assert!(super::CronSchedule::parse("@daily", zone).is_ok(), "{zone}");
+    }
+}

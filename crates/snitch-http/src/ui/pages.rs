@@ -439,7 +439,10 @@ pub(crate) fn snitch_form(
                 aria-invalid=[p("schedule").map(|_| "true")] aria-describedby=[described("schedule")];
             (field_problem("schedule", p("schedule")))
             label for="timezone" { "The schedule's time zone (IANA, such as Europe/Riga; empty: UTC)" }
-            input #timezone type="text" name="timezone" value=(form.timezone) maxlength="64"
+            datalist #timezones {
+                @for zone in snitch_core::schedule::timezone_names() { option value=(zone) {} }
+            }
+            input #timezone type="text" name="timezone" list="timezones" autocomplete="off" value=(form.timezone) maxlength="64"
                 aria-invalid=[p("timezone").map(|_| "true")] aria-describedby=[described("timezone")];
             (field_problem("timezone", p("timezone")))
             div #schedule-preview.hint aria-live="polite" data-preview={ (base) "/schedules/preview" } {}

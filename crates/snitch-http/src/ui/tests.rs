@@ -1141,6 +1141,11 @@ async fn runs_are_charted_with_their_output_and_a_schedule_is_previewed_as_typed
         "{}",
         form_page.body
     );
+    // The time zone is picked from a searchable list of the IANA names.
+    assert!(form_page.body.contains("list=\"timezones\""));
+    assert!(form_page
+        .body
+        .contains("<option value=\"Australia/Lord_Howe\">"));
 
     // The run settings of the form: a bad number names its field, a good one is kept.
     let mut form = vec![
