@@ -251,6 +251,49 @@ async fn hostile_runs_lose_nothing(store: Store) {
     assert_eq!(history(&server, &token).await.len(), list.len());
 }
 
+/// Two servers on one PostgreSQL database: a run started on one ends on the other with
+/// its duration; one that hangs, swept by both at its timeout, is announced once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_share_runs_and_announce_a_timeout_once() {
+    let clock = Arc::new(ManualClock::new(at("2026-11-23T00:00:00Z")));
+    let db = snitch_store_postgres::test_databases::empty(4).await;
+    let top = format!(
+        "{}{}database_url = {:?}\n",
+        common::NO_RATE_LIMIT,
+        common::MANUAL_TIME,
+        db.url
+    );
+    let first = Server::launch(&top, &common::default_cases(), clock.clone()).await;
+    let second = Server::launch(&top, &common::default_cases(), clock.clone()).await;
+    let snitch = first
+        .create(json!({"name": "worker", "interval": "daily", "max_runtime_seconds": 300}))
+        .await;
+    let token = token_of(&snitch);
+    first.check_in(&token, "").await;
+    clock.set(at("2026-11-24T01:00:00Z"));
+    ping(&first, &format!("/ping/{token}/start?rid=a"), None).await;
+    clock.set(at("2026-11-24T01:02:00Z"));
+    ping(&second, &format!("/ping/{token}/0?rid=a"), None).await;
+    let ended = second.get_ok(&format!("/v1/snitches/{token}")).await;
+    assert_eq!(ended["last_run"]["duration_ms"], 120_000, "{ended}");
+    assert_eq!(ended["running"], false);
+
+    ping(&second, &format!("/ping/{token}/start?rid=b"), None).await;
+    let timeout = at("2026-11-24T01:07:00Z");
+    clock.set(timeout);
+    let (a, b) = tokio::join!(
+        first.running.service.tick(timeout),
+        second.running.service.tick(timeout)
+    );
+    a.expect("the first server's sweep");
+    b.expect("the second server's sweep");
+    assert_eq!(
+        first.event_types(&token).await,
+        ["snitch.reporting", "snitch.missing"],
+        "one timeout, announced once"
+    );
+}
+
 macro_rules! on_every_store {
     ($($scenario:ident),* $(,)?) => {
         mod memory {
