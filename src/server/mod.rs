@@ -9,6 +9,7 @@
 //! - `launch.rs`: [`launch`], [`launch_with_clock`] and [`Running`].
 
 pub(crate) mod bootstrap;
+pub mod cli;
 mod config;
 mod launch;
 

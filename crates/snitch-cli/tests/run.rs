@@ -1,0 +1,461 @@
+//! `snitch run`, the real binary, against a stand-in check-in server on 127.0.0.1 that
+//! records every request and answers as each test scripts it (202, 404, 429 with
+//! `Retry-After`, 500, a hang, a closed connection), or against no server at all.
+
+// These tests time the real binary: bounds on how long it holds a job.
+#![allow(clippy::disallowed_methods)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const SNITCH: &str = env!("CARGO_BIN_EXE_snitch");
+
+/// How the stand-in answers one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reply {
+    Accept,
+    NotFound,
+    TooMany(u64),
+    Fail,
+    /// Reads the request and never answers.
+    Hang,
+}
+
+/// One request the stand-in received.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    content_length: Option<usize>,
+    body: Vec<u8>,
+    at: Instant,
+}
+
+struct StandIn {
+    base: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl StandIn {
+    /// A server answering with `script` in order, then `Accept`.
+    fn start(script: &[Reply]) -> StandIn {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("address"));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let script = Arc::new(Mutex::new(script.to_vec()));
+        let recorded = seen.clone();
+        thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let recorded = recorded.clone();
+                let script = script.clone();
+                thread::spawn(move || serve(stream, &recorded, &script));
+            }
+        });
+        StandIn { base, seen }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().expect("lock").clone()
+    }
+}
+
+fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, script: &Mutex<Vec<Reply>>) {
+    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+    let mut stream = stream;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut parts = line.split_whitespace();
+        let method = parts.next().unwrap_or_default().to_owned();
+        let path = parts.next().unwrap_or_default().to_owned();
+        let mut content_length = None;
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header).unwrap_or(0) == 0 {
+                return;
+            }
+            let header = header.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    content_length = value.trim().parse().ok();
+                }
+            }
+        }
+        let mut body = vec![0; content_length.unwrap_or(0)];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        seen.lock().expect("lock").push(Seen {
+            method,
+            path,
+            content_length,
+            body,
+            at: Instant::now(),
+        });
+        let reply = {
+            let mut script = script.lock().expect("lock");
+            if script.is_empty() {
+                Reply::Accept
+            } else {
+                script.remove(0)
+            }
+        };
+        let head = match reply {
+            Reply::Accept => "HTTP/1.1 200 OK\r\nPing-Body-Limit: 10000\r\nContent-Length: 2\r\n\r\nOK".to_owned(),
+            Reply::NotFound => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_owned(),
+            Reply::TooMany(after) => format!(
+                "HTTP/1.1 429 Too Many Requests\r\nRetry-After: {after}\r\nContent-Length: 0\r\n\r\n"
+            ),
+            Reply::Fail => "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n".to_owned(),
+            Reply::Hang => {
+                thread::sleep(Duration::from_secs(600));
+                return;
+            }
+        };
+        if stream.write_all(head.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// `snitch run` with `args`, stdin from /dev/null (so the job gets a process group).
+fn run(args: &[&str], env: &[(&str, &str)]) -> (Output, Duration) {
+    let started = Instant::now();
+    let mut command = Command::new(SNITCH);
+    command
+        .arg("run")
+        .args(args)
+        .env_remove("SNITCH_TOKEN")
+        .env_remove("SNITCH_URL")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let output = command.output().expect("the binary runs");
+    (output, started.elapsed())
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().expect("an exit code")
+}
+
+fn query_value<'a>(path: &'a str, key: &str) -> Option<&'a str> {
+    path.split_once('?')?
+        .1
+        .split('&')
+        .find_map(|pair| pair.strip_prefix(&format!("{key}=")))
+}
+
+#[test]
+fn a_run_reports_its_start_then_its_end_with_status_duration_summary_and_output() {
+    let server = StandIn::start(&[]);
+    let url = format!("{}/tok123", server.base);
+    let (out, _) = run(
+        &[
+            &url,
+            "--",
+            "sh",
+            "-c",
+            "echo starting; sleep 0.2; echo 'disk full' >&2; exit 3",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), 3, "the job's own exit status");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "starting\n",
+        "passed through"
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "disk full\n");
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2, "{seen:#?}");
+    let start = &seen[0];
+    assert!(
+        start.path.starts_with("/tok123/start?rid="),
+        "{}",
+        start.path
+    );
+    assert_eq!(start.content_length, Some(0), "an empty body says so");
+    let end = &seen[1];
+    assert_eq!(end.method, "POST");
+    assert!(end.path.starts_with("/tok123/3?"), "{}", end.path);
+    assert_eq!(
+        query_value(&end.path, "rid"),
+        query_value(&start.path, "rid")
+    );
+    let duration: f64 = query_value(&end.path, "duration")
+        .and_then(|d| d.parse().ok())
+        .expect("a duration");
+    assert!((0.0..10.0).contains(&duration), "{duration}");
+    let summary = query_value(&end.path, "m").expect("a summary");
+    assert!(summary.starts_with("exit%203%20after%20"), "{summary}");
+    assert!(summary.ends_with("disk%20full"), "{summary}");
+    let body = String::from_utf8(end.body.clone()).expect("UTF-8");
+    assert_eq!(body, "starting\ndisk full\n");
+}
+
+#[test]
+fn exit_statuses_pass_through_for_signals_missing_and_unrunnable_commands() {
+    let server = StandIn::start(&[]);
+    let url = format!("{}/tok", server.base);
+    let (out, _) = run(&[&url, "--", "sh", "-c", "kill -TERM $$"], &[]);
+    assert_eq!(code(&out), 128 + 15, "killed by SIGTERM");
+    let (out, _) = run(&[&url, "--", "/no/such/command"], &[]);
+    assert_eq!(code(&out), 127);
+    let dir = tempfile::tempdir().expect("dir");
+    let script = dir.path().join("not-executable.sh");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").expect("write");
+    let (out, _) = run(&[&url, "--", script.to_str().expect("path")], &[]);
+    assert_eq!(code(&out), 126);
+    let (out, elapsed) = run(&[&url, "--timeout", "500ms", "--", "sleep", "30"], &[]);
+    assert_eq!(code(&out), 124);
+    assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
+    let ends: Vec<String> = server
+        .seen()
+        .into_iter()
+        .filter(|s| !s.path.contains("/start?"))
+        .map(|s| s.path)
+        .collect();
+    let summaries: Vec<&str> = ends
+        .iter()
+        .map(|p| query_value(p, "m").unwrap_or_default())
+        .collect();
+    assert!(ends[0].starts_with("/tok/143?"), "{ends:?}");
+    assert!(
+        summaries[0].starts_with("killed%20by%20SIGTERM"),
+        "{summaries:?}"
+    );
+    assert!(ends[1].starts_with("/tok/127?"), "{ends:?}");
+    assert!(ends[2].starts_with("/tok/126?"), "{ends:?}");
+    assert!(ends[3].starts_with("/tok/124?"), "{ends:?}");
+    assert!(summaries[3].starts_with("timed%20out"), "{summaries:?}");
+    // --ok-codes: reported as a success, the wrapper's exit status unchanged.
+    let (out, _) = run(
+        &[&url, "--ok-codes", "0,1", "--", "sh", "-c", "exit 1"],
+        &[],
+    );
+    assert_eq!(code(&out), 1);
+    let last = server.seen().pop().expect("a report");
+    assert!(last.path.starts_with("/tok/0?"), "{}", last.path);
+}
+
+#[test]
+fn a_monitor_that_is_down_or_hangs_never_holds_the_job_or_its_status() {
+    // Nothing listens there.
+    let closed = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let down = format!("http://{}/tok", closed.local_addr().expect("address"));
+    drop(closed);
+    let (out, elapsed) = run(
+        &[
+            &down,
+            "--ping-budget",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+            "echo hi; exit 5",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), 5);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+
+    let hanging = StandIn::start(&[Reply::Hang, Reply::Hang, Reply::Hang, Reply::Hang]);
+    let url = format!("{}/tok", hanging.base);
+    let (out, elapsed) = run(
+        &[
+            &url,
+            "--ping-timeout",
+            "1s",
+            "--ping-budget",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+            "exit 4",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), 4);
+    assert!(
+        elapsed < Duration::from_secs(6),
+        "the budget bounds it: {elapsed:?}"
+    );
+}
+
+#[test]
+fn retries_send_identical_bytes_and_honour_retry_after_and_dms_servers_get_one_check_in() {
+    // The start is accepted; the end fails, is throttled, then accepted.
+    let server = StandIn::start(&[Reply::Accept, Reply::Fail, Reply::TooMany(1), Reply::Accept]);
+    let url = format!("{}/tok", server.base);
+    let (out, _) = run(&[&url, "--", "sh", "-c", "echo output; exit 2"], &[]);
+    assert_eq!(code(&out), 2);
+    let seen = server.seen();
+    let ends: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| !s.path.contains("/start?"))
+        .collect();
+    assert_eq!(ends.len(), 3, "{seen:#?}");
+    assert!(ends
+        .windows(2)
+        .all(|w| w[0].path == w[1].path && w[0].body == w[1].body));
+    assert!(
+        ends[2].at - ends[1].at >= Duration::from_millis(950),
+        "Retry-After is honoured"
+    );
+
+    // A server that knows only `/<token>` (Dead Man's Snitch): one plain check-in.
+    let dms = StandIn::start(&[Reply::NotFound]);
+    let url = format!("{}/tok", dms.base);
+    let (out, _) = run(&[&url, "--", "sh", "-c", "exit 0"], &[]);
+    assert_eq!(code(&out), 0);
+    let seen = dms.seen();
+    assert_eq!(seen.len(), 2, "{seen:#?}");
+    assert!(
+        seen[1].path.starts_with("/tok?m=ok%20after"),
+        "{}",
+        seen[1].path
+    );
+    assert!(seen[1].path.ends_with("&s=0"), "{}", seen[1].path);
+
+    // Other 4xx are never retried.
+    let refusing = StandIn::start(&[Reply::Accept, Reply::NotFound, Reply::NotFound]);
+    let url = format!("{}/tok", refusing.base);
+    run(&[&url, "--", "true"], &[]);
+    assert_eq!(
+        refusing.seen().len(),
+        3,
+        "start, end, the DMS form: no retry"
+    );
+}
+
+#[test]
+fn without_a_token_the_job_runs_unless_strict_and_never_sees_the_token() {
+    let dir = tempfile::tempdir().expect("dir");
+    let marker = dir.path().join("ran");
+    let touch = format!("touch {}", marker.display());
+    let (out, _) = run(&["--", "sh", "-c", &touch], &[]);
+    assert_eq!(code(&out), 0);
+    assert!(marker.exists(), "the job ran unmonitored");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no token"));
+    std::fs::remove_file(&marker).expect("remove");
+    let (out, _) = run(&["--strict", "--", "sh", "-c", &touch], &[]);
+    assert_eq!(code(&out), 125);
+    assert!(!marker.exists(), "with --strict, not run");
+
+    let server = StandIn::start(&[]);
+    let (out, _) = run(
+        &[
+            "--",
+            "sh",
+            "-c",
+            "echo \"rid=$SNITCH_RUN_ID token=${SNITCH_TOKEN:-none}\"",
+        ],
+        &[("SNITCH_TOKEN", "secret42"), ("SNITCH_URL", &server.base)],
+    );
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(printed.ends_with("token=none\n"), "{printed}");
+    let start = &server.seen()[0];
+    assert!(start.path.starts_with("/secret42/start?"), "{}", start.path);
+    let rid = query_value(&start.path, "rid").expect("a run id");
+    assert!(printed.contains(&format!("rid={rid} ")), "{printed}");
+}
+
+#[test]
+fn any_output_is_sent_as_valid_utf8_within_the_limit_and_passes_through_unchanged() {
+    let server = StandIn::start(&[]);
+    let url = format!("{}/tok", server.base);
+    let (out, _) = run(&[&url, "--", "printf", "a\\377\\376b\\000c"], &[]);
+    assert_eq!(out.stdout, b"a\xff\xfeb\0c", "passed through unchanged");
+    let end = server.seen().pop().expect("the end");
+    let body = String::from_utf8(end.body).expect("valid UTF-8");
+    assert_eq!(body, "a\u{FFFD}\u{FFFD}b\0c");
+
+    // 100 MB of output: passed through, only the tail sent.
+    let (out, _) = run(
+        &[
+            &url,
+            "--quiet",
+            "--",
+            "sh",
+            "-c",
+            "head -c 100000000 /dev/zero | tr '\\0' x; echo; echo last line",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), 0);
+    assert!(out.stdout.is_empty(), "--quiet");
+    let end = server.seen().pop().expect("the end");
+    assert!(end.body.len() <= 10_000, "{}", end.body.len());
+    let body = String::from_utf8(end.body).expect("UTF-8");
+    assert!(
+        body.starts_with("[snitch run: the output's first"),
+        "{}",
+        &body[..80]
+    );
+    assert!(body.ends_with("last line\n"));
+    assert!(query_value(&end.path, "m").is_some_and(|m| m.ends_with("last%20line")));
+    let (out, _) = run(
+        &[&url, "--no-output", "--", "echo", "secret file names"],
+        &[],
+    );
+    assert_eq!(code(&out), 0);
+    assert!(
+        server.seen().pop().expect("the end").body.is_empty(),
+        "--no-output"
+    );
+}
+
+#[test]
+fn signals_reach_the_whole_job_and_nothing_of_it_is_left_behind() {
+    let server = StandIn::start(&[]);
+    let url = format!("{}/tok", server.base);
+    // A unique duration marks this test's sleeps.
+    let marker = format!("{}.{}", 300 + std::process::id() % 100, std::process::id());
+    let script = format!("sleep {marker} & sleep {marker} & wait");
+    let mut child = Command::new(SNITCH)
+        .args(["run", &url, "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawned");
+    let alive = |marker: &str| {
+        Command::new("pgrep")
+            .args(["-f", &format!("sleep {marker}")])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    let until = Instant::now() + Duration::from_secs(5);
+    while !alive(&marker) && Instant::now() < until {
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(alive(&marker), "the job started");
+    let pid = nix_pid(child.id());
+    let kill = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    let status = child.wait().expect("the wrapper exits");
+    assert_eq!(status.code(), Some(128 + 15), "the shell was terminated");
+    assert!(!alive(&marker), "no process of the job is left");
+    let end = server.seen().pop().expect("the end");
+    assert!(end.path.starts_with("/tok/143?"), "{}", end.path);
+}
+
+fn nix_pid(id: u32) -> String {
+    id.to_string()
+}
