@@ -459,3 +459,73 @@ fn signals_reach_the_whole_job_and_nothing_of_it_is_left_behind() {
 fn nix_pid(id: u32) -> String {
     id.to_string()
 }
+
+#[test]
+fn stdin_reaches_the_job() {
+    let server = StandIn::start(&[]);
+    let url = format!("{}/tok", server.base);
+    let mut child = Command::new(SNITCH)
+        .args([
+            "run",
+            &url,
+            "--",
+            "sh",
+            "-c",
+            "read line; echo \"got $line\"",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawned");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"hello\n")
+        .expect("written");
+    let out = child.wait_with_output().expect("ends");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "got hello\n");
+}
+
+/// Runs `snitch run` on `bytes` bytes of output under `/usr/bin/time`: how many bytes
+/// passed through, and the wrapper's peak resident set in KiB.
+fn pass_through(url: &str, bytes: u64) -> (u64, u64) {
+    let script = format!(
+        "/usr/bin/time -f 'peak_kib=%M' -o /dev/stderr {SNITCH} run {url} -- \
+         sh -c 'head -c {bytes} /dev/zero' | wc -c"
+    );
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .expect("ran");
+    let passed: u64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("a byte count");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let peak: u64 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("peak_kib="))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no peak in {stderr}"));
+    (passed, peak)
+}
+
+/// A gigabyte of output passes through whole, and the wrapper's memory does not grow
+/// with it: its peak resident set (as `/usr/bin/time` reports it) with 1 GB of output is
+/// within a few MiB of its peak with one byte.
+#[test]
+fn a_gigabyte_of_output_passes_through_in_bounded_memory() {
+    let server = StandIn::start(&[]);
+    let url = format!("{}/tok", server.base);
+    let (_, small) = pass_through(&url, 1);
+    let (passed, large) = pass_through(&url, 1_000_000_000);
+    assert_eq!(passed, 1_000_000_000, "every byte passed through");
+    println!(
+        "peak resident set of snitch run: {small} KiB with 1 byte of output, {large} KiB with 1 GB"
+    );
+    assert!(large < small + 4 * 1024, "{small} KiB, then {large} KiB");
+    let end = server.seen().pop().expect("the end");
+    assert!(end.body.len() <= 10_000);
+}
