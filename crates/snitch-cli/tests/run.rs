@@ -529,3 +529,26 @@ fn a_gigabyte_of_output_passes_through_in_bounded_memory() {
     let end = server.seen().pop().expect("the end");
     assert!(end.body.len() <= 10_000);
 }
+
+#[test]
+fn a_job_that_ignores_sigterm_is_killed_after_the_grace() {
+    let server = StandIn::start(&[]);
+    let url = format!("{}/tok", server.base);
+    let (out, elapsed) = run(
+        &[
+            &url,
+            "--timeout",
+            "300ms",
+            "--kill-after",
+            "300ms",
+            "--",
+            "sh",
+            "-c",
+            "trap '' TERM; sleep 30",
+        ],
+        &[],
+    );
+    assert_eq!(code(&out), 124);
+    assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SIGKILL"));
+}
