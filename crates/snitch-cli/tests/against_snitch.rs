@@ -61,11 +61,14 @@ fn a_cron_snitch_checked_in_by_snitch_run_shows_the_run_its_duration_and_output(
         .expect("snitch run");
     assert_eq!(status.code(), Some(0));
 
-    let snitch: serde_json::Value = agent
-        .get(&format!("{api}/v1/snitches/{token}"))
-        .set("Authorization", &auth)
-        .call()
-        .expect("read")
+    let get = |path: &str| {
+        agent
+            .get(&format!("{api}{path}"))
+            .set("Authorization", &auth)
+            .call()
+            .expect("read")
+    };
+    let snitch: serde_json::Value = get(&format!("/v1/snitches/{token}"))
         .into_json()
         .expect("JSON");
     assert_eq!(snitch["status"], "healthy", "{snitch}");
@@ -77,11 +80,7 @@ fn a_cron_snitch_checked_in_by_snitch_run_shows_the_run_its_duration_and_output(
         "the run took about 0.3 s: {run}"
     );
     assert!(run["rid"].as_str().is_some_and(|r| r.len() == 36), "{run}");
-    let history: serde_json::Value = agent
-        .get(&format!("{api}/v1/snitches/{token}/check_ins"))
-        .set("Authorization", &auth)
-        .call()
-        .expect("read")
+    let history: serde_json::Value = get(&format!("/v1/snitches/{token}/check_ins"))
         .into_json()
         .expect("JSON");
     assert_eq!(history[0]["kind"], "success", "{history}");
@@ -90,11 +89,7 @@ fn a_cron_snitch_checked_in_by_snitch_run_shows_the_run_its_duration_and_output(
         .as_str()
         .is_some_and(|m| m.starts_with("ok after 0.") && m.ends_with(": done")));
     let id = history[0]["id"].as_u64().expect("an id");
-    let body = agent
-        .get(&format!("{api}/v1/snitches/{token}/check_ins/{id}/body"))
-        .set("Authorization", &auth)
-        .call()
-        .expect("read")
+    let body = get(&format!("/v1/snitches/{token}/check_ins/{id}/body"))
         .into_string()
         .expect("text");
     assert_eq!(body, "dumping db1\ndone\n");
