@@ -22,8 +22,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
     about = "Snitch: a monitor of scheduled jobs"
 )]
 struct Cli {
-    /// A TOML configuration file for the server commands; every key can also be set as
-    /// SNITCH_<KEY>.
+    /// A TOML configuration file for the server commands; every key can also be set in
+    /// the environment, e.g. SNITCH_LISTEN for listen.
     #[cfg(feature = "server")]
     #[arg(long, global = true)]
     config: Option<std::path::PathBuf>,
