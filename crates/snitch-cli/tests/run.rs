@@ -552,3 +552,45 @@ fn a_job_that_ignores_sigterm_is_killed_after_the_grace() {
     assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("SIGKILL"));
 }
+
+/// On a terminal the job stays in the wrapper's (foreground) process group, so the
+/// terminal's own signals reach it; elsewhere it gets a group of its own.
+#[test]
+fn the_job_shares_the_terminals_group_only_on_a_terminal() {
+    let server = StandIn::start(&[]);
+    let url = format!("{}/tok", server.base);
+    let probe =
+        "echo \"job=$(ps -o pgid= -p $$ | tr -d ' ') wrapper=$(ps -o pgid= -p $PPID | tr -d ' ')\"";
+    let groups = |text: &str| -> (String, String) {
+        let line = text
+            .lines()
+            .find(|l| l.contains("job="))
+            .unwrap_or_else(|| panic!("no probe line in {text:?}"));
+        let value = |key: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(key))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        (value("job="), value("wrapper="))
+    };
+    let (out, _) = run(&[&url, "--", "sh", "-c", probe], &[]);
+    let (job, wrapper) = groups(&String::from_utf8_lossy(&out.stdout));
+    assert_ne!(job, wrapper, "not a terminal: a group of its own");
+
+    // `script` gives the wrapper a pseudo-terminal as its stdin.
+    let line = format!(
+        "{SNITCH} run {url} -- sh -c '{}'",
+        probe.replace('\'', "'\\''")
+    );
+    let out = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(Stdio::piped())
+        .output()
+        .expect("script runs");
+    let (job, wrapper) = groups(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        job, wrapper,
+        "on a terminal: the terminal's foreground group"
+    );
+}
