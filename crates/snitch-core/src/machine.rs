@@ -416,7 +416,9 @@ fn learn_offset(s: &mut Snitch, at: Timestamp) {
 /// (paired with a start, or with a run id or a duration); `None` for a plain check-in.
 fn run_concerned(s: &Snitch, check_in: &CheckIn, ended_a_run: bool) -> Option<Run> {
     let is_run = ended_a_run || check_in.run_id.is_some() || check_in.duration_ms.is_some();
-    is_run.then(|| s.state.last_run.clone()).flatten()
+    is_run
+        .then(|| s.state.last_run.as_deref().cloned())
+        .flatten()
 }
 
 /// A run starts (docs/rules.md#runs): it satisfies the expected run's window as a
@@ -447,7 +449,7 @@ fn start_run(mut s: Snitch, check_in: &CheckIn) -> Step {
         // The oldest gives way, closed as timed out without an alert: a job that starts
         // runs it never ends was told of by the first of them that timed out.
         let oldest = s.state.open_runs.remove(0);
-        s.state.last_run = Some(timed_out(&oldest, now));
+        s.state.last_run = Some(Box::new(timed_out(&oldest, now)));
     }
     s.state.open_runs.push(OpenRun {
         run_id: check_in.run_id.clone(),
@@ -494,7 +496,7 @@ fn end_run(s: &mut Snitch, check_in: &CheckIn) -> Option<Timestamp> {
             .as_ref()
             .map(|r| u64::try_from((now - r.started_at).num_milliseconds()).unwrap_or(0))
     });
-    s.state.last_run = Some(Run {
+    s.state.last_run = Some(Box::new(Run {
         run_id: check_in.run_id.clone(),
         started_at,
         finished_at: Some(now),
@@ -504,7 +506,7 @@ fn end_run(s: &mut Snitch, check_in: &CheckIn) -> Option<Timestamp> {
             crate::types::Outcome::Error { exit_status } => Some(exit_status.clone()),
         },
         timed_out: false,
-    });
+    }));
     opened.map(|r| r.started_at)
 }
 
@@ -527,7 +529,7 @@ fn time_out_run(s: &mut Snitch, events: &mut Vec<Event>, index: usize) {
     let open = s.state.open_runs.remove(index);
     let at = open.timeout_at;
     let run = timed_out(&open, at);
-    s.state.last_run = Some(run.clone());
+    s.state.last_run = Some(Box::new(run.clone()));
     if s.state.pause.is_some() {
         return;
     }
@@ -1460,7 +1462,7 @@ mod tests {
         let s = step.snitch;
         assert!(!s.state.running());
         assert_eq!(s.state.deadline_at, Some(at("2026-11-22T12:00:00Z")));
-        assert_eq!(s.state.last_run.as_ref(), Some(run));
+        assert_eq!(s.state.last_run.as_deref(), Some(run));
     }
 
     /// A run open past its maximum runtime times out: `snitch.missing` with reason

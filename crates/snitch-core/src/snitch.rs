@@ -97,8 +97,9 @@ pub struct SnitchState {
     pub(crate) consecutive_misses: u32,
     /// The runs started and not ended, oldest first, at most [`OPEN_RUNS_MAX`].
     pub(crate) open_runs: Vec<OpenRun>,
-    /// The last run that ended or timed out.
-    pub(crate) last_run: Option<Run>,
+    /// The last run that ended or timed out. Boxed: most snitches report no runs, and a
+    /// snitch is copied at every step.
+    pub(crate) last_run: Option<Box<Run>>,
     /// How many check-ins this snitch has recorded; a check-in's number is built from it.
     pub(crate) check_in_seq: u64,
 }
@@ -179,7 +180,7 @@ impl SnitchState {
 
     /// The last run that ended or timed out.
     pub fn last_run(&self) -> Option<&Run> {
-        self.last_run.as_ref()
+        self.last_run.as_deref()
     }
 
     /// Whether a run is open (started, not ended, not timed out).
@@ -531,7 +532,7 @@ impl Snitch {
                 consecutive_failures: record.consecutive_failures,
                 consecutive_misses: record.consecutive_misses,
                 open_runs: record.open_runs,
-                last_run: record.last_run,
+                last_run: record.last_run.map(Box::new),
                 check_in_seq: record.check_in_seq,
             },
             version: record.version,
@@ -569,7 +570,7 @@ impl Snitch {
             consecutive_failures: state.consecutive_failures,
             consecutive_misses: state.consecutive_misses,
             open_runs: state.open_runs.clone(),
-            last_run: state.last_run.clone(),
+            last_run: state.last_run.as_deref().cloned(),
             check_in_seq: state.check_in_seq,
         }
     }
