@@ -235,25 +235,29 @@ fn is_form(headers: &HeaderMap) -> bool {
 /// is read and dropped, never refused, up to this (a bound on the work a request makes).
 pub const CHECK_IN_OUTPUT_READ_MAX: usize = 16 << 20;
 
-/// The first `keep` bytes of a body, reading (and dropping) the rest up to `max` bytes;
-/// `Err(Ok(()))` past `max`, `Err(Err(()))` when the body cannot be read.
-async fn read_head(
-    body: axum::body::Body,
-    keep: usize,
-    max: usize,
-) -> Result<Bytes, Result<(), ()>> {
+/// Why a check-in's output could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OutputError {
+    /// Longer than the bound: a 413.
+    TooLarge,
+    /// The connection failed while sending it: a 400.
+    Unreadable,
+}
+
+/// The first `keep` bytes of a body, reading (and dropping) the rest up to `max` bytes.
+async fn read_head(body: axum::body::Body, keep: usize, max: usize) -> Result<Bytes, OutputError> {
     use http_body_util::BodyExt;
     let mut body = body;
     let mut kept = Vec::new();
     let mut total = 0usize;
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|_| Err(()))?;
+        let frame = frame.map_err(|_| OutputError::Unreadable)?;
         let Ok(data) = frame.into_data() else {
             continue;
         };
         total = total.saturating_add(data.len());
         if total > max {
-            return Err(Ok(()));
+            return Err(OutputError::TooLarge);
         }
         if kept.len() < keep {
             let room = keep - kept.len();
@@ -338,8 +342,8 @@ pub(crate) async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> 
     } else if output {
         match read_head(body, limit, CHECK_IN_OUTPUT_READ_MAX).await {
             Ok(head) => head,
-            Err(Ok(())) => return too_large_text(),
-            Err(Err(())) => return unreadable_body_text(),
+            Err(OutputError::TooLarge) => return too_large_text(),
+            Err(OutputError::Unreadable) => return unreadable_body_text(),
         }
     } else {
         match axum::body::to_bytes(body, MAX_BODY_BYTES).await {

@@ -516,10 +516,10 @@ fn whole_number(raw: &str) -> Option<i64> {
 /// user types (`app.js`); a bad parameter is the API's 422 naming it.
 async fn preview(
     State(ui): State<UiState>,
-    signed: SignedIn,
+    // Only for a signed-in browser; the preview itself needs no case.
+    _signed_in: SignedIn,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let _ = signed;
     match crate::api::handlers::schedule_preview(query.as_deref(), ui.service().now()) {
         Ok(preview) => axum::Json(preview).into_response(),
         Err(e) => e.into_response(),
