@@ -16,7 +16,16 @@ fn migrate_cases_and_keys_work_through_the_snitch_binary() {
     )
     .expect("write");
     let snitch = |args: &[&str]| {
-        let out = Command::new(SNITCH)
+        let mut command = Command::new(SNITCH);
+        // The environment overrides the file (DATABASE_URL, SNITCH_*): none of it may
+        // point this test at a shared database.
+        command.env_remove("DATABASE_URL");
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("SNITCH_") {
+                command.env_remove(&key);
+            }
+        }
+        let out = command
             .arg("--config")
             .arg(&config)
             .args(args)
