@@ -501,10 +501,7 @@ fn end_run(s: &mut Snitch, check_in: &CheckIn) -> Option<Timestamp> {
         started_at,
         finished_at: Some(now),
         duration_ms,
-        exit_status: match &check_in.outcome {
-            crate::types::Outcome::Success => None,
-            crate::types::Outcome::Error { exit_status } => Some(exit_status.clone()),
-        },
+        exit_status: check_in.outcome.exit_status().map(str::to_owned),
         timed_out: false,
     }));
     opened.map(|r| r.started_at)

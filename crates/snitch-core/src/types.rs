@@ -626,6 +626,14 @@ impl Outcome {
         }
     }
 
+    /// The exit status of a failed run; `None` for a success.
+    pub fn exit_status(&self) -> Option<&str> {
+        match self {
+            Outcome::Success => None,
+            Outcome::Error { exit_status } => Some(exit_status),
+        }
+    }
+
     /// Whether it is [`Outcome::Success`].
     pub fn is_success(&self) -> bool {
         matches!(self, Outcome::Success)

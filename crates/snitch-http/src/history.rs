@@ -7,7 +7,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use snitch_core::{CheckIn, Outcome};
+use snitch_core::CheckIn;
 use utoipa::ToSchema;
 
 use crate::api::Authed;
@@ -50,10 +50,12 @@ pub struct CheckInJson {
 impl CheckInJson {
     /// The check-in as the API shows it.
     pub fn new(c: &CheckIn) -> Self {
-        let (status, exit_status) = match &c.outcome {
-            Outcome::Success => ("success", None),
-            Outcome::Error { exit_status } => ("error", Some(exit_status.clone())),
+        let status = if c.outcome.is_success() {
+            "success"
+        } else {
+            "error"
         };
+        let exit_status = c.outcome.exit_status().map(str::to_owned);
         CheckInJson {
             id: (c.number > 0).then_some(c.number),
             kind: c.kind.name(&c.outcome),
@@ -179,7 +181,7 @@ pub(crate) async fn check_in_body(
 mod tests {
     use super::*;
     use chrono::DateTime;
-    use snitch_core::CheckInMessage;
+    use snitch_core::{CheckInMessage, Outcome};
 
     #[test]
     fn check_ins_show_status_exit_status_and_message() {

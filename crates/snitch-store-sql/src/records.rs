@@ -605,10 +605,7 @@ impl<D: Dialect> CheckInRecord<D> {
         });
         CheckInRecord {
             at: D::time(c.at),
-            exit_status: match &c.outcome {
-                Outcome::Success => None,
-                Outcome::Error { exit_status } => Some(exit_status.clone()),
-            },
+            exit_status: c.outcome.exit_status().map(str::to_owned),
             message: c.message.as_ref().map(|m| m.as_str().to_owned()),
             number: (c.number > 0).then(|| i64::try_from(c.number).unwrap_or(i64::MAX)),
             details,
