@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use snitch::core::{
     ApiKeyRecord, Attempt, AttemptResult, CaseOutage, Change, CheckIn, ClaimLimits, Outage,
-    PendingCheckIns, StoreStats, Tag, Timestamp, Webhook,
+    ChannelConfig, PendingCheckIns, StoreStats, Tag, Timestamp, Webhook,
 };
 use snitch::prelude::{Case, CaseId, Delivery, Event, Snitch, Storage, StorageError, Token};
 
@@ -198,6 +198,26 @@ impl Storage for CountingStorage {
     async fn delete_webhook(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {
         self.called("delete_webhook");
         self.inner.delete_webhook(case, id).await
+    }
+
+    async fn insert_channel(&self, channel: &ChannelConfig) -> Result<(), StorageError> {
+        self.called("insert_channel");
+        self.inner.insert_channel(channel).await
+    }
+
+    async fn channels(&self, case: &CaseId) -> Result<Vec<ChannelConfig>, StorageError> {
+        self.called("channels");
+        self.inner.channels(case).await
+    }
+
+    async fn update_channel(&self, channel: &ChannelConfig) -> Result<bool, StorageError> {
+        self.called("update_channel");
+        self.inner.update_channel(channel).await
+    }
+
+    async fn delete_channel(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {
+        self.called("delete_channel");
+        self.inner.delete_channel(case, id).await
     }
 
     async fn claim_deliveries(

@@ -5,19 +5,18 @@
 use crate::calendar::Timestamp;
 use crate::liveness::Outage;
 use crate::machine::{self, Step};
-use crate::outbox::deliveries_for;
+use crate::outbox::{deliveries_for, Targets};
 use crate::snitch::{CheckIn, Snitch};
 use crate::storage::Change;
 use crate::types::{Case, CaseId};
-use crate::webhook::Webhook;
 
 /// What every change gets before it is saved, by a check-in, an API call or the sweep
 /// alike: the deliveries of its events and the server's history length.
-pub(crate) fn prepare(change: &mut Change, case: &Case, hooks: &[Webhook], keep_check_ins: usize) {
+pub(crate) fn prepare(change: &mut Change, case: &Case, targets: &Targets, keep_check_ins: usize) {
     change.deliveries = change
         .events
         .iter()
-        .flat_map(|e| deliveries_for(e, case, hooks))
+        .flat_map(|e| deliveries_for(e, case, targets))
         .collect();
     change.keep_check_ins = keep_check_ins;
 }
@@ -28,8 +27,8 @@ pub(crate) fn prepare(change: &mut Change, case: &Case, hooks: &[Webhook], keep_
 pub struct PendingCheckIns {
     pub(crate) batch: Vec<CheckIn>,
     pub(crate) outages: Vec<Outage>,
-    /// The case's webhooks, once read: a change with events needs them.
-    pub(crate) hooks: Option<Vec<Webhook>>,
+    /// The case's webhooks and channels, once read: a change with events needs them.
+    pub(crate) hooks: Option<Targets>,
     pub(crate) keep_check_ins: usize,
     /// The wake-up time of the snitch `step` stepped, before the step.
     pub(crate) wake_before: Option<Option<Timestamp>>,
@@ -44,7 +43,7 @@ impl PendingCheckIns {
     pub fn new(
         batch: Vec<CheckIn>,
         outages: Vec<Outage>,
-        hooks: Option<Vec<Webhook>>,
+        hooks: Option<Targets>,
         keep_check_ins: usize,
     ) -> Self {
         PendingCheckIns {
@@ -71,9 +70,10 @@ impl PendingCheckIns {
             }
         };
         let mut change = self.change_from(snitch, case);
+        let none = Targets::default();
         let hooks = match &self.hooks {
-            Some(hooks) => hooks.as_slice(),
-            None if change.events.is_empty() => &[],
+            Some(hooks) => hooks,
+            None if change.events.is_empty() => &none,
             None => {
                 self.hooks_wanted = Some(case.id.clone());
                 return None;

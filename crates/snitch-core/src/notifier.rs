@@ -21,6 +21,9 @@ pub struct NotifyError {
     pub detail: String,
     /// Whether retrying is pointless.
     pub permanent: bool,
+    /// For a transient failure, how long the receiver asked us to wait (a vendor's 429
+    /// `Retry-After`): the retry comes then rather than after the usual backoff.
+    pub retry_after: Option<chrono::Duration>,
 }
 
 impl NotifyError {
@@ -29,6 +32,7 @@ impl NotifyError {
         NotifyError {
             detail: detail.into(),
             permanent: false,
+            retry_after: None,
         }
     }
 
@@ -37,6 +41,16 @@ impl NotifyError {
         NotifyError {
             detail: detail.into(),
             permanent: true,
+            retry_after: None,
+        }
+    }
+
+    /// A transient failure to retry no sooner than `after`.
+    pub fn retry_after(detail: impl Into<String>, after: chrono::Duration) -> Self {
+        NotifyError {
+            detail: detail.into(),
+            permanent: false,
+            retry_after: Some(after),
         }
     }
 }

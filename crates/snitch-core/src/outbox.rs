@@ -7,6 +7,8 @@ use chrono::Duration;
 use crate::calendar::Timestamp;
 use crate::snitch::Event;
 use crate::types::{Case, CaseId, EmailAddress};
+pub use crate::channel::ChannelKind;
+use crate::channel::{ChannelConfig, ChannelKey, ChannelSettings};
 use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
 
 /// Where a delivery goes.
@@ -26,10 +28,20 @@ pub enum Channel {
         /// The recipients.
         to: Vec<EmailAddress>,
     },
+    /// A message through a vendor's API (Slack, PagerDuty, …), with the channel's
+    /// settings as they were when the event was emitted.
+    Native {
+        /// The channel's id.
+        channel_id: String,
+        /// Its kind and settings.
+        settings: ChannelSettings,
+        /// The key of the identifiers it sends instead of the token.
+        key: ChannelKey,
+    },
 }
 
 impl Channel {
-    /// The channel's kind as text: `webhook` or `email`.
+    /// The channel's kind as text: `webhook`, `email`, `slack`, ….
     pub fn kind(&self) -> &'static str {
         self.channel_kind().as_str()
     }
@@ -39,26 +51,7 @@ impl Channel {
         match self {
             Channel::Webhook { .. } => ChannelKind::Webhook,
             Channel::Email { .. } => ChannelKind::Email,
-        }
-    }
-}
-
-/// The kinds of [`Channel`]: each has its own notifier and its own concurrency budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum ChannelKind {
-    /// A webhook POST.
-    Webhook,
-    /// An e-mail.
-    Email,
-}
-
-impl ChannelKind {
-    /// The kind as text: `webhook` or `email`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChannelKind::Webhook => "webhook",
-            ChannelKind::Email => "email",
+            Channel::Native { settings, .. } => settings.kind(),
         }
     }
 }
@@ -123,12 +116,13 @@ impl Delivery {
         &self.event.case_id
     }
 
-    /// Where a webhook delivery goes (`host:port`, see [`WebhookUrl::destination`]);
+    /// Where an HTTP delivery goes (`host:port`, see [`WebhookUrl::destination`]);
     /// `None` for e-mail, which goes through the one SMTP relay.
     pub fn destination(&self) -> Option<String> {
         match &self.channel {
             Channel::Webhook { url, .. } => Some(url.destination()),
             Channel::Email { .. } => None,
+            Channel::Native { settings, .. } => settings.endpoint().map(|u| u.destination()),
         }
     }
 }
@@ -150,7 +144,8 @@ impl Delivery {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ClaimLimits {
-    /// Most webhook deliveries to take (the dispatcher's free webhook slots).
+    /// Most HTTP deliveries (webhooks and vendor channels) to take (the dispatcher's
+    /// free HTTP slots).
     pub webhooks: usize,
     /// Most e-mail deliveries to take (the dispatcher's free SMTP slots).
     pub emails: usize,
@@ -221,9 +216,10 @@ impl ClaimLimits {
 
     /// How many more of this channel kind may be taken.
     pub fn kind_room(&self, kind: ChannelKind) -> usize {
-        match kind {
-            ChannelKind::Webhook => self.webhooks,
-            ChannelKind::Email => self.emails,
+        if kind.is_http() {
+            self.webhooks
+        } else {
+            self.emails
         }
     }
 
@@ -255,12 +251,13 @@ impl ClaimLimits {
                 }
             })
             .collect();
-        let mut per_kind: HashMap<ChannelKind, usize> = HashMap::new();
+        // The budgets are HTTP and e-mail: every kind but e-mail shares the first.
+        let mut per_budget: HashMap<bool, usize> = HashMap::new();
         second
             .into_iter()
             .filter(|&i| {
                 let kind = due[i].channel.channel_kind();
-                let taken = per_kind.entry(kind).or_insert(0);
+                let taken = per_budget.entry(kind.is_http()).or_insert(0);
                 *taken += 1;
                 *taken <= self.kind_room(kind)
             })
@@ -279,11 +276,22 @@ pub enum AttemptResult {
     GaveUp,
 }
 
-/// The deliveries of an event for a case with these hooks: every event goes to every hook;
-/// all but `snitch.paused` also go by e-mail to the snitch's `alert_email`, or to the
-/// team when that is empty.
-pub fn deliveries_for(event: &Event, case: &Case, hooks: &[Webhook]) -> Vec<Delivery> {
-    let mut channels: Vec<Channel> = hooks
+/// Where a case's alerts go: its webhooks and its channels, read together before a
+/// change with events is saved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Targets {
+    /// The case's webhooks: every event goes to each.
+    pub hooks: Vec<Webhook>,
+    /// The case's channels: each takes the events it wants ([`ChannelConfig::wants`]).
+    pub channels: Vec<ChannelConfig>,
+}
+
+/// The deliveries of an event for a case with these targets: every event goes to every
+/// hook and to each channel that wants it; all but `snitch.paused` also go by e-mail to
+/// the snitch's `alert_email`, or to the team when that is empty.
+pub fn deliveries_for(event: &Event, case: &Case, targets: &Targets) -> Vec<Delivery> {
+    let mut channels: Vec<Channel> = targets
+        .hooks
         .iter()
         .map(|h| Channel::Webhook {
             hook_id: h.id.clone(),
@@ -296,6 +304,18 @@ pub fn deliveries_for(event: &Event, case: &Case, hooks: &[Webhook]) -> Vec<Deli
         if !to.is_empty() {
             channels.push(Channel::Email { to });
         }
+    }
+    for c in targets.channels.iter().filter(|c| c.wants(event)) {
+        channels.push(match c.kind() {
+            ChannelKind::Email => Channel::Email {
+                to: c.settings.recipients(),
+            },
+            _ => Channel::Native {
+                channel_id: c.id.clone(),
+                settings: c.settings.clone(),
+                key: c.key.clone(),
+            },
+        });
     }
     channels
         .into_iter()
@@ -318,7 +338,7 @@ pub fn deliveries_for(event: &Event, case: &Case, hooks: &[Webhook]) -> Vec<Deli
 pub struct RetryPolicy {
     /// About how long after the first failure the second attempt comes.
     pub first_delay: Duration,
-    /// The longest wait between two attempts.
+    /// The longest wait between two attempts (a receiver's own `Retry-After` included).
     pub max_delay: Duration,
     /// How long after the event attempts stop: the delivery is given up.
     pub give_up_after: Duration,
@@ -358,6 +378,24 @@ impl RetryPolicy {
         let spread = (jitter.clamp(0.0, 1.0) - 0.5) * 0.4;
         let delay_ms = base.num_milliseconds() as f64 * (1.0 + spread);
         let next = now + Duration::milliseconds(delay_ms.max(0.0) as i64);
+        if next > event_at + self.give_up_after {
+            AttemptResult::GaveUp
+        } else {
+            AttemptResult::RetryAt(next)
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// What follows a failure whose receiver asked to be retried `after` from `now`: then
+    /// (at most [`RetryPolicy::max_delay`] away), unless the retry window has closed.
+    pub fn after_asked_wait(
+        &self,
+        event_at: Timestamp,
+        now: Timestamp,
+        after: Duration,
+    ) -> AttemptResult {
+        let next = now + after.clamp(Duration::zero(), self.max_delay);
         if next > event_at + self.give_up_after {
             AttemptResult::GaveUp
         } else {

@@ -21,6 +21,7 @@ use crate::liveness::{CaseOutage, Outage};
 use crate::outbox::{Attempt, AttemptResult, ClaimLimits, Delivery};
 use crate::snitch::{CheckIn, Event, Snitch};
 use crate::types::{Case, CaseId, Status, Tag, Token};
+use crate::channel::ChannelConfig;
 use crate::webhook::Webhook;
 
 /// Why a store could not do what was asked.
@@ -432,6 +433,21 @@ pub trait Storage: Send + Sync {
 
     /// Removes a hook of the case; `false` when the case has no hook with this id.
     async fn delete_webhook(&self, case: &CaseId, id: &str) -> Result<bool, StorageError>;
+
+    /// Adds a channel. Ids are unique: a taken id gives [`StorageError::DuplicateToken`];
+    /// an unknown case gives [`StorageError::UnknownCase`].
+    async fn insert_channel(&self, channel: &ChannelConfig) -> Result<(), StorageError>;
+
+    /// The case's channels, oldest first.
+    async fn channels(&self, case: &CaseId) -> Result<Vec<ChannelConfig>, StorageError>;
+
+    /// Replaces a channel of the case (matched by case and id; everything else is taken
+    /// from `channel`, `created_at` and `key` included); `false` when there is none.
+    async fn update_channel(&self, channel: &ChannelConfig) -> Result<bool, StorageError>;
+
+    /// Removes a channel of the case; `false` when the case has no channel with this id.
+    /// Deliveries already in the outbox still go out.
+    async fn delete_channel(&self, case: &CaseId, id: &str) -> Result<bool, StorageError>;
 
     /// Leases pending deliveries whose `next_attempt_at` is at or before `now`, as many
     /// as `limits` lets through (per (case, channel kind), per destination, per channel

@@ -52,6 +52,11 @@ impl Validations {
         }
     }
 
+    /// Adds every problem of `other`.
+    pub fn extend(&mut self, other: Validations) {
+        self.0.extend(other.0);
+    }
+
     /// Whether there is no problem.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

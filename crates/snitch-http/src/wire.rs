@@ -446,14 +446,10 @@ pub struct AttemptJson {
 impl DeliveryJson {
     /// The delivery as the API shows it (credentials never shown).
     pub fn new(d: &Delivery) -> Self {
-        let target = match &d.channel {
-            Channel::Webhook { url, .. } => without_credentials(url.as_str()),
-            Channel::Email { to } => to.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", "),
-        };
         DeliveryJson {
             id: d.id.clone(),
             channel: d.channel.kind(),
-            target,
+            target: delivery_target(&d.channel),
             state: d.state.as_str(),
             next_attempt_at: d.next_attempt_at.map(format_time),
             attempts: d
@@ -467,6 +463,25 @@ impl DeliveryJson {
                 })
                 .collect(),
         }
+    }
+}
+
+/// Where a delivery goes, fit to show: a hook's URL without credentials, the e-mail
+/// recipients, or a vendor endpoint's origin alone (a chat webhook's path and a
+/// Telegram URL hold secrets).
+pub fn delivery_target(channel: &Channel) -> String {
+    match channel {
+        Channel::Webhook { url, .. } => without_credentials(url.as_str()),
+        Channel::Email { to } => to.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", "),
+        Channel::Native { settings, .. } => endpoint_origin(settings),
+    }
+}
+
+/// A channel endpoint's `scheme://host[:port]/…`: never its path, query or credentials.
+pub fn endpoint_origin(settings: &snitch_core::ChannelSettings) -> String {
+    match settings.endpoint().and_then(|u| url::Url::parse(u.as_str()).ok()) {
+        Some(u) => format!("{}/…", u.origin().ascii_serialization()),
+        None => String::new(),
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use async_trait::async_trait;
 use snitch_core::{ApiKeyRecord, CaseOutage, Outage, PendingCheckIns};
-use snitch_core::{Attempt, AttemptResult, ClaimLimits, Delivery, DeliveryState};
+use snitch_core::{Attempt, AttemptResult, ChannelConfig, ClaimLimits, Delivery, DeliveryState};
 use snitch_core::{
     Case, CaseId, Change, CheckIn, Event, Snitch, Status, Storage, StorageError, StoreStats, Tag,
     Timestamp, Token, Webhook,
@@ -45,6 +45,8 @@ struct Inner {
     inserted: u64,
     /// Hooks in registration order.
     webhooks: Vec<Webhook>,
+    /// Channels in order of adding.
+    channels: Vec<ChannelConfig>,
     /// The outbox, by delivery id.
     deliveries: HashMap<String, StoredDelivery>,
     /// Delivery ids by event id, in order of storing.
@@ -504,6 +506,55 @@ impl Storage for MemoryStorage {
             .webhooks
             .retain(|h| !(h.case_id == *case && h.id == id));
         Ok(inner.webhooks.len() != before)
+    }
+
+    async fn insert_channel(&self, channel: &ChannelConfig) -> Result<(), StorageError> {
+        let mut inner = self.write();
+        if !inner.cases.contains_key(&channel.case_id) {
+            return Err(StorageError::UnknownCase(channel.case_id.clone()));
+        }
+        if inner.channels.iter().any(|c| c.id == channel.id) {
+            return Err(StorageError::DuplicateToken);
+        }
+        inner.channels.push(channel.clone());
+        Ok(())
+    }
+
+    async fn channels(&self, case: &CaseId) -> Result<Vec<ChannelConfig>, StorageError> {
+        let mut found: Vec<ChannelConfig> = self
+            .read()
+            .channels
+            .iter()
+            .filter(|c| c.case_id == *case)
+            .cloned()
+            .collect();
+        // Stable: channels added at the same instant keep their order of adding.
+        found.sort_by_key(|c| c.created_at);
+        Ok(found)
+    }
+
+    async fn update_channel(&self, channel: &ChannelConfig) -> Result<bool, StorageError> {
+        let mut inner = self.write();
+        match inner
+            .channels
+            .iter_mut()
+            .find(|c| c.case_id == channel.case_id && c.id == channel.id)
+        {
+            Some(stored) => {
+                *stored = channel.clone();
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    async fn delete_channel(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {
+        let mut inner = self.write();
+        let before = inner.channels.len();
+        inner
+            .channels
+            .retain(|c| !(c.case_id == *case && c.id == id));
+        Ok(inner.channels.len() != before)
     }
 
     async fn claim_deliveries(

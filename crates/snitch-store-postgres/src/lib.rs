@@ -53,7 +53,8 @@ use std::sync::{Arc, LazyLock};
 use async_trait::async_trait;
 use snitch_core::{ApiKeyRecord, CaseOutage, Outage};
 use snitch_core::{
-    Attempt, AttemptResult, Case, CaseId, Change, CheckIn, ClaimLimits, Delivery, Event, Snitch,
+    Attempt, AttemptResult, Case, CaseId, Change, ChannelConfig, CheckIn, ClaimLimits, Delivery,
+    Event, Snitch,
     Storage, StorageError, StoreStats, Tag, Timestamp, Token, Webhook,
 };
 use sqlx::migrate::Migrator;
@@ -66,13 +67,14 @@ pub use group_commit::PgStorageOptions;
 pub use set_based::TRIMS_PER_BATCH;
 
 use records::{
-    ApiKeyRow, AttemptRecord, CaseRow, CheckInRecord, DeliveryFields, DeliveryRow, EventRecord, Pg,
+    ApiKeyRow, AttemptRecord, CaseRow, ChannelFields, ChannelRow, CheckInRecord, DeliveryFields,
+    DeliveryRow, EventRecord, Pg,
     SnitchFields, SnitchRow, WebhookRow, DELIVERY_COLUMNS, DELIVERY_FIELDS, SNITCH_COLUMNS,
     SNITCH_FIELDS,
 };
 pub(crate) use snitch_store_sql::{backend, limit};
 use snitch_store_sql::{
-    bind_delivery, bind_event, bind_snitch_fields, count, fetch, migrations_applied, outage_of,
+    bind_channel, bind_delivery, bind_event, bind_snitch_fields, count, fetch, migrations_applied, outage_of,
     sql, Dialect, SERVERS_KEPT_FOR,
 };
 
@@ -224,7 +226,7 @@ async fn insert_deliveries(
              destination = EXCLUDED.destination, channel = EXCLUDED.channel, hook_id = EXCLUDED.hook_id, \
              url = EXCLUDED.url, secret = EXCLUDED.secret, recipients = EXCLUDED.recipients, \
              state = EXCLUDED.state, next_attempt_at = EXCLUDED.next_attempt_at, \
-             attempts = EXCLUDED.attempts",
+             attempts = EXCLUDED.attempts, settings = EXCLUDED.settings",
         );
         q.build().execute(&mut *conn).await.map_err(backend)?;
     }
@@ -689,6 +691,45 @@ impl Storage for PgStorage {
         Ok(deleted.rows_affected() > 0)
     }
 
+    async fn insert_channel(&self, channel: &ChannelConfig) -> Result<(), StorageError> {
+        let fields = ChannelFields::of(channel);
+        let inserted = bind_channel!(sqlx::query(&INSERT_CHANNEL), fields)
+            .execute(&self.pool)
+            .await;
+        match inserted {
+            Ok(_) => Ok(()),
+            Err(e) if violates(&e, "channels_pkey") => Err(StorageError::DuplicateToken),
+            Err(e) if violates(&e, "channels_case_id_fkey") => {
+                Err(StorageError::UnknownCase(channel.case_id.clone()))
+            }
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn channels(&self, case: &CaseId) -> Result<Vec<ChannelConfig>, StorageError> {
+        let query = sqlx::query_as(&CHANNELS).bind(case.as_str());
+        fetch::all(query, &self.pool, ChannelRow::into_channel).await
+    }
+
+    async fn update_channel(&self, channel: &ChannelConfig) -> Result<bool, StorageError> {
+        let fields = ChannelFields::of(channel);
+        let updated = bind_channel!(sqlx::query(&UPDATE_CHANNEL), fields)
+            .execute(&self.pool)
+            .await
+            .map_err(backend)?;
+        Ok(updated.rows_affected() > 0)
+    }
+
+    async fn delete_channel(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {
+        let deleted = sqlx::query(sql::DELETE_CHANNEL)
+            .bind(case.as_str())
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(backend)?;
+        Ok(deleted.rows_affected() > 0)
+    }
+
     async fn claim_deliveries(
         &self,
         now: Timestamp,
@@ -876,7 +917,7 @@ impl Storage for PgStorage {
 /// The fair claim of deliveries (see `claim_deliveries`): `$1` now, `$2` the lease's end,
 /// `$3`–`$5` the (case, channel, count) in flight, `$6` the room per (case, channel),
 /// `$7`–`$8` the (destination, count) in flight, `$9` the room per destination, `$10` and
-/// `$11` the webhooks and e-mails to take.
+/// `$11` the HTTP deliveries (every kind but e-mail) and e-mails to take.
 static CLAIM_DELIVERIES: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH due AS ( \
@@ -901,13 +942,13 @@ static CLAIM_DELIVERIES: LazyLock<String> = LazyLock::new(|| {
                GROUP BY destination), \
              destination_ok AS ( \
                SELECT c.id, c.channel, \
-                 row_number() OVER (PARTITION BY c.channel \
+                 row_number() OVER (PARTITION BY c.channel = 'email' \
                                     ORDER BY c.next_attempt_at, c.seq) AS n \
                FROM case_ok c LEFT JOIN busy_destination b ON b.destination = c.destination \
                WHERE c.destination IS NULL OR c.n <= $9 - coalesce(b.n, 0)), \
              chosen AS ( \
                SELECT id FROM destination_ok \
-               WHERE n <= CASE channel WHEN 'webhook' THEN $10 ELSE $11 END), \
+               WHERE n <= CASE WHEN channel = 'email' THEN $11 ELSE $10 END), \
              picked AS ( \
                SELECT d.id, d.next_attempt_at AS due_at, d.seq FROM snitch.deliveries d \
                WHERE d.id IN (SELECT id FROM chosen) \
@@ -934,6 +975,9 @@ static DUE: LazyLock<String> = LazyLock::new(sql::due::<Pg>);
 static EVENTS: LazyLock<String> = LazyLock::new(sql::events::<Pg>);
 static INSERT_WEBHOOK: LazyLock<String> = LazyLock::new(sql::insert_webhook::<Pg>);
 static WEBHOOKS: LazyLock<String> = LazyLock::new(sql::webhooks::<Pg>);
+static INSERT_CHANNEL: LazyLock<String> = LazyLock::new(sql::insert_channel::<Pg>);
+static CHANNELS: LazyLock<String> = LazyLock::new(sql::channels::<Pg>);
+static UPDATE_CHANNEL: LazyLock<String> = LazyLock::new(sql::update_channel::<Pg>);
 static DELIVERIES_OF_EVENTS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {DELIVERY_COLUMNS} FROM snitch.deliveries WHERE event_id = ANY($1) ORDER BY seq"

@@ -60,6 +60,8 @@ pub(crate) type DeliveryFields = shared::DeliveryFields<Pg>;
 pub(crate) type DeliveryRow = shared::DeliveryRow<Pg>;
 pub(crate) type AttemptRecord = shared::AttemptRecord<Pg>;
 pub(crate) type WebhookRow = shared::WebhookRow<Pg>;
+pub(crate) type ChannelRow = shared::ChannelRow<Pg>;
+pub(crate) type ChannelFields = shared::ChannelFields<Pg>;
 pub(crate) type ApiKeyRow = shared::ApiKeyRow<Pg>;
 
 /// [`SnitchFields`] of many snitches, one array per field, ready to bind as the typed

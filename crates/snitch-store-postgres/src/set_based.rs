@@ -83,11 +83,11 @@ const EVENT_COLUMN_TYPES: &str = "id text, kind text, at timestamptz, case_id te
     expected_at timestamptz, expected_at_local text, reason text, run text";
 
 const DELIVERY_INSERT_COLUMNS: &str = "id, event_id, event, case_id, destination, channel, \
-    hook_id, url, secret, recipients, state, next_attempt_at, attempts";
+    hook_id, url, secret, recipients, state, next_attempt_at, attempts, settings";
 
 const DELIVERY_COLUMN_TYPES: &str = "id text, event_id text, event jsonb, case_id text, \
     destination text, channel text, hook_id text, url text, secret text, recipients text[], \
-    state text, next_attempt_at timestamptz, attempts jsonb";
+    state text, next_attempt_at timestamptz, attempts jsonb, settings text";
 
 /// The `updated` part of both round statements, after their `input`: the round's
 /// snitches whose stored version is the expected one, updated with `sets` (of
@@ -202,7 +202,8 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
              destination = EXCLUDED.destination, channel = EXCLUDED.channel, \
              hook_id = EXCLUDED.hook_id, url = EXCLUDED.url, secret = EXCLUDED.secret, \
              recipients = EXCLUDED.recipients, state = EXCLUDED.state, \
-             next_attempt_at = EXCLUDED.next_attempt_at, attempts = EXCLUDED.attempts), \
+             next_attempt_at = EXCLUDED.next_attempt_at, attempts = EXCLUDED.attempts, \
+             settings = EXCLUDED.settings), \
          new_deferrals AS ( \
            INSERT INTO snitch.outage_deferrals (outage_id, case_id, snitches) \
            SELECT o.outage_id, o.case_id, count(*) FROM jsonb_to_recordset($5) \

@@ -56,10 +56,14 @@ mod beyond_the_contract {
         let fresh = snitch(acme, n, at(0));
         store.insert_snitch(&fresh, 100).await.expect("insert");
         let change = checked_in(&fresh, at(minute));
+        let targets = snitch_core::Targets {
+            hooks: hooks.to_vec(),
+            channels: Vec::new(),
+        };
         let deliveries = change
             .events()
             .iter()
-            .flat_map(|e| deliveries_for(e, acme, hooks))
+            .flat_map(|e| deliveries_for(e, acme, &targets))
             .collect();
         let change = change.with_deliveries(deliveries);
         store.save(&change).await.expect("save");

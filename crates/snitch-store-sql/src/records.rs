@@ -17,6 +17,7 @@ use snitch_core::calendar::Interval;
 use snitch_core::runs::{CheckInBody, CheckInKind, OpenRun, Run, RunId};
 use snitch_core::{
     AlertEmails, AlertReason, AlertType, ApiKeyRecord, Attempt, Cadence, Case, CaseId, Channel,
+    ChannelConfig, ChannelKey, ChannelKind, ChannelSettings, EventFilter,
     CheckIn, CheckInMessage, CronSchedule, Delivery, DeliveryState, EmailAddress, Event, EventKind,
     ExpectedRuns, Notes, Outcome, Pause, PauseUntil, Plan, Snitch, SnitchName, SnitchRecord,
     Status, StorageError, Tag, Tags, Token, Validation, Webhook, WebhookSecret, WebhookUrl,
@@ -848,6 +849,124 @@ fn secret(raw: Option<&str>) -> Result<Option<WebhookSecret>, StorageError> {
 }
 
 // ---------------------------------------------------------------------------------------
+// Channels
+// ---------------------------------------------------------------------------------------
+
+/// Every column [`ChannelRow`] reads, in the order [`sql::insert_channel`](crate::sql::insert_channel)
+/// writes them.
+pub const CHANNEL_COLUMNS: &str = "id, case_id, name, kind, settings, events, tags, key, created_at";
+
+/// A channel as stored: settings as a JSON object of texts, events as their short names
+/// joined by commas, tags as a JSON array.
+#[derive(Debug, sqlx::FromRow)]
+#[allow(missing_docs)]
+pub struct ChannelRow<D: Dialect> {
+    pub id: String,
+    pub case_id: String,
+    pub name: Option<String>,
+    pub kind: String,
+    pub settings: String,
+    pub events: String,
+    pub tags: String,
+    pub key: String,
+    pub created_at: D::Time,
+}
+
+/// A channel's columns as written, in the order of [`CHANNEL_COLUMNS`].
+#[derive(Debug)]
+#[allow(missing_docs)]
+pub struct ChannelFields<D: Dialect> {
+    pub id: String,
+    pub case_id: String,
+    pub name: Option<String>,
+    pub kind: &'static str,
+    pub settings: String,
+    pub events: String,
+    pub tags: String,
+    pub key: String,
+    pub created_at: D::Time,
+}
+
+impl<D: Dialect> ChannelFields<D> {
+    /// The channel's columns.
+    pub fn of(c: &ChannelConfig) -> Self {
+        ChannelFields {
+            id: c.id.clone(),
+            case_id: c.case_id.as_str().to_owned(),
+            name: c.name.clone(),
+            kind: c.kind().as_str(),
+            settings: settings_json(&c.settings),
+            events: c.events.names().join(","),
+            tags: serde_json::to_string(&strings(c.tags.iter(), Tag::as_str))
+                .unwrap_or_else(|_| "[]".to_owned()),
+            key: c.key.expose().to_owned(),
+            created_at: D::time(c.created_at),
+        }
+    }
+}
+
+/// A channel's settings as stored: a JSON object of texts.
+pub fn settings_json(settings: &ChannelSettings) -> String {
+    let map: std::collections::BTreeMap<&str, &str> = settings.iter().collect();
+    serde_json::to_string(&map).unwrap_or_else(|_| "{}".to_owned())
+}
+
+/// Settings of `kind` as stored, re-parsed.
+fn parse_settings(kind: &str, raw: &str) -> Result<ChannelSettings, StorageError> {
+    let kind = ChannelKind::parse(kind)
+        .ok_or_else(|| corrupt("channel kind", format!("unknown {kind:?}")))?;
+    let map: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(raw).map_err(|e| corrupt("channel settings", e))?;
+    ChannelSettings::parse(kind, map.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(
+        |v| {
+            let first = v.iter().next().map(|p| format!("{} {}", p.attribute, p.message));
+            corrupt("channel settings", first.unwrap_or_default())
+        },
+    )
+}
+
+fn channel_key(raw: &str) -> Result<ChannelKey, StorageError> {
+    ChannelKey::parse(raw).map_err(invalid("channel key"))
+}
+
+impl<D: Dialect> ChannelRow<D> {
+    /// The channel, re-parsed.
+    pub fn into_channel(self) -> Result<ChannelConfig, StorageError> {
+        let events: Vec<&str> = self.events.split(',').collect();
+        let tags: Vec<String> =
+            serde_json::from_str(&self.tags).map_err(|e| corrupt("channel tags", e))?;
+        Ok(ChannelConfig {
+            id: self.id,
+            case_id: case_id(&self.case_id)?,
+            name: self.name,
+            settings: parse_settings(&self.kind, &self.settings)?,
+            events: EventFilter::parse(&events).map_err(invalid("channel events"))?,
+            tags: Tags::parse_stored(&tags).map_err(invalid("channel tags"))?,
+            key: channel_key(&self.key)?,
+            created_at: D::instant("channel created_at", self.created_at)?,
+        })
+    }
+}
+
+/// Binds a [`ChannelFields`] in the order of [`CHANNEL_COLUMNS`].
+#[macro_export]
+macro_rules! bind_channel {
+    ($query:expr, $channel:expr) => {{
+        let c = $channel;
+        $query
+            .bind(c.id)
+            .bind(c.case_id)
+            .bind(c.name)
+            .bind(c.kind)
+            .bind(c.settings)
+            .bind(c.events)
+            .bind(c.tags)
+            .bind(c.key)
+            .bind(c.created_at)
+    }};
+}
+
+// ---------------------------------------------------------------------------------------
 // Deliveries
 // ---------------------------------------------------------------------------------------
 
@@ -912,7 +1031,7 @@ pub fn after_attempt<D: Dialect>(
 /// Every column [`DeliveryFields`] writes, in the order [`bind_delivery!`](crate::bind_delivery)
 /// binds them.
 pub const DELIVERY_FIELDS: &str = "id, event_id, event, case_id, destination, channel, \
-    hook_id, url, secret, recipients, state, next_attempt_at, attempts";
+    hook_id, url, secret, recipients, state, next_attempt_at, attempts, settings";
 
 /// A delivery's columns as written: its channel flattened into nullable columns (as
 /// JSON, one row of a set-based save: the keys are the column names).
@@ -934,11 +1053,14 @@ pub struct DeliveryFields<D: Dialect> {
     pub state: &'static str,
     pub next_attempt_at: Option<D::Time>,
     pub attempts: Json<Vec<AttemptRecord<D>>>,
+    /// A native channel's settings ([`settings_json`]); its key goes in `secret`.
+    pub settings: Option<String>,
 }
 
 impl<D: Dialect> DeliveryFields<D> {
     /// The delivery's columns.
     pub fn of(d: &Delivery) -> Self {
+        let mut settings = None;
         let (hook_id, url, secret, recipients) = match &d.channel {
             Channel::Webhook {
                 hook_id,
@@ -956,6 +1078,19 @@ impl<D: Dialect> DeliveryFields<D> {
                 None,
                 Some(D::texts(strings(to, EmailAddress::as_str))),
             ),
+            Channel::Native {
+                channel_id,
+                settings: s,
+                key,
+            } => {
+                settings = Some(settings_json(s));
+                (
+                    Some(channel_id.clone()),
+                    None,
+                    Some(key.expose().to_owned()),
+                    None,
+                )
+            }
         };
         DeliveryFields {
             id: d.id.clone(),
@@ -963,10 +1098,7 @@ impl<D: Dialect> DeliveryFields<D> {
             event: Json(EventRecord::of(&d.event)),
             case_id: d.case_id().as_str().to_owned(),
             destination: d.destination(),
-            channel: match d.channel {
-                Channel::Webhook { .. } => CHANNEL_WEBHOOK,
-                Channel::Email { .. } => CHANNEL_EMAIL,
-            },
+            channel: d.channel.kind(),
             hook_id,
             url,
             secret,
@@ -974,6 +1106,7 @@ impl<D: Dialect> DeliveryFields<D> {
             state: d.state.as_str(),
             next_attempt_at: opt_time::<D>(d.next_attempt_at),
             attempts: Json(d.attempts.iter().map(AttemptRecord::of).collect()),
+            settings,
         }
     }
 }
@@ -998,12 +1131,13 @@ macro_rules! bind_delivery {
             .$bind(d.state)
             .$bind(d.next_attempt_at)
             .$bind(d.attempts)
+            .$bind(d.settings)
     }};
 }
 
 /// Every column [`DeliveryRow`] reads.
-pub const DELIVERY_COLUMNS: &str =
-    "id, event, channel, hook_id, url, secret, recipients, state, next_attempt_at, attempts";
+pub const DELIVERY_COLUMNS: &str = "id, event, channel, hook_id, url, secret, recipients, \
+    state, next_attempt_at, attempts, settings";
 
 /// A delivery as stored.
 #[derive(Debug, sqlx::FromRow)]
@@ -1019,6 +1153,7 @@ pub struct DeliveryRow<D: Dialect> {
     pub state: String,
     pub next_attempt_at: Option<D::Time>,
     pub attempts: Json<Vec<AttemptRecord<D>>>,
+    pub settings: Option<String>,
 }
 
 impl<D: Dialect> DeliveryRow<D> {
@@ -1037,6 +1172,11 @@ impl<D: Dialect> DeliveryRow<D> {
             },
             (CHANNEL_EMAIL, None, None, Some(to)) => Channel::Email {
                 to: emails("delivery recipients", D::text_items(&to))?,
+            },
+            (kind, Some(channel_id), None, None) if self.settings.is_some() => Channel::Native {
+                channel_id,
+                settings: parse_settings(kind, self.settings.as_deref().unwrap_or_default())?,
+                key: channel_key(self.secret.as_deref().unwrap_or_default())?,
             },
             (other, ..) => {
                 return Err(corrupt(

@@ -6,7 +6,7 @@
 //! that take the greater of two values, list filters) stays in each store.
 
 use crate::records::{
-    API_KEY_COLUMNS, CASE_COLUMNS, EVENT_COLUMNS, SNITCH_COLUMNS, SNITCH_FIELDS, WEBHOOK_COLUMNS,
+    API_KEY_COLUMNS, CASE_COLUMNS, CHANNEL_COLUMNS, EVENT_COLUMNS, SNITCH_COLUMNS, SNITCH_FIELDS, WEBHOOK_COLUMNS,
 };
 use crate::Dialect;
 
@@ -118,6 +118,33 @@ pub fn webhooks<D: Dialect>() -> String {
 
 /// Webhook `$2` of case `$1`.
 pub const DELETE_WEBHOOK: &str = "DELETE FROM snitch.webhooks WHERE case_id = $1 AND id = $2";
+
+/// [`CHANNEL_COLUMNS`] from `$1`.
+pub fn insert_channel<D: Dialect>() -> String {
+    D::sql(&format!(
+        "INSERT INTO snitch.channels ({CHANNEL_COLUMNS}) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+    ))
+}
+
+/// The channels of case `$1`, oldest first.
+pub fn channels<D: Dialect>() -> String {
+    D::sql(&format!(
+        "SELECT {CHANNEL_COLUMNS} FROM snitch.channels \
+         WHERE case_id = $2 ORDER BY created_at, seq"
+    ).replace("$2", "$1"))
+}
+
+/// Channel `$1` of case `$2` takes the [`CHANNEL_COLUMNS`] from `$3` (name) on.
+pub fn update_channel<D: Dialect>() -> String {
+    D::sql(
+        "UPDATE snitch.channels SET name = $3, kind = $4, settings = $5, events = $6, \
+         tags = $7, key = $8, created_at = $9 WHERE id = $1 AND case_id = $2",
+    )
+}
+
+/// Channel `$2` of case `$1`.
+pub const DELETE_CHANNEL: &str = "DELETE FROM snitch.channels WHERE case_id = $1 AND id = $2";
 
 /// [`API_KEY_COLUMNS`] from `$1`.
 pub fn insert_api_key<D: Dialect>() -> String {

@@ -50,16 +50,17 @@ use std::time::Duration;
 use async_trait::async_trait;
 use snitch_core::{
     ApiKeyRecord, Attempt, AttemptResult, Case, CaseId, CaseOutage, Change, CheckIn, ClaimLimits,
-    Delivery, Event, Outage, Snitch, Storage, StorageError, StoreStats, Tag, Timestamp, Token,
-    Webhook,
+    ChannelConfig, Delivery, Event, Outage, Snitch, Storage, StorageError, StoreStats, Tag,
+    Timestamp, Token, Webhook,
 };
 use snitch_store_sql::records::{
-    self, after_attempt, ApiKeyRow, AttemptRecord, CaseRow, CheckInRecord, DeliveryFields,
+    self, after_attempt, ApiKeyRow, AttemptRecord, CaseRow, ChannelFields, ChannelRow,
+    CheckInRecord, DeliveryFields,
     DeliveryRow, EventRecord, SnitchFields, SnitchRow, WebhookRow, DELIVERY_COLUMNS,
     DELIVERY_FIELDS, EVENT_COLUMNS, SNITCH_FIELDS,
 };
 use snitch_store_sql::{
-    backend, bind_delivery, bind_event, bind_snitch_fields, count, fetch, limit,
+    backend, bind_channel, bind_delivery, bind_event, bind_snitch_fields, count, fetch, limit,
     migrations_applied, opt_instant, opt_time, outage_of, sql, to_integer, Dialect,
     SERVERS_KEPT_FOR,
 };
@@ -686,6 +687,55 @@ impl Storage for SqliteStorage {
         Ok(deleted.rows_affected() > 0)
     }
 
+    async fn insert_channel(&self, channel: &ChannelConfig) -> Result<(), StorageError> {
+        let mut w = self.writer.begin().await?;
+        let case: bool = sqlx::query_scalar(&CASE_EXISTS)
+            .bind(channel.case_id.as_str())
+            .fetch_one(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        if !case {
+            return Err(StorageError::UnknownCase(channel.case_id.clone()));
+        }
+        let fields = ChannelFields::<Lite>::of(channel);
+        let inserted = bind_channel!(sqlx::query(&INSERT_CHANNEL), fields)
+            .execute(&mut *w.tx)
+            .await;
+        match inserted {
+            Ok(_) => w.commit().await,
+            Err(e) if is_unique_violation(&e) => Err(StorageError::DuplicateToken),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn channels(&self, case: &CaseId) -> Result<Vec<ChannelConfig>, StorageError> {
+        let query = sqlx::query_as(&CHANNELS).bind(case.as_str());
+        fetch::all(query, &self.pool, ChannelRow::<Lite>::into_channel).await
+    }
+
+    async fn update_channel(&self, channel: &ChannelConfig) -> Result<bool, StorageError> {
+        let mut w = self.writer.begin().await?;
+        let fields = ChannelFields::<Lite>::of(channel);
+        let updated = bind_channel!(sqlx::query(&UPDATE_CHANNEL), fields)
+            .execute(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        w.commit().await?;
+        Ok(updated.rows_affected() > 0)
+    }
+
+    async fn delete_channel(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {
+        let mut w = self.writer.begin().await?;
+        let deleted = sqlx::query(&DELETE_CHANNEL)
+            .bind(case.as_str())
+            .bind(id)
+            .execute(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        w.commit().await?;
+        Ok(deleted.rows_affected() > 0)
+    }
+
     async fn claim_deliveries(
         &self,
         now: Timestamp,
@@ -945,6 +995,10 @@ static EVENTS: LazyLock<String> = LazyLock::new(sql::events::<Lite>);
 static INSERT_WEBHOOK: LazyLock<String> = LazyLock::new(sql::insert_webhook::<Lite>);
 static WEBHOOKS: LazyLock<String> = LazyLock::new(sql::webhooks::<Lite>);
 static DELETE_WEBHOOK: LazyLock<String> = LazyLock::new(|| lite(sql::DELETE_WEBHOOK));
+static INSERT_CHANNEL: LazyLock<String> = LazyLock::new(sql::insert_channel::<Lite>);
+static CHANNELS: LazyLock<String> = LazyLock::new(sql::channels::<Lite>);
+static UPDATE_CHANNEL: LazyLock<String> = LazyLock::new(sql::update_channel::<Lite>);
+static DELETE_CHANNEL: LazyLock<String> = LazyLock::new(|| lite(sql::DELETE_CHANNEL));
 static DELETE_ORPHAN_DELIVERY: LazyLock<String> =
     LazyLock::new(|| lite(sql::DELETE_ORPHAN_DELIVERY));
 static LAST_ALIVE: LazyLock<String> = LazyLock::new(|| lite(sql::LAST_ALIVE));
@@ -962,7 +1016,7 @@ static DELIVERIES_OF_EVENTS: LazyLock<String> = LazyLock::new(|| {
 /// The three rounds of [`ClaimLimits`] (see `claim_deliveries`): `?1` now, `?2` the
 /// (case, channel, count) in flight as JSON, `?3` the room per (case, channel), `?4` the
 /// (destination, count) in flight as JSON, `?5` the room per destination, `?6` and `?7`
-/// the webhooks and e-mails to take.
+/// the HTTP deliveries (every kind but e-mail) and e-mails to take.
 static CLAIM_DELIVERIES: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH due AS ( \
@@ -985,12 +1039,12 @@ static CLAIM_DELIVERIES: LazyLock<String> = LazyLock::new(|| {
            FROM json_each(?4) GROUP BY 1), \
          destination_ok AS ( \
            SELECT c.id, c.channel, c.next_attempt_at, c.seq, \
-             row_number() OVER (PARTITION BY c.channel \
+             row_number() OVER (PARTITION BY c.channel = 'email' \
                                 ORDER BY c.next_attempt_at, c.seq) AS n \
            FROM case_ok c LEFT JOIN busy_destination b ON b.destination = c.destination \
            WHERE c.destination IS NULL OR c.n <= ?5 - coalesce(b.n, 0)) \
          SELECT {} FROM destination_ok x JOIN snitch_deliveries d ON d.id = x.id \
-         WHERE x.n <= CASE x.channel WHEN 'webhook' THEN ?6 ELSE ?7 END \
+         WHERE x.n <= CASE WHEN x.channel = 'email' THEN ?7 ELSE ?6 END \
          ORDER BY x.next_attempt_at, x.seq",
         DELIVERY_COLUMNS
             .split(", ")

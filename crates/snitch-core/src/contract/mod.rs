@@ -31,6 +31,7 @@ use crate::liveness::{CaseOutage, Outage};
 use crate::machine;
 use crate::outbox::{
     deliveries_for, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery, DeliveryState,
+    Targets,
 };
 use crate::service::{SnitchFields, SnitchService};
 use crate::snitch::{CheckIn, Event, EventKind, PauseUntil, Snitch, CHECK_INS_KEPT};
@@ -592,6 +593,14 @@ async fn assert_step_saved(
     assert_eq!(store.check_ins(token, 10).await.expect("read"), history);
 }
 
+/// Targets of these webhooks and no channel.
+fn only_hooks(hooks: Vec<Webhook>) -> Targets {
+    Targets {
+        hooks,
+        channels: Vec::new(),
+    }
+}
+
 /// A store that steps check-ins in place (`step_in_place`) saves what a read and a save
 /// would: nothing when the step needs the case's webhooks first, the whole change (new
 /// state, check-in, event) otherwise, and `NotFound` for an unknown token. A store that
@@ -601,7 +610,7 @@ pub async fn stepping_in_place_saves_what_a_read_and_save_would(store: Arc<dyn S
     let fresh = snitch(&acme, 1, t0());
     insert(&store, &fresh).await;
     let pending = |hooks: Option<Vec<Webhook>>| {
-        PendingCheckIns::new(vec![success(at(10))], Vec::new(), hooks, 10)
+        PendingCheckIns::new(vec![success(at(10))], Vec::new(), hooks.map(only_hooks), 10)
     };
 
     // Pending to healthy emits `snitch.reporting`: without the webhooks, nothing is saved.
@@ -667,7 +676,7 @@ pub async fn stepping_in_place_saves_what_a_read_and_save_would(store: Arc<dyn S
     let other = snitch(&acme, 3, t0());
     insert(&store, &other).await;
     let hook = webhook(&acme, 1, None);
-    let mut hooked = PendingCheckIns::new(vec![success(at(30))], Vec::new(), Some(vec![hook]), 10);
+    let mut hooked = PendingCheckIns::new(vec![success(at(30))], Vec::new(), Some(only_hooks(vec![hook])), 10);
     let saved = stepped_in_place(&store, &other.token, &mut hooked).await;
     let ids: Vec<String> = saved.events().iter().map(|e| e.id.clone()).collect();
     assert_eq!(ids.len(), 1, "pending to healthy");
@@ -1860,7 +1869,7 @@ async fn reporting_with_deliveries(
     change.deliveries = change
         .events
         .iter()
-        .flat_map(|e| deliveries_for(e, case, hooks))
+        .flat_map(|e| deliveries_for(e, case, &only_hooks(hooks.to_vec())))
         .collect();
     store.save(&change).await.expect("save");
     change.deliveries
@@ -1999,7 +2008,7 @@ pub async fn a_refused_save_stores_no_deliveries(store: Arc<dyn Storage>) {
     stale.deliveries = stale
         .events
         .iter()
-        .flat_map(|e| deliveries_for(e, &acme, &hooks))
+        .flat_map(|e| deliveries_for(e, &acme, &only_hooks(hooks.clone())))
         .collect();
     assert!(!stale.deliveries.is_empty());
     assert!(matches!(

@@ -95,7 +95,7 @@ impl SnitchService {
                     return Ok(change.snitch);
                 }
                 Ok(None) => match pending.hooks_wanted.take() {
-                    Some(case) => pending.hooks = Some(self.storage.webhooks(&case).await?),
+                    Some(case) => pending.hooks = Some(self.targets(&case).await?),
                     // Not an answer the trait allows: the read and save below is right
                     // for any store.
                     None => break,

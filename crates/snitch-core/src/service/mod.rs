@@ -17,7 +17,7 @@ use crate::clock::{to_millis, Clock};
 use crate::error::ServiceError;
 use crate::liveness::{heartbeat_interval, CaseOutage, Outage, DEFAULT_OUTAGE_THRESHOLD};
 use crate::machine::{self, Step};
-use crate::outbox::Delivery;
+use crate::outbox::{Delivery, Targets};
 use crate::schedule::{CronSchedule, ExpectedRuns, DEFAULT_TIMEZONE};
 use crate::snitch::{CheckIn, Event, PauseUntil, Snitch, TOLERANCE_MAX};
 use crate::storage::{Change, Storage, StorageError};
@@ -29,8 +29,11 @@ use crate::types::{
 use crate::validation::{Validation, Validations};
 use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
 
+mod channels;
 mod check_in;
 mod sweep;
+
+pub use channels::{ChannelInput, ListedChannel};
 
 use sweep::Liveness;
 pub use sweep::SweepReport;
@@ -385,14 +388,15 @@ impl SnitchService {
     async fn save_with_outbox(
         &self,
         case: &Case,
-        hooks: &mut Option<Vec<Webhook>>,
+        hooks: &mut Option<Targets>,
         before: &Snitch,
         mut change: Change,
     ) -> Result<Snitch, StorageError> {
         if !change.events.is_empty() && hooks.is_none() {
-            *hooks = Some(self.storage.webhooks(&case.id).await?);
+            *hooks = Some(self.targets(&case.id).await?);
         }
-        self.prepare(&mut change, case, hooks.as_deref().unwrap_or_default());
+        let none = Targets::default();
+        self.prepare(&mut change, case, hooks.as_ref().unwrap_or(&none));
         match self.storage.save(&change).await {
             Ok(()) => {}
             // The commit may have happened: it did if the store now holds exactly the
@@ -414,7 +418,15 @@ impl SnitchService {
     }
 
     /// [`prepare`] with this service's history length.
-    fn prepare(&self, change: &mut Change, case: &Case, hooks: &[Webhook]) {
+    /// Where the case's alerts go: its webhooks and channels.
+    pub(crate) async fn targets(&self, case: &CaseId) -> Result<Targets, StorageError> {
+        Ok(Targets {
+            hooks: self.storage.webhooks(case).await?,
+            channels: self.storage.channels(case).await?,
+        })
+    }
+
+    fn prepare(&self, change: &mut Change, case: &Case, hooks: &Targets) {
         prepare(change, case, hooks, self.check_in_history);
     }
 

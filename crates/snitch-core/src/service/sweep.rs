@@ -74,7 +74,7 @@ impl SnitchService {
         let mut report = SweepReport::default();
         let mut first_error = None;
         // Each case and its hooks are read once per sweep.
-        let mut owners: HashMap<CaseId, (Case, Vec<Webhook>)> = HashMap::new();
+        let mut owners: HashMap<CaseId, (Case, Targets)> = HashMap::new();
         loop {
             let due = self
                 .storage
@@ -93,7 +93,7 @@ impl SnitchService {
                         .case(&snitch.case_id)
                         .await?
                         .unwrap_or_else(|| Case::new(snitch.case_id.clone()));
-                    let hooks = self.storage.webhooks(&case.id).await?;
+                    let hooks = self.targets(&case.id).await?;
                     owners.insert(snitch.case_id.clone(), (case, hooks));
                 }
             }
@@ -172,10 +172,10 @@ impl SnitchService {
         mut snitch: Snitch,
         now: Timestamp,
         case: &Case,
-        hooks: &[Webhook],
+        hooks: &Targets,
         outages: &[Outage],
     ) -> Result<Swept, ServiceError> {
-        let mut hooks = Some(hooks.to_vec());
+        let mut hooks = Some(hooks.clone());
         for _ in 0..MAX_ATTEMPTS {
             let step = machine::advance_through(&snitch, now, outages);
             if !step.changes(&snitch) {

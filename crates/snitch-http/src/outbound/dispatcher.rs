@@ -173,12 +173,26 @@ impl Drop for Counted {
     }
 }
 
+/// What a dispatcher built without a channel notifier does with a vendor channel's
+/// delivery: fails it for good, with the reason in its attempt.
+struct NoChannels;
+
+#[async_trait::async_trait]
+impl Notifier for NoChannels {
+    async fn send(&self, _: &Delivery) -> Result<String, snitch_core::NotifyError> {
+        Err(snitch_core::NotifyError::permanent(
+            "this server sends no channel notifications (no channel notifier configured)",
+        ))
+    }
+}
+
 /// Sends the outbox.
 pub struct Dispatcher {
     storage: Arc<dyn Storage>,
     clock: Arc<dyn Clock>,
     webhooks: Arc<dyn Notifier>,
     email: Arc<dyn Notifier>,
+    channels: Arc<dyn Notifier>,
     options: DispatcherOptions,
     wake: Arc<Notify>,
     webhook_slots: Arc<Semaphore>,
@@ -210,6 +224,7 @@ impl Dispatcher {
             clock,
             webhooks,
             email,
+            channels: Arc::new(NoChannels),
             webhook_slots: Arc::new(Semaphore::new(options.concurrency.max(1))),
             email_slots: Arc::new(Semaphore::new(options.email_concurrency.max(1))),
             options,
@@ -217,6 +232,14 @@ impl Dispatcher {
             in_flight: Arc::default(),
             metrics: None,
         }
+    }
+
+    /// Sends deliveries through vendor channels (Slack, PagerDuty, …) with `channels`
+    /// (e.g. [`crate::outbound::channels::ChannelNotifier`]). Without one, such a delivery
+    /// fails at once, saying so.
+    pub fn with_channels(mut self, channels: Arc<dyn Notifier>) -> Self {
+        self.channels = channels;
+        self
     }
 
     /// Counts every attempt in `metrics` (`snitch_deliveries_total`,
@@ -301,7 +324,7 @@ impl Dispatcher {
     /// A slot of the delivery's kind; the claim took no more than were free.
     async fn slot(&self, delivery: &Delivery) -> Option<OwnedSemaphorePermit> {
         let slots = match delivery.channel {
-            Channel::Webhook { .. } => &self.webhook_slots,
+            Channel::Webhook { .. } | Channel::Native { .. } => &self.webhook_slots,
             Channel::Email { .. } => &self.email_slots,
         };
         slots.clone().acquire_owned().await.ok()
@@ -312,19 +335,24 @@ impl Dispatcher {
         let notifier = match delivery.channel {
             Channel::Webhook { .. } => &self.webhooks,
             Channel::Email { .. } => &self.email,
+            Channel::Native { .. } => &self.channels,
         };
         let at = self.now();
         let started = monotonic_now();
         let sent = notifier.send(&delivery).await;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let (ok, permanent, detail) = match sent {
-            Ok(detail) => (true, false, detail),
-            Err(e) => (false, e.permanent, e.detail),
+        let (ok, permanent, detail, asked_wait) = match sent {
+            Ok(detail) => (true, false, detail, None),
+            Err(e) => (false, e.permanent, e.detail, e.retry_after),
         };
         let result = if ok {
             AttemptResult::Delivered
         } else if permanent {
             AttemptResult::GaveUp
+        } else if let Some(wait) = asked_wait {
+            self.options
+                .retry
+                .after_asked_wait(delivery.event.at, self.now(), wait)
         } else {
             let failures = u32::try_from(delivery.attempts.len() + 1).unwrap_or(u32::MAX);
             self.options.retry.after_failure(

@@ -4,12 +4,12 @@
 
 use maud::{html, Markup, DOCTYPE};
 use snitch_core::{
-    Cadence, Channel, CheckIn, CheckInKind, Delivery, Event, EventKind, Interval, Outcome,
+    Cadence, CheckIn, CheckInKind, Delivery, Event, EventKind, Interval, Outcome,
     PauseUntil, Snitch, Status, Timestamp, Validations, Webhook,
 };
 
 use super::timeline::Cell;
-use crate::wire::{format_time, password_masked, without_credentials};
+use crate::wire::{format_time, password_masked};
 
 /// What every page needs: where the dashboard lives and, once signed in, the case and the
 /// CSRF token of its forms.
@@ -772,10 +772,7 @@ fn runs_section(view: &SnitchView) -> Markup {
 }
 
 fn delivery(d: &Delivery) -> Markup {
-    let target = match &d.channel {
-        Channel::Webhook { url, .. } => without_credentials(url.as_str()),
-        Channel::Email { to } => to.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", "),
-    };
+    let target = crate::wire::delivery_target(&d.channel);
     html! {
         (d.channel.kind()) " to " code { (target) } ": "
         strong { (d.state.as_str()) }

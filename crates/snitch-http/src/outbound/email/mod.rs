@@ -30,6 +30,8 @@ fn recipients(delivery: &Delivery) -> Result<&[EmailAddress], NotifyError> {
     match &delivery.channel {
         Channel::Email { to } if to.is_empty() => Err(NotifyError::permanent("no recipients")),
         Channel::Email { to } => Ok(to),
-        Channel::Webhook { .. } => Err(NotifyError::permanent("not an e-mail delivery")),
+        Channel::Webhook { .. } | Channel::Native { .. } => {
+            Err(NotifyError::permanent("not an e-mail delivery"))
+        }
     }
 }

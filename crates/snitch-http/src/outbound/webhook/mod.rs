@@ -55,9 +55,9 @@
 //! `payload.rs` (the JSON body), `signature.rs` (signing and verifying), `address.rs` (the
 //! private-address guard and the resolver that applies it).
 
-mod address;
+pub(crate) mod address;
 #[cfg(feature = "webhooks")]
-mod notifier;
+pub(crate) mod notifier;
 mod payload;
 mod signature;
 

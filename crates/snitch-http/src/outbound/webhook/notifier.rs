@@ -102,17 +102,7 @@ impl WebhookNotifier {
     /// Builds the HTTP client: no redirects, no proxy, the hard and connect timeouts,
     /// rustls, and a resolver that drops refused addresses unless `allow_private`.
     pub fn new(options: WebhookOptions) -> Result<Self, reqwest::Error> {
-        let client = Client::builder()
-            .use_rustls_tls()
-            .redirect(redirect::Policy::none())
-            .timeout(options.timeout)
-            .connect_timeout(options.connect_timeout)
-            .user_agent(options.user_agent.clone())
-            .no_proxy()
-            .dns_resolver(Arc::new(GuardedResolver {
-                allow_private: options.allow_private,
-            }))
-            .build()?;
+        let client = guarded_client(&options)?;
         Ok(WebhookNotifier {
             client,
             options,
@@ -135,6 +125,29 @@ impl WebhookNotifier {
     /// A target refused as private, or a request that cannot even be built, is
     /// permanent: trying again cannot help.
     fn describe(&self, err: &reqwest::Error) -> NotifyError {
+        describe_error(err, &self.options)
+    }
+}
+
+/// The HTTP client of outbound notifications: rustls, no redirects followed, no proxy,
+/// the options' timeouts, and a resolver that refuses private addresses unless allowed.
+pub(crate) fn guarded_client(options: &WebhookOptions) -> Result<Client, reqwest::Error> {
+    Client::builder()
+        .use_rustls_tls()
+        .redirect(redirect::Policy::none())
+        .timeout(options.timeout)
+        .connect_timeout(options.connect_timeout)
+        .user_agent(options.user_agent.clone())
+        .no_proxy()
+        .dns_resolver(Arc::new(GuardedResolver {
+            allow_private: options.allow_private,
+        }))
+        .build()
+}
+
+/// What a failed request means for the delivery: a refused private address or a URL
+/// that cannot be sent to is permanent; timeouts and connection errors are transient.
+pub(crate) fn describe_error(err: &reqwest::Error, options: &WebhookOptions) -> NotifyError {
         if let Some(refused) = find_source::<Refused>(err) {
             return NotifyError::permanent(refused.to_string());
         }
@@ -145,13 +158,13 @@ impl WebhookNotifier {
         if err.is_connect() && err.is_timeout() {
             return NotifyError::new(format!(
                 "connection timed out after {}",
-                describe_duration(self.options.connect_timeout)
+                describe_duration(options.connect_timeout)
             ));
         }
         if err.is_timeout() {
             return NotifyError::new(format!(
                 "timed out after {}",
-                describe_duration(self.options.timeout)
+                describe_duration(options.timeout)
             ));
         }
         if err.is_connect() {
@@ -160,7 +173,6 @@ impl WebhookNotifier {
             NotifyError::new(format!("request failed: {cause}"))
         }
     }
-}
 
 #[async_trait]
 impl Notifier for WebhookNotifier {
@@ -223,13 +235,13 @@ impl Notifier for WebhookNotifier {
 
 /// A hook URL split into where to send and the Basic credentials it carried.
 #[derive(Debug)]
-struct Target {
-    url: Url,
-    credentials: Option<(String, Option<String>)>,
+pub(crate) struct Target {
+    pub(crate) url: Url,
+    pub(crate) credentials: Option<(String, Option<String>)>,
 }
 
 impl Target {
-    fn parse(raw: &str) -> Result<Target, NotifyError> {
+    pub(crate) fn parse(raw: &str) -> Result<Target, NotifyError> {
         let invalid = || NotifyError::permanent("invalid webhook URL");
         let mut url = Url::parse(raw).map_err(|_| invalid())?;
         let decode = |s: &str| {
@@ -248,7 +260,7 @@ impl Target {
     }
 
     /// IP literals never reach the resolver, so they are checked here.
-    fn check_literal_host(&self) -> Result<(), NotifyError> {
+    pub(crate) fn check_literal_host(&self) -> Result<(), NotifyError> {
         let host = self.url.host_str().unwrap_or_default();
         let bare = host.trim_start_matches('[').trim_end_matches(']');
         match bare.parse::<IpAddr>() {

@@ -1,0 +1,12 @@
+//! Vendor channels (docs/rules.md#channels): Slack, Mattermost, Discord, Microsoft Teams,
+//! Google Chat, PagerDuty, Opsgenie, Telegram, ntfy, Pushover and Matrix, each spoken
+//! as its vendor documents it. `render` is pure (message, escaping, requests, answers);
+//! `notifier` sends.
+
+#[cfg(feature = "webhooks")]
+mod notifier;
+pub mod render;
+
+#[cfg(feature = "webhooks")]
+pub use notifier::{ChannelNotifier, SharedChannelNotifier};
+pub use render::{alert_link, derived_ref};

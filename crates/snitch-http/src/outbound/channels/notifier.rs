@@ -1,0 +1,260 @@
+//! The notifier of vendor channels: renders a delivery's event for its channel's kind
+//! ([`super::render`]), sends the vendor's calls over the same guarded client as
+//! webhooks, and reads the answers.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
+use reqwest::{Client, Method};
+use snitch_core::{
+    Channel, ChannelConfig, ChannelKey, ChannelKind, ChannelSettings, Delivery, Notifier,
+    NotifyError,
+};
+
+use super::render::{self, Message, VendorBody, VendorRequest};
+use crate::outbound::loggable_id;
+use crate::outbound::webhook::notifier::{describe_error, guarded_client, Target};
+use crate::outbound::webhook::WebhookOptions;
+
+/// The most of a vendor's answer read: enough for its error text.
+const ANSWER_READ_MAX: usize = 16 * 1024;
+
+/// Sends deliveries of vendor channels (Slack, PagerDuty, …).
+///
+/// A channel a vendor rate-limited (429) is held until the time the vendor gave: its
+/// deliveries fail at once without a request, to be retried then; other channels go on.
+/// For paging kinds, an event older than one already delivered for the same snitch is
+/// not sent (a late trigger must not reopen a resolved page).
+pub struct ChannelNotifier {
+    client: Client,
+    options: WebhookOptions,
+    dashboard: Option<String>,
+    held_until: Mutex<HashMap<String, Instant>>,
+    newest_sent: Mutex<HashMap<(String, String), u64>>,
+}
+
+impl fmt::Debug for ChannelNotifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChannelNotifier")
+            .field("options", &self.options)
+            .field("dashboard", &self.dashboard)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChannelNotifier {
+    /// A notifier with the webhooks' options (timeouts, the private-address guard).
+    pub fn new(options: WebhookOptions) -> Result<Self, reqwest::Error> {
+        Ok(ChannelNotifier {
+            client: guarded_client(&options)?,
+            options,
+            dashboard: None,
+            held_until: Mutex::default(),
+            newest_sent: Mutex::default(),
+        })
+    }
+
+    /// Messages link to the dashboard under `base_url` (the server's public URL).
+    pub fn with_dashboard(mut self, base_url: Option<String>) -> Self {
+        self.dashboard = base_url.map(|b| b.trim_end_matches('/').to_owned());
+        self
+    }
+
+    /// Sends a test notification through `channel` now, named `name`: what the vendor
+    /// answered, or why it failed.
+    pub async fn test(&self, channel: &ChannelConfig, name: &str) -> Result<String, NotifyError> {
+        let message = render::test_message(
+            name,
+            &channel.id,
+            &channel.key,
+            chrono::Utc::now(),
+            self.dashboard.as_deref(),
+        );
+        self.send_message(&channel.id, &channel.settings, &message)
+            .await
+    }
+
+    async fn send_message(
+        &self,
+        channel_id: &str,
+        settings: &ChannelSettings,
+        message: &Message,
+    ) -> Result<String, NotifyError> {
+        if let Some(wait) = self.held(channel_id) {
+            return Err(NotifyError::retry_after(
+                format!(
+                    "held: {} asked to wait {} s more",
+                    settings.kind(),
+                    wait.as_secs()
+                ),
+                chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
+            ));
+        }
+        let mut answered = String::new();
+        for request in render::requests(settings, message)? {
+            answered = self.call(settings.kind(), request).await.inspect_err(|e| {
+                if let Some(wait) = e.retry_after.and_then(|w| w.to_std().ok()) {
+                    self.hold(channel_id, wait);
+                }
+            })?;
+        }
+        Ok(answered)
+    }
+
+    async fn call(&self, kind: ChannelKind, request: VendorRequest) -> Result<String, NotifyError> {
+        let target = Target::parse(&request.url)?;
+        if !self.options.allow_private {
+            target.check_literal_host()?;
+        }
+        let method = if request.method == "PUT" {
+            Method::PUT
+        } else {
+            Method::POST
+        };
+        let mut builder = self.client.request(method, target.url);
+        if let Some((user, password)) = target.credentials {
+            builder = builder.basic_auth(user, password);
+        }
+        for (name, value) in request.headers {
+            builder = builder.header(name, value);
+        }
+        builder = match request.body {
+            VendorBody::Json(value) => builder
+                .header(CONTENT_TYPE, "application/json")
+                .body(value.to_string()),
+            VendorBody::Form(fields) => builder
+                .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(serde_urlencoded::to_string(&fields).unwrap_or_default()),
+        };
+        let mut response = builder
+            .send()
+            .await
+            .map_err(|e| describe_error(&e, &self.options))?;
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let mut body = Vec::new();
+        while body.len() < ANSWER_READ_MAX {
+            match response.chunk().await {
+                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                // The status is what matters; a cut or broken body only loses the reason.
+                Ok(None) | Err(_) => break,
+            }
+        }
+        body.truncate(ANSWER_READ_MAX);
+        render::interpret(
+            kind,
+            status,
+            retry_after.as_deref(),
+            &String::from_utf8_lossy(&body),
+        )
+    }
+
+    fn held(&self, channel_id: &str) -> Option<Duration> {
+        let mut held = self
+            .held_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let until = *held.get(channel_id)?;
+        let now = Instant::now();
+        if until <= now {
+            held.remove(channel_id);
+            return None;
+        }
+        Some(until - now)
+    }
+
+    fn hold(&self, channel_id: &str, wait: Duration) {
+        let until = Instant::now() + wait;
+        let mut held = self
+            .held_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let entry = held.entry(channel_id.to_owned()).or_insert(until);
+        *entry = (*entry).max(until);
+    }
+
+    /// For paging kinds: whether a newer event of this snitch already went to this
+    /// channel (then this older one would reopen or re-trigger what that one settled).
+    fn superseded(&self, channel_id: &str, incident: &str, number: u64) -> bool {
+        let newest = self
+            .newest_sent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        newest
+            .get(&(channel_id.to_owned(), incident.to_owned()))
+            .is_some_and(|&n| n > number)
+    }
+
+    fn sent(&self, channel_id: &str, incident: &str, number: u64) {
+        let mut newest = self
+            .newest_sent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let entry = newest
+            .entry((channel_id.to_owned(), incident.to_owned()))
+            .or_insert(number);
+        *entry = (*entry).max(number);
+    }
+}
+
+/// The n of an event id `<token>-<n>`.
+fn event_number(event_id: &str) -> u64 {
+    event_id
+        .rsplit('-')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[async_trait]
+impl Notifier for ChannelNotifier {
+    async fn send(&self, delivery: &Delivery) -> Result<String, NotifyError> {
+        let Channel::Native {
+            channel_id,
+            settings,
+            key,
+        } = &delivery.channel
+        else {
+            return Err(NotifyError::permanent("not a channel delivery"));
+        };
+        let message = message_for(delivery, channel_id, key, self.dashboard.as_deref());
+        let number = event_number(&delivery.event.id);
+        let paging = settings.kind().is_incident();
+        if paging && self.superseded(channel_id, &message.incident, number) {
+            return Ok("not sent: a later event of this snitch was delivered first".to_owned());
+        }
+        let sent = self.send_message(channel_id, settings, &message).await;
+        match &sent {
+            Ok(_) if paging => self.sent(channel_id, &message.incident, number),
+            Ok(_) => {}
+            Err(e) => tracing::debug!(
+                delivery = %loggable_id(&delivery.id),
+                kind = settings.kind().as_str(),
+                detail = %e.detail,
+                permanent = e.permanent,
+                "channel attempt failed"
+            ),
+        }
+        sent
+    }
+}
+
+fn message_for(
+    delivery: &Delivery,
+    channel_id: &str,
+    key: &ChannelKey,
+    dashboard: Option<&str>,
+) -> Message {
+    render::message_of(&delivery.event, channel_id, key, &delivery.id, dashboard)
+}
+
+/// A shareable notifier, as the dispatcher and the API's test endpoint both hold it.
+pub type SharedChannelNotifier = Arc<ChannelNotifier>;
