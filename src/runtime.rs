@@ -120,6 +120,7 @@ pub struct SnitchBuilder {
     ping_body_limit: usize,
     sweep_batch: usize,
     metrics: Option<Arc<Metrics>>,
+    dashboard_url: Option<String>,
     #[cfg(feature = "ui")]
     ui: snitch_http::ui::UiConfig,
 }
@@ -171,6 +172,13 @@ impl SnitchBuilder {
     #[cfg(feature = "webhooks")]
     pub fn webhooks(mut self, options: WebhookOptions) -> Self {
         self.webhooks = WebhookChoice::Builtin(options);
+        self
+    }
+
+    /// The server's public URL (`base_url`): channel messages (Slack, PagerDuty, …) link
+    /// to the dashboard under it. None (the default): messages carry no link.
+    pub fn dashboard_url(mut self, url: Option<String>) -> Self {
+        self.dashboard_url = url;
         self
     }
 
@@ -317,9 +325,27 @@ impl SnitchBuilder {
             ping_body_limit,
             sweep_batch,
             metrics,
+            dashboard_url,
             #[cfg(feature = "ui")]
             ui,
         } = self;
+        // Vendor channels go over the same guarded client settings as webhooks.
+        #[cfg(feature = "webhooks")]
+        let channels = {
+            let options = match &webhooks {
+                WebhookChoice::Builtin(options) => options.clone(),
+                WebhookChoice::Custom(_) => WebhookOptions::default(),
+            };
+            Arc::new(
+                snitch_http::outbound::channels::ChannelNotifier::new(options)
+                    .map_err(|e| {
+                        BuildError::Notifier(format!("cannot build the channel client: {e}"))
+                    })?
+                    .with_dashboard(dashboard_url),
+            )
+        };
+        #[cfg(not(feature = "webhooks"))]
+        let _ = dashboard_url;
         let metrics = metrics.unwrap_or_default();
         let webhooks: Arc<dyn Notifier> = match webhooks {
             #[cfg(not(feature = "webhooks"))]
@@ -346,10 +372,11 @@ impl SnitchBuilder {
             ),
             EmailChoice::Custom(notifier) => notifier,
         };
-        let dispatcher = Arc::new(
-            Dispatcher::new(storage.clone(), clock.clone(), webhooks, email, dispatcher)
-                .with_metrics(metrics.clone()),
-        );
+        let dispatcher = Dispatcher::new(storage.clone(), clock.clone(), webhooks, email, dispatcher)
+            .with_metrics(metrics.clone());
+        #[cfg(feature = "webhooks")]
+        let dispatcher = dispatcher.with_channels(channels.clone());
+        let dispatcher = Arc::new(dispatcher);
         let waker = dispatcher.waker();
         let scheduler_waker = Arc::new(Notify::new());
         let wake_scheduler = scheduler_waker.clone();
@@ -382,16 +409,14 @@ impl SnitchBuilder {
             })?;
         let keys = Arc::new(ApiKeys::with_storage(storage.clone(), clock.clone()));
         keys.refresh().await?;
-        let api = ApiState::with_metrics(
-            service.clone(),
-            keys.clone(),
-            ApiConfig::default()
-                .with_check_in_base(check_in_base)
-                .with_rate_limit(rate_limit)
-                .with_auth_failures(auth_failures)
-                .with_maintenance(maintenance),
-            metrics.clone(),
-        );
+        let api_config = ApiConfig::default()
+            .with_check_in_base(check_in_base)
+            .with_rate_limit(rate_limit)
+            .with_auth_failures(auth_failures)
+            .with_maintenance(maintenance);
+        #[cfg(feature = "webhooks")]
+        let api_config = api_config.with_channel_tester(channels);
+        let api = ApiState::with_metrics(service.clone(), keys.clone(), api_config, metrics.clone());
         let sweep = Arc::new(SweepWatch::new(SWEEP_STALLED_AFTER));
         let health = Health::new(storage.clone(), Some(sweep.clone()));
 
@@ -472,6 +497,7 @@ impl SnitchRuntime {
             check_in_history: snitch_core::snitch::CHECK_INS_KEPT,
             ping_body_limit: snitch_core::runs::PING_BODY_LIMIT_DEFAULT,
             sweep_batch: snitch_core::service::SWEEP_BATCH,
+            dashboard_url: None,
             metrics: None,
             #[cfg(feature = "ui")]
             ui: snitch_http::ui::UiConfig::default(),

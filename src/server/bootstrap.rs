@@ -16,6 +16,60 @@ use snitch_store_sqlite::SqliteStorage;
 
 use super::{Config, ServerError, StoreLocation};
 
+/// Adds the configured channels the case does not have yet: one of the same kind and
+/// settings already stored is kept (with its id, so a restart adds nothing).
+async fn ensure_channels(
+    service: &SnitchService,
+    case: &Case,
+    channels: &[serde_json::Map<String, serde_json::Value>],
+) -> Result<(), String> {
+    use snitch_core::service::ListedChannel;
+    use snitch_core::{ChannelKind, ChannelSettings};
+    let stored = service.channels(case).await.map_err(|e| e.to_string())?;
+    for (n, raw) in channels.iter().enumerate() {
+        let described = |e: String| format!("channel {}: {e}", n + 1);
+        let input = snitch_http::channel_input(Some(&serde_json::Value::Object(
+            raw.clone(),
+        )))
+        .map_err(|v| described(v.to_string()))?;
+        let kind = input
+            .kind
+            .as_deref()
+            .and_then(ChannelKind::parse)
+            .ok_or_else(|| described("kind: must be a channel kind".to_owned()))?;
+        let present = match kind {
+            ChannelKind::Webhook => false,
+            _ => {
+                let settings = ChannelSettings::parse(
+                    kind,
+                    input.settings.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                )
+                .map_err(|v| described(v.to_string()))?;
+                stored.iter().any(|s| match s {
+                    ListedChannel::Channel(c) => c.settings == settings,
+                    ListedChannel::Webhook(_) => false,
+                })
+            }
+        };
+        let webhook_present = kind == ChannelKind::Webhook
+            && stored.iter().any(|s| match s {
+                ListedChannel::Webhook(h) => input
+                    .settings
+                    .iter()
+                    .any(|(k, v)| k == "url" && WebhookUrl::parse(v).is_ok_and(|u| u == h.url)),
+                ListedChannel::Channel(_) => false,
+            });
+        if present || webhook_present {
+            continue;
+        }
+        service
+            .create_channel(case, &input)
+            .await
+            .map_err(|e| described(e.to_string()))?;
+    }
+    Ok(())
+}
+
 /// The store of [`Config::store_location`], opened and migrated.
 pub async fn open_storage(config: &Config) -> Result<Arc<dyn Storage>, ServerError> {
     Ok(match config.store_location()? {
@@ -202,6 +256,9 @@ pub(super) async fn load_cases(
                 .await
                 .map_err(|e| invalid(&c.name, format!("webhook {url:?}: {e}")))?;
         }
+        ensure_channels(service, &active, &c.channels)
+            .await
+            .map_err(|e| invalid(&c.name, e))?;
     }
     Ok(None)
 }

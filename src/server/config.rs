@@ -196,6 +196,10 @@ pub struct CaseConfig {
     #[serde(default)]
     /// Hook URLs stored for the case (needs the `webhooks` feature).
     pub webhooks: Vec<String>,
+    /// Channels stored for the case, each as `/v1/channels` takes it:
+    /// `{ kind = "slack", url = "…", events = ["missing"], tags = ["prod"] }`.
+    #[serde(default)]
+    pub channels: Vec<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl CaseConfig {
@@ -209,6 +213,7 @@ impl CaseConfig {
             on_hold: false,
             api_keys: Vec::new(),
             webhooks: Vec::new(),
+            channels: Vec::new(),
         }
     }
 }
@@ -543,7 +548,8 @@ impl Config {
             .outage_threshold(self.outage_threshold())
             .check_in_history(self.check_in_history)
             .ping_body_limit(self.ping_body_limit)
-            .sweep_batch(self.sweep_batch);
+            .sweep_batch(self.sweep_batch)
+            .dashboard_url(self.base_url.clone());
         #[cfg(feature = "smtp")]
         let builder = match &self.smtp_url {
             Some(url) => builder.smtp(url, &self.mail_from),

@@ -25,7 +25,8 @@ pub mod outbound;
 pub mod ui;
 mod wire;
 
-pub use api::{api_router, ApiConfig, ApiState, RateLimit};
+pub use api::channels::channel_input;
+pub use api::{api_router, ApiConfig, ApiState, ChannelTester, RateLimit, SharedChannelTester};
 pub use auth_limit::AuthFailureLimit;
 pub use check_in::{
     check_in_router, check_in_router_with_metrics, CheckInService, CHECK_IN_OUTPUT_READ_MAX,

@@ -58,6 +58,7 @@ async fn fixture_with(auth_failures: AuthFailureLimit) -> Fixture {
             rate_limit: RateLimit::default(),
             auth_failures,
             maintenance: false,
+            channel_tester: None,
         },
     );
     Fixture {

@@ -28,7 +28,10 @@ use crate::{
     Refusal, MAX_BODY_BYTES,
 };
 
+pub mod channels;
 pub(crate) mod handlers;
+
+pub use channels::{ChannelTester, SharedChannelTester};
 use handlers::*;
 
 /// Per-key request rate: a token bucket refilled at `per_second`, holding `burst`.
@@ -69,6 +72,9 @@ pub struct ApiConfig {
     pub auth_failures: AuthFailureLimit,
     /// Start in maintenance mode (503 for the API; check-ins keep working).
     pub maintenance: bool,
+    /// What sends channels' test notifications (`POST /v1/channels/<id>/test`); none:
+    /// the test answers 422.
+    pub channel_tester: Option<SharedChannelTester>,
 }
 
 impl Default for ApiConfig {
@@ -80,6 +86,7 @@ impl Default for ApiConfig {
             rate_limit: RateLimit::default(),
             auth_failures: AuthFailureLimit::default(),
             maintenance: false,
+            channel_tester: None,
         }
     }
 }
@@ -108,6 +115,12 @@ impl ApiConfig {
         self.maintenance = on;
         self
     }
+
+    /// Channel tests go through `tester`.
+    pub fn with_channel_tester(mut self, tester: SharedChannelTester) -> Self {
+        self.channel_tester = Some(tester);
+        self
+    }
 }
 
 /// What the API handlers share. Keep a clone to switch maintenance mode at run time.
@@ -127,6 +140,7 @@ pub(crate) struct ApiInner {
     pub(crate) maintenance: AtomicBool,
     pub(crate) check_in_base: String,
     pub(crate) metrics: Arc<Metrics>,
+    pub(crate) channel_tester: Option<SharedChannelTester>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -165,6 +179,7 @@ impl ApiState {
                 maintenance: AtomicBool::new(config.maintenance),
                 check_in_base: config.check_in_base,
                 metrics,
+                channel_tester: config.channel_tester,
             }),
         }
     }
@@ -194,7 +209,7 @@ impl ApiState {
 pub fn api_router(state: ApiState) -> Router {
     // Every path answers alike with one trailing slash (Rails routes both, and clients
     // such as snitchit send `/v1/snitches/`).
-    let routes: [(&str, MethodRouter<ApiState>); 14] = [
+    let routes: [(&str, MethodRouter<ApiState>); 17] = [
         ("/v1/snitches", get(list_snitches).post(create_snitch)),
         (
             "/v1/snitches/{token}",
@@ -215,6 +230,17 @@ pub fn api_router(state: ApiState) -> Router {
         ),
         ("/v1/webhooks", get(list_webhooks).post(create_webhook)),
         ("/v1/webhooks/{id}", delete(delete_webhook)),
+        (
+            "/v1/channels",
+            get(channels::list_channels).post(channels::create_channel),
+        ),
+        (
+            "/v1/channels/{id}",
+            get(channels::get_channel)
+                .patch(channels::update_channel)
+                .delete(channels::delete_channel),
+        ),
+        ("/v1/channels/{id}/test", post(channels::test_channel)),
         ("/v1/outages", get(list_outages)),
         ("/v1/schedules/preview", get(preview_schedule)),
         ("/v1/openapi.json", get(openapi::openapi_json)),
