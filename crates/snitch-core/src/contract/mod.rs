@@ -41,6 +41,7 @@ use crate::types::{
     Status, Tags, Token, CONTAINS_NUL,
 };
 use crate::validation::Validation;
+use crate::channel::{ChannelConfig, ChannelKey, ChannelSettings, EventFilter};
 use crate::webhook::Webhook;
 
 mod fixtures;
@@ -134,6 +135,9 @@ macro_rules! storage_contract_tests {
             webhooks_round_trip_oldest_first_per_case,
             webhook_ids_are_unique_and_cases_must_exist,
             delete_webhook_only_of_its_case,
+            // Channels.
+            channels_round_trip_change_and_delete_per_case,
+            channel_deliveries_keep_their_settings_and_key,
             // The outbox.
             saved_deliveries_are_claimed_earliest_first_under_a_lease,
             attempts_are_recorded_and_decide_what_follows,
@@ -1795,6 +1799,112 @@ pub async fn delete_webhook_only_of_its_case(store: Arc<dyn Storage>) {
         .await
         .expect("delete"));
     assert!(store.webhooks(&acme.id).await.expect("read").is_empty());
+}
+
+/// A PagerDuty channel of `case` numbered `n`, added at `at(n)`.
+fn pagerduty_channel(case: &Case, n: i64) -> ChannelConfig {
+    ChannelConfig {
+        id: format!("chan{n}"),
+        case_id: case.id.clone(),
+        name: Some(format!("Pager «{n}» <on-call>")),
+        settings: ChannelSettings::parse(
+            ChannelKind::Pagerduty,
+            [("routing_key", "R0123456789abcdef"), ("api_url", "https://pd.example.test/v2/enqueue")],
+        )
+        .expect("fixture settings are valid"),
+        events: EventFilter::parse(&["missing", "reporting"]).expect("valid"),
+        tags: Tags::parse(&["prod", "Ünïcode"]).expect("valid"),
+        key: ChannelKey::parse(&format!("key{n:0>20}")).expect("valid"),
+        created_at: at(n),
+    }
+}
+
+/// Contract: channels come back as stored (every field, settings and key included),
+/// oldest first, per case; a taken id and an unknown case are refused; a change replaces
+/// the channel of its case only; a delete removes it from its own case only.
+pub async fn channels_round_trip_change_and_delete_per_case(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let other = with_case(&store, "other").await;
+    assert!(store.channels(&acme.id).await.expect("read").is_empty());
+    let first = pagerduty_channel(&acme, 1);
+    let mut second = pagerduty_channel(&acme, 2);
+    second.settings = ChannelSettings::parse(
+        ChannelKind::Email,
+        [("to", "a@acme.test, b@acme.test")],
+    )
+    .expect("valid");
+    second.name = None;
+    second.tags = Tags::default();
+    let theirs = pagerduty_channel(&other, 3);
+    for c in [&first, &second, &theirs] {
+        store.insert_channel(c).await.expect("insert");
+    }
+    assert_eq!(
+        store.channels(&acme.id).await.expect("read"),
+        [first.clone(), second.clone()]
+    );
+    assert!(matches!(
+        store.insert_channel(&first).await,
+        Err(StorageError::DuplicateToken)
+    ));
+    assert!(matches!(
+        store.insert_channel(&pagerduty_channel(&case("ghost"), 4)).await,
+        Err(StorageError::UnknownCase(_))
+    ));
+    let mut changed = first.clone();
+    changed.name = Some("renamed".into());
+    changed.events = EventFilter::DEFAULT;
+    changed.tags = Tags::parse(&["db"]).expect("valid");
+    assert!(store.update_channel(&changed).await.expect("update"));
+    let mut foreign = changed.clone();
+    foreign.case_id = other.id.clone();
+    assert!(!store.update_channel(&foreign).await.expect("update"));
+    assert_eq!(
+        store.channels(&acme.id).await.expect("read"),
+        [changed.clone(), second.clone()]
+    );
+    assert!(!store.delete_channel(&other.id, &changed.id).await.expect("delete"));
+    assert!(store.delete_channel(&acme.id, &changed.id).await.expect("delete"));
+    assert!(!store.delete_channel(&acme.id, &changed.id).await.expect("delete"));
+    assert_eq!(store.channels(&acme.id).await.expect("read"), [second]);
+    assert_eq!(store.channels(&other.id).await.expect("read"), [theirs]);
+}
+
+/// Contract: a delivery through a vendor channel keeps the channel's settings and key as
+/// they were when stored, and is claimed like any other.
+pub async fn channel_deliveries_keep_their_settings_and_key(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let channel = pagerduty_channel(&acme, 1);
+    store.insert_channel(&channel).await.expect("insert");
+    let fresh = snitch(&acme, 1, t0());
+    insert(&store, &fresh).await;
+    let mut change = checked_in(&fresh, at(1));
+    let event = change.events[0].clone();
+    let native = Delivery {
+        id: format!("{}-1", event.id),
+        event: event.clone(),
+        channel: Channel::Native {
+            channel_id: channel.id.clone(),
+            settings: channel.settings.clone(),
+            key: channel.key.clone(),
+        },
+        state: DeliveryState::Pending,
+        next_attempt_at: Some(at(1)),
+        attempts: Vec::new(),
+    };
+    change.deliveries = vec![native.clone()];
+    store.save(&change).await.expect("save");
+    assert_eq!(
+        store.deliveries(std::slice::from_ref(&event.id)).await.expect("read"),
+        [native.clone()]
+    );
+    let claimed = store
+        .claim_deliveries(at(2), at(3), &ClaimLimits::new(1, 0, 1, 1))
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 1, "a vendor channel takes an HTTP slot");
+    assert_eq!(claimed[0].channel, native.channel);
+    assert_eq!(claimed[0].destination().as_deref(), Some("pd.example.test:443"));
 }
 
 /// A case with a team member and one hook, stored.
