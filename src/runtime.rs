@@ -372,8 +372,9 @@ impl SnitchBuilder {
             ),
             EmailChoice::Custom(notifier) => notifier,
         };
-        let dispatcher = Dispatcher::new(storage.clone(), clock.clone(), webhooks, email, dispatcher)
-            .with_metrics(metrics.clone());
+        let dispatcher =
+            Dispatcher::new(storage.clone(), clock.clone(), webhooks, email, dispatcher)
+                .with_metrics(metrics.clone());
         #[cfg(feature = "webhooks")]
         let dispatcher = dispatcher.with_channels(channels.clone());
         let dispatcher = Arc::new(dispatcher);
@@ -416,7 +417,8 @@ impl SnitchBuilder {
             .with_maintenance(maintenance);
         #[cfg(feature = "webhooks")]
         let api_config = api_config.with_channel_tester(channels);
-        let api = ApiState::with_metrics(service.clone(), keys.clone(), api_config, metrics.clone());
+        let api =
+            ApiState::with_metrics(service.clone(), keys.clone(), api_config, metrics.clone());
         let sweep = Arc::new(SweepWatch::new(SWEEP_STALLED_AFTER));
         let health = Health::new(storage.clone(), Some(sweep.clone()));
 

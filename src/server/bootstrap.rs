@@ -28,10 +28,8 @@ async fn ensure_channels(
     let stored = service.channels(case).await.map_err(|e| e.to_string())?;
     for (n, raw) in channels.iter().enumerate() {
         let described = |e: String| format!("channel {}: {e}", n + 1);
-        let input = snitch_http::channel_input(Some(&serde_json::Value::Object(
-            raw.clone(),
-        )))
-        .map_err(|v| described(v.to_string()))?;
+        let input = snitch_http::channel_input(Some(&serde_json::Value::Object(raw.clone())))
+            .map_err(|v| described(v.to_string()))?;
         let kind = input
             .kind
             .as_deref()

@@ -180,7 +180,13 @@ const OPSGENIE_SETTINGS: &[SettingSpec] = &[
 const TELEGRAM_SETTINGS: &[SettingSpec] = &[
     setting("bot_token", Text, true, true, None),
     setting("chat_id", Text, true, false, None),
-    setting("api_url", Url, false, false, Some("https://api.telegram.org")),
+    setting(
+        "api_url",
+        Url,
+        false,
+        false,
+        Some("https://api.telegram.org"),
+    ),
 ];
 const NTFY_SETTINGS: &[SettingSpec] = &[
     setting("topic", Text, true, false, None),
@@ -290,7 +296,10 @@ impl ChannelSettings {
         if kind == ChannelKind::Matrix {
             if let Some(room) = values.get("room_id") {
                 if !(room.starts_with('!') || room.starts_with('#')) || !room.contains(':') {
-                    problems.push("room_id", "must be a room id (!id:server) or alias (#alias:server)");
+                    problems.push(
+                        "room_id",
+                        "must be a room id (!id:server) or alias (#alias:server)",
+                    );
                 }
             }
         }
@@ -393,8 +402,9 @@ fn parse_value(spec: &SettingSpec, raw: &str) -> Result<String, Validation> {
         SettingValue::Emails => {
             let mut out = Vec::new();
             for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-                let address = EmailAddress::parse(part)
-                    .map_err(|_| Validation::new(name, format!("{part:?} is not an e-mail address")))?;
+                let address = EmailAddress::parse(part).map_err(|_| {
+                    Validation::new(name, format!("{part:?} is not an e-mail address"))
+                })?;
                 if !out.contains(&address) {
                     out.push(address);
                 }
@@ -408,7 +418,11 @@ fn parse_value(spec: &SettingSpec, raw: &str) -> Result<String, Validation> {
                     format!("has too many addresses (maximum is {EMAIL_CHANNEL_MAX_RECIPIENTS})"),
                 ));
             }
-            Ok(out.iter().map(EmailAddress::as_str).collect::<Vec<_>>().join(","))
+            Ok(out
+                .iter()
+                .map(EmailAddress::as_str)
+                .collect::<Vec<_>>()
+                .join(","))
         }
     }
 }
@@ -423,7 +437,9 @@ impl ChannelKey {
     /// A key as stored: 16 to 128 characters of `[a-z0-9]`.
     pub fn parse(raw: &str) -> Result<Self, Validation> {
         let ok = (16..=128).contains(&raw.len())
-            && raw.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
         if ok {
             Ok(ChannelKey(raw.to_owned()))
         } else {
@@ -473,7 +489,10 @@ impl EventFilter {
                 format!("snitch.{name}")
             };
             let kind = EventKind::parse(&full).ok_or_else(|| {
-                Validation::new("events", "must be among missing, errored, reporting, paused")
+                Validation::new(
+                    "events",
+                    "must be among missing, errored, reporting, paused",
+                )
             })?;
             bits |= Self::bit(kind);
         }
@@ -591,7 +610,10 @@ mod tests {
         let err = parse(ChannelKind::Pagerduty, &[]).expect_err("routing key");
         assert_eq!(attributes(err), ["routing_key"]);
         let pd = parse(ChannelKind::Pagerduty, &[("routing_key", "R0123")]).expect("valid");
-        assert_eq!(pd.get("api_url"), Some("https://events.pagerduty.com/v2/enqueue"));
+        assert_eq!(
+            pd.get("api_url"),
+            Some("https://events.pagerduty.com/v2/enqueue")
+        );
         let og = parse(ChannelKind::Opsgenie, &[("api_key", "k"), ("region", "EU")]).expect("ok");
         assert_eq!(og.get("region"), Some("eu"));
         assert_eq!(
@@ -610,14 +632,20 @@ mod tests {
         let mut names = attributes(err);
         names.sort();
         assert_eq!(names, ["colour", "url"]);
-        let err = parse(ChannelKind::Telegram, &[("bot_token", "a\0b"), ("chat_id", "1")])
-            .expect_err("nul");
+        let err = parse(
+            ChannelKind::Telegram,
+            &[("bot_token", "a\0b"), ("chat_id", "1")],
+        )
+        .expect_err("nul");
         assert_eq!(attributes(err), ["bot_token"]);
-        let err = parse(ChannelKind::Matrix, &[
-            ("homeserver", "https://m.test"),
-            ("room_id", "general"),
-            ("access_token", "t"),
-        ])
+        let err = parse(
+            ChannelKind::Matrix,
+            &[
+                ("homeserver", "https://m.test"),
+                ("room_id", "general"),
+                ("access_token", "t"),
+            ],
+        )
         .expect_err("room");
         assert_eq!(attributes(err), ["room_id"]);
         let err = parse(ChannelKind::Email, &[("to", "a@b.test, not-an-address")]).expect_err("to");
@@ -640,6 +668,9 @@ mod tests {
         assert_eq!(f.names(), ["missing", "paused"]);
         assert!(EventFilter::parse::<&str>(&[]).is_err());
         assert!(EventFilter::parse(&["exploded"]).is_err());
-        assert_eq!(EventFilter::DEFAULT.names(), ["missing", "errored", "reporting"]);
+        assert_eq!(
+            EventFilter::DEFAULT.names(),
+            ["missing", "errored", "reporting"]
+        );
     }
 }

@@ -5,10 +5,10 @@
 use chrono::Duration;
 
 use crate::calendar::Timestamp;
-use crate::snitch::Event;
-use crate::types::{Case, CaseId, EmailAddress};
 pub use crate::channel::ChannelKind;
 use crate::channel::{ChannelConfig, ChannelKey, ChannelSettings};
+use crate::snitch::Event;
+use crate::types::{Case, CaseId, EmailAddress};
 use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
 
 /// Where a delivery goes.

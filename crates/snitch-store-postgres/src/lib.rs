@@ -54,8 +54,7 @@ use async_trait::async_trait;
 use snitch_core::{ApiKeyRecord, CaseOutage, Outage};
 use snitch_core::{
     Attempt, AttemptResult, Case, CaseId, Change, ChannelConfig, CheckIn, ClaimLimits, Delivery,
-    Event, Snitch,
-    Storage, StorageError, StoreStats, Tag, Timestamp, Token, Webhook,
+    Event, Snitch, Storage, StorageError, StoreStats, Tag, Timestamp, Token, Webhook,
 };
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnection, PgPool};
@@ -68,14 +67,13 @@ pub use set_based::TRIMS_PER_BATCH;
 
 use records::{
     ApiKeyRow, AttemptRecord, CaseRow, ChannelFields, ChannelRow, CheckInRecord, DeliveryFields,
-    DeliveryRow, EventRecord, Pg,
-    SnitchFields, SnitchRow, WebhookRow, DELIVERY_COLUMNS, DELIVERY_FIELDS, SNITCH_COLUMNS,
-    SNITCH_FIELDS,
+    DeliveryRow, EventRecord, Pg, SnitchFields, SnitchRow, WebhookRow, DELIVERY_COLUMNS,
+    DELIVERY_FIELDS, SNITCH_COLUMNS, SNITCH_FIELDS,
 };
 pub(crate) use snitch_store_sql::{backend, limit};
 use snitch_store_sql::{
-    bind_channel, bind_delivery, bind_event, bind_snitch_fields, count, fetch, migrations_applied, outage_of,
-    sql, Dialect, SERVERS_KEPT_FOR,
+    bind_channel, bind_delivery, bind_event, bind_snitch_fields, count, fetch, migrations_applied,
+    outage_of, sql, Dialect, SERVERS_KEPT_FOR,
 };
 
 /// How many events are kept per snitch (the core's limit, re-exported).

@@ -17,10 +17,10 @@ use snitch_core::calendar::Interval;
 use snitch_core::runs::{CheckInBody, CheckInKind, OpenRun, Run, RunId};
 use snitch_core::{
     AlertEmails, AlertReason, AlertType, ApiKeyRecord, Attempt, Cadence, Case, CaseId, Channel,
-    ChannelConfig, ChannelKey, ChannelKind, ChannelSettings, EventFilter,
-    CheckIn, CheckInMessage, CronSchedule, Delivery, DeliveryState, EmailAddress, Event, EventKind,
-    ExpectedRuns, Notes, Outcome, Pause, PauseUntil, Plan, Snitch, SnitchName, SnitchRecord,
-    Status, StorageError, Tag, Tags, Token, Validation, Webhook, WebhookSecret, WebhookUrl,
+    ChannelConfig, ChannelKey, ChannelKind, ChannelSettings, CheckIn, CheckInMessage, CronSchedule,
+    Delivery, DeliveryState, EmailAddress, Event, EventFilter, EventKind, ExpectedRuns, Notes,
+    Outcome, Pause, PauseUntil, Plan, Snitch, SnitchName, SnitchRecord, Status, StorageError, Tag,
+    Tags, Token, Validation, Webhook, WebhookSecret, WebhookUrl,
 };
 use sqlx::types::Json;
 
@@ -854,7 +854,8 @@ fn secret(raw: Option<&str>) -> Result<Option<WebhookSecret>, StorageError> {
 
 /// Every column [`ChannelRow`] reads, in the order [`sql::insert_channel`](crate::sql::insert_channel)
 /// writes them.
-pub const CHANNEL_COLUMNS: &str = "id, case_id, name, kind, settings, events, tags, key, created_at";
+pub const CHANNEL_COLUMNS: &str =
+    "id, case_id, name, kind, settings, events, tags, key, created_at";
 
 /// A channel as stored: settings as a JSON object of texts, events as their short names
 /// joined by commas, tags as a JSON array.
@@ -917,12 +918,13 @@ fn parse_settings(kind: &str, raw: &str) -> Result<ChannelSettings, StorageError
         .ok_or_else(|| corrupt("channel kind", format!("unknown {kind:?}")))?;
     let map: std::collections::BTreeMap<String, String> =
         serde_json::from_str(raw).map_err(|e| corrupt("channel settings", e))?;
-    ChannelSettings::parse(kind, map.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(
-        |v| {
-            let first = v.iter().next().map(|p| format!("{} {}", p.attribute, p.message));
-            corrupt("channel settings", first.unwrap_or_default())
-        },
-    )
+    ChannelSettings::parse(kind, map.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(|v| {
+        let first = v
+            .iter()
+            .next()
+            .map(|p| format!("{} {}", p.attribute, p.message));
+        corrupt("channel settings", first.unwrap_or_default())
+    })
 }
 
 fn channel_key(raw: &str) -> Result<ChannelKey, StorageError> {

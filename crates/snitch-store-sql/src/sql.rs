@@ -6,7 +6,8 @@
 //! that take the greater of two values, list filters) stays in each store.
 
 use crate::records::{
-    API_KEY_COLUMNS, CASE_COLUMNS, CHANNEL_COLUMNS, EVENT_COLUMNS, SNITCH_COLUMNS, SNITCH_FIELDS, WEBHOOK_COLUMNS,
+    API_KEY_COLUMNS, CASE_COLUMNS, CHANNEL_COLUMNS, EVENT_COLUMNS, SNITCH_COLUMNS, SNITCH_FIELDS,
+    WEBHOOK_COLUMNS,
 };
 use crate::Dialect;
 
@@ -129,10 +130,13 @@ pub fn insert_channel<D: Dialect>() -> String {
 
 /// The channels of case `$1`, oldest first.
 pub fn channels<D: Dialect>() -> String {
-    D::sql(&format!(
-        "SELECT {CHANNEL_COLUMNS} FROM snitch.channels \
+    D::sql(
+        &format!(
+            "SELECT {CHANNEL_COLUMNS} FROM snitch.channels \
          WHERE case_id = $2 ORDER BY created_at, seq"
-    ).replace("$2", "$1"))
+        )
+        .replace("$2", "$1"),
+    )
 }
 
 /// Channel `$1` of case `$2` takes the [`CHANNEL_COLUMNS`] from `$3` (name) on.

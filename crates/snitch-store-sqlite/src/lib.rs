@@ -49,15 +49,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use snitch_core::{
-    ApiKeyRecord, Attempt, AttemptResult, Case, CaseId, CaseOutage, Change, CheckIn, ClaimLimits,
-    ChannelConfig, Delivery, Event, Outage, Snitch, Storage, StorageError, StoreStats, Tag,
+    ApiKeyRecord, Attempt, AttemptResult, Case, CaseId, CaseOutage, Change, ChannelConfig, CheckIn,
+    ClaimLimits, Delivery, Event, Outage, Snitch, Storage, StorageError, StoreStats, Tag,
     Timestamp, Token, Webhook,
 };
 use snitch_store_sql::records::{
     self, after_attempt, ApiKeyRow, AttemptRecord, CaseRow, ChannelFields, ChannelRow,
-    CheckInRecord, DeliveryFields,
-    DeliveryRow, EventRecord, SnitchFields, SnitchRow, WebhookRow, DELIVERY_COLUMNS,
-    DELIVERY_FIELDS, EVENT_COLUMNS, SNITCH_FIELDS,
+    CheckInRecord, DeliveryFields, DeliveryRow, EventRecord, SnitchFields, SnitchRow, WebhookRow,
+    DELIVERY_COLUMNS, DELIVERY_FIELDS, EVENT_COLUMNS, SNITCH_FIELDS,
 };
 use snitch_store_sql::{
     backend, bind_channel, bind_delivery, bind_event, bind_snitch_fields, count, fetch, limit,

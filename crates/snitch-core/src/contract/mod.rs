@@ -24,6 +24,7 @@ use chrono::Duration;
 use futures::future::join_all;
 
 use crate::calendar::{Interval, Timestamp};
+use crate::channel::{ChannelConfig, ChannelKey, ChannelSettings, EventFilter};
 use crate::check_in_step::PendingCheckIns;
 use crate::clock::ManualClock;
 use crate::error::ServiceError;
@@ -41,7 +42,6 @@ use crate::types::{
     Status, Tags, Token, CONTAINS_NUL,
 };
 use crate::validation::Validation;
-use crate::channel::{ChannelConfig, ChannelKey, ChannelSettings, EventFilter};
 use crate::webhook::Webhook;
 
 mod fixtures;
@@ -680,7 +680,12 @@ pub async fn stepping_in_place_saves_what_a_read_and_save_would(store: Arc<dyn S
     let other = snitch(&acme, 3, t0());
     insert(&store, &other).await;
     let hook = webhook(&acme, 1, None);
-    let mut hooked = PendingCheckIns::new(vec![success(at(30))], Vec::new(), Some(only_hooks(vec![hook])), 10);
+    let mut hooked = PendingCheckIns::new(
+        vec![success(at(30))],
+        Vec::new(),
+        Some(only_hooks(vec![hook])),
+        10,
+    );
     let saved = stepped_in_place(&store, &other.token, &mut hooked).await;
     let ids: Vec<String> = saved.events().iter().map(|e| e.id.clone()).collect();
     assert_eq!(ids.len(), 1, "pending to healthy");
@@ -1809,7 +1814,10 @@ fn pagerduty_channel(case: &Case, n: i64) -> ChannelConfig {
         name: Some(format!("Pager «{n}» <on-call>")),
         settings: ChannelSettings::parse(
             ChannelKind::Pagerduty,
-            [("routing_key", "R0123456789abcdef"), ("api_url", "https://pd.example.test/v2/enqueue")],
+            [
+                ("routing_key", "R0123456789abcdef"),
+                ("api_url", "https://pd.example.test/v2/enqueue"),
+            ],
         )
         .expect("fixture settings are valid"),
         events: EventFilter::parse(&["missing", "reporting"]).expect("valid"),
@@ -1828,11 +1836,9 @@ pub async fn channels_round_trip_change_and_delete_per_case(store: Arc<dyn Stora
     assert!(store.channels(&acme.id).await.expect("read").is_empty());
     let first = pagerduty_channel(&acme, 1);
     let mut second = pagerduty_channel(&acme, 2);
-    second.settings = ChannelSettings::parse(
-        ChannelKind::Email,
-        [("to", "a@acme.test, b@acme.test")],
-    )
-    .expect("valid");
+    second.settings =
+        ChannelSettings::parse(ChannelKind::Email, [("to", "a@acme.test, b@acme.test")])
+            .expect("valid");
     second.name = None;
     second.tags = Tags::default();
     let theirs = pagerduty_channel(&other, 3);
@@ -1848,7 +1854,9 @@ pub async fn channels_round_trip_change_and_delete_per_case(store: Arc<dyn Stora
         Err(StorageError::DuplicateToken)
     ));
     assert!(matches!(
-        store.insert_channel(&pagerduty_channel(&case("ghost"), 4)).await,
+        store
+            .insert_channel(&pagerduty_channel(&case("ghost"), 4))
+            .await,
         Err(StorageError::UnknownCase(_))
     ));
     let mut changed = first.clone();
@@ -1863,9 +1871,18 @@ pub async fn channels_round_trip_change_and_delete_per_case(store: Arc<dyn Stora
         store.channels(&acme.id).await.expect("read"),
         [changed.clone(), second.clone()]
     );
-    assert!(!store.delete_channel(&other.id, &changed.id).await.expect("delete"));
-    assert!(store.delete_channel(&acme.id, &changed.id).await.expect("delete"));
-    assert!(!store.delete_channel(&acme.id, &changed.id).await.expect("delete"));
+    assert!(!store
+        .delete_channel(&other.id, &changed.id)
+        .await
+        .expect("delete"));
+    assert!(store
+        .delete_channel(&acme.id, &changed.id)
+        .await
+        .expect("delete"));
+    assert!(!store
+        .delete_channel(&acme.id, &changed.id)
+        .await
+        .expect("delete"));
     assert_eq!(store.channels(&acme.id).await.expect("read"), [second]);
     assert_eq!(store.channels(&other.id).await.expect("read"), [theirs]);
 }
@@ -1895,7 +1912,10 @@ pub async fn channel_deliveries_keep_their_settings_and_key(store: Arc<dyn Stora
     change.deliveries = vec![native.clone()];
     store.save(&change).await.expect("save");
     assert_eq!(
-        store.deliveries(std::slice::from_ref(&event.id)).await.expect("read"),
+        store
+            .deliveries(std::slice::from_ref(&event.id))
+            .await
+            .expect("read"),
         [native.clone()]
     );
     let claimed = store
@@ -1904,7 +1924,10 @@ pub async fn channel_deliveries_keep_their_settings_and_key(store: Arc<dyn Stora
         .expect("claim");
     assert_eq!(claimed.len(), 1, "a vendor channel takes an HTTP slot");
     assert_eq!(claimed[0].channel, native.channel);
-    assert_eq!(claimed[0].destination().as_deref(), Some("pd.example.test:443"));
+    assert_eq!(
+        claimed[0].destination().as_deref(),
+        Some("pd.example.test:443")
+    );
 }
 
 /// A case with a team member and one hook, stored.

@@ -108,7 +108,9 @@ impl SnitchService {
                 .filter(|n| !matches!(*n, "url" | "secret"))
                 .collect();
             if let Some(name) = unknown.first() {
-                return Err(Validations::single(*name, "is not a setting of webhook channels").into());
+                return Err(
+                    Validations::single(*name, "is not a setting of webhook channels").into(),
+                );
             }
             let hook = self
                 .create_webhook(case, setting("url").unwrap_or(""), setting("secret"))

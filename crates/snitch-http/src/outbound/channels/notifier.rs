@@ -7,6 +7,9 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use snitch_core::clock::monotonic_now;
+use snitch_core::{Clock, SystemClock};
+
 use async_trait::async_trait;
 use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
 use reqwest::{Client, Method};
@@ -35,6 +38,7 @@ pub struct ChannelNotifier {
     dashboard: Option<String>,
     held_until: Mutex<HashMap<String, Instant>>,
     newest_sent: Mutex<HashMap<(String, String), u64>>,
+    clock: Arc<dyn Clock>,
 }
 
 impl fmt::Debug for ChannelNotifier {
@@ -55,12 +59,19 @@ impl ChannelNotifier {
             dashboard: None,
             held_until: Mutex::default(),
             newest_sent: Mutex::default(),
+            clock: Arc::new(SystemClock),
         })
     }
 
     /// Messages link to the dashboard under `base_url` (the server's public URL).
     pub fn with_dashboard(mut self, base_url: Option<String>) -> Self {
         self.dashboard = base_url.map(|b| b.trim_end_matches('/').to_owned());
+        self
+    }
+
+    /// Test notifications are dated by `clock`.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
         self
     }
 
@@ -71,7 +82,7 @@ impl ChannelNotifier {
             name,
             &channel.id,
             &channel.key,
-            chrono::Utc::now(),
+            self.clock.now(),
             self.dashboard.as_deref(),
         );
         self.send_message(&channel.id, &channel.settings, &message)
@@ -163,7 +174,7 @@ impl ChannelNotifier {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let until = *held.get(channel_id)?;
-        let now = Instant::now();
+        let now = monotonic_now();
         if until <= now {
             held.remove(channel_id);
             return None;
@@ -172,7 +183,7 @@ impl ChannelNotifier {
     }
 
     fn hold(&self, channel_id: &str, wait: Duration) {
-        let until = Instant::now() + wait;
+        let until = monotonic_now() + wait;
         let mut held = self
             .held_until
             .lock()

@@ -213,9 +213,8 @@ pub fn test_message(
         facts: vec![("Sent", at_utc(at))],
         tags: Vec::new(),
         at,
-        link: dashboard.map(|base| {
-            format!("{}/ui/channels#{channel_id}", base.trim_end_matches('/'))
-        }),
+        link: dashboard
+            .map(|base| format!("{}/ui/channels#{channel_id}", base.trim_end_matches('/'))),
         idempotency: keyed_hex(key, format!("test-{}", at.timestamp_millis()).as_bytes()),
         incident: format!("test-{incident}"),
     }
@@ -344,9 +343,7 @@ pub fn requests(
         ChannelKind::Mattermost => post(setting(settings, "url")?.to_owned(), mattermost(message)),
         ChannelKind::Discord => post(setting(settings, "url")?.to_owned(), discord(message)),
         ChannelKind::Teams => post(setting(settings, "url")?.to_owned(), teams(message)),
-        ChannelKind::GoogleChat => {
-            post(setting(settings, "url")?.to_owned(), google_chat(message))
-        }
+        ChannelKind::GoogleChat => post(setting(settings, "url")?.to_owned(), google_chat(message)),
         ChannelKind::Pagerduty => return pagerduty(settings, message),
         ChannelKind::Opsgenie => return opsgenie(settings, message),
         ChannelKind::Telegram => {
@@ -417,24 +414,25 @@ const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
 fn slack(m: &Message) -> Value {
     // User text goes into plain_text objects, which Slack never parses; the top-level
     // `text` (the notification's preview) is mrkdwn, so it is escaped.
-    let plain = |text: String| json!({"type": "plain_text", "text": defuse_mentions(&text), "emoji": false});
+    // Mentions are defused before the cut, so the joiners count toward Slack's limits.
+    let plain = |text: String, max: usize| json!({"type": "plain_text", "text": cut(&defuse_mentions(&text), max), "emoji": false});
     let mut fields: Vec<Value> = m
         .facts
         .iter()
-        .map(|(label, value)| plain(cut(&format!("{label}: {value}"), 1900)))
+        .map(|(label, value)| plain(format!("{label}: {value}"), 1900))
         .collect();
     if !m.tags.is_empty() {
-        fields.push(plain(cut(&format!("Tags: {}", m.tags.join(", ")), 1900)));
+        fields.push(plain(format!("Tags: {}", m.tags.join(", ")), 1900));
     }
     fields.truncate(10);
     let mut blocks = vec![
-        json!({"type": "header", "text": plain(cut(&m.title(), 150))}),
-        json!({"type": "section", "text": plain(cut(&m.headline(), 2900))}),
+        json!({"type": "header", "text": plain(m.title(), 150)}),
+        json!({"type": "section", "text": plain(m.headline(), 2900)}),
     ];
     if !fields.is_empty() {
         blocks.push(json!({"type": "section", "fields": fields}));
     }
-    blocks.push(json!({"type": "context", "elements": [plain(at_utc(m.at))]}));
+    blocks.push(json!({"type": "context", "elements": [plain(at_utc(m.at), 100)]}));
     if let Some(link) = &m.link {
         blocks.push(json!({"type": "actions", "elements": [{
             "type": "button",
@@ -463,7 +461,8 @@ fn discord(m: &Message) -> Value {
         .iter()
         .take(20)
         .map(|(label, value)| {
-            json!({"name": label, "value": markdown_escape(&cut(value, 900)), "inline": false})
+            // Escaping at most doubles the text: 500 stays under Discord's 1,024.
+            json!({"name": label, "value": markdown_escape(&cut(value, 500)), "inline": false})
         })
         .collect();
     let mut embed = json!({
@@ -509,7 +508,8 @@ fn teams(m: &Message) -> Value {
         "body": body,
     });
     if let Some(link) = &m.link {
-        card["actions"] = json!([{"type": "Action.OpenUrl", "title": "Open in Snitch", "url": link}]);
+        card["actions"] =
+            json!([{"type": "Action.OpenUrl", "title": "Open in Snitch", "url": link}]);
     }
     json!({
         "type": "message",
@@ -555,9 +555,7 @@ fn pagerduty(settings: &ChannelSettings, m: &Message) -> Result<Vec<VendorReques
         .facts
         .iter()
         .map(|(label, value)| ((*label).to_owned(), json!(value)))
-        .chain(
-            (!m.tags.is_empty()).then(|| ("Tags".to_owned(), json!(m.tags))),
-        )
+        .chain((!m.tags.is_empty()).then(|| ("Tags".to_owned(), json!(m.tags))))
         .collect();
     let mut trigger = json!({
         "routing_key": routing_key,
@@ -598,7 +596,9 @@ fn opsgenie(settings: &ChannelSettings, m: &Message) -> Result<Vec<VendorRequest
         method: "POST",
         url: format!("{base}/v2/alerts/{alias}/close?identifierType=alias"),
         headers: auth.clone(),
-        body: VendorBody::Json(json!({"source": "Snitch", "user": "Snitch", "note": cut(&m.headline(), 1000)})),
+        body: VendorBody::Json(
+            json!({"source": "Snitch", "user": "Snitch", "note": cut(&m.headline(), 1000)}),
+        ),
     };
     if !m.tone.opens_incident() {
         return Ok(vec![close]);
@@ -635,17 +635,23 @@ fn opsgenie(settings: &ChannelSettings, m: &Message) -> Result<Vec<VendorRequest
 }
 
 fn telegram(settings: &ChannelSettings, m: &Message) -> Result<Value, NotifyError> {
-    let mut text = format!("<b>{}</b>", html_escape(&cut(&m.title(), 200)));
-    for line in plain_lines(m) {
-        text.push('\n');
-        text.push_str(&html_escape(&cut(&line, 1000)));
-    }
+    // User text is cut before it is escaped, never the markup: 600 characters escape
+    // to at most 3,600 (`&quot;`), which leaves room for the tags under Telegram's 4,096.
+    let plain = cut(&plain_lines(m).join("\n"), 600);
+    let mut text = format!(
+        "<b>{}</b>\n{}",
+        html_escape(&cut(&m.title(), 60)),
+        html_escape(&plain)
+    );
     if let Some(link) = &m.link {
-        text.push_str(&format!("\n<a href=\"{}\">Open in Snitch</a>", html_escape(link)));
+        text.push_str(&format!(
+            "\n<a href=\"{}\">Open in Snitch</a>",
+            html_escape(link)
+        ));
     }
     Ok(json!({
         "chat_id": setting(settings, "chat_id")?,
-        "text": cut(&text, 4096),
+        "text": text,
         "parse_mode": "HTML",
         "link_preview_options": {"is_disabled": true},
     }))
@@ -709,7 +715,10 @@ fn matrix(m: &Message) -> Value {
         html.push_str(&html_escape(&cut(&line, 2000)));
     }
     if let Some(link) = &m.link {
-        html.push_str(&format!("<br><a href=\"{}\">Open in Snitch</a>", html_escape(link)));
+        html.push_str(&format!(
+            "<br><a href=\"{}\">Open in Snitch</a>",
+            html_escape(link)
+        ));
     }
     json!({
         "msgtype": "m.text",
@@ -745,7 +754,11 @@ pub fn interpret(
     };
     // Telegram answers 200 with `ok: false` in no documented case, but says `ok`.
     let refused_in_body = kind == ChannelKind::Telegram
-        && json.as_ref().and_then(|j| j.get("ok")).and_then(Value::as_bool) == Some(false);
+        && json
+            .as_ref()
+            .and_then(|j| j.get("ok"))
+            .and_then(Value::as_bool)
+            == Some(false);
     if (200..300).contains(&status) && !refused_in_body {
         return Ok(format!("{kind} answered HTTP {status}"));
     }
@@ -756,12 +769,16 @@ pub fn interpret(
             .unwrap_or(60.0)
             .clamp(0.0, 86_400.0);
         return Err(NotifyError::retry_after(
-            said(format!("{kind} rate limit (HTTP 429), retry after {wait:.0} s")),
+            said(format!(
+                "{kind} rate limit (HTTP 429), retry after {wait:.0} s"
+            )),
             chrono::Duration::milliseconds((wait * 1000.0).ceil() as i64),
         ));
     }
-    if status == 408 || status >= 500 || status < 200 {
-        return Err(NotifyError::new(said(format!("{kind} answered HTTP {status}"))));
+    if status == 408 || !(200..500).contains(&status) {
+        return Err(NotifyError::new(said(format!(
+            "{kind} answered HTTP {status}"
+        ))));
     }
     Err(NotifyError::permanent(said(format!(
         "{kind} refused it (HTTP {status})"
@@ -794,7 +811,11 @@ fn vendor_reason(json: Option<&Value>, body: &str) -> Option<String> {
             let errors = j.get("errors").map(|e| match e {
                 Value::Array(items) => items
                     .iter()
-                    .map(|i| i.as_str().map(str::to_owned).unwrap_or_else(|| i.to_string()))
+                    .map(|i| {
+                        i.as_str()
+                            .map(str::to_owned)
+                            .unwrap_or_else(|| i.to_string())
+                    })
                     .collect::<Vec<_>>()
                     .join("; "),
                 other => other.to_string(),
@@ -848,7 +869,10 @@ mod tests {
         let ok = interpret(ChannelKind::Slack, 200, None, "ok").expect("ok");
         assert_eq!(ok, "slack answered HTTP 200");
         let gone = interpret(ChannelKind::Slack, 404, None, "no_service").expect_err("gone");
-        assert!(gone.permanent && gone.detail.contains("no_service"), "{gone:?}");
+        assert!(
+            gone.permanent && gone.detail.contains("no_service"),
+            "{gone:?}"
+        );
         let limited = interpret(ChannelKind::Slack, 429, Some("7"), "").expect_err("429");
         assert!(!limited.permanent);
         assert_eq!(limited.retry_after, Some(chrono::Duration::seconds(7)));
@@ -860,9 +884,12 @@ mod tests {
         )
         .expect_err("429");
         assert_eq!(tg.retry_after, Some(chrono::Duration::seconds(3)));
-        let discord = interpret(ChannelKind::Discord, 429, None, r#"{"retry_after":1.5}"#)
-            .expect_err("429");
-        assert_eq!(discord.retry_after, Some(chrono::Duration::milliseconds(1500)));
+        let discord =
+            interpret(ChannelKind::Discord, 429, None, r#"{"retry_after":1.5}"#).expect_err("429");
+        assert_eq!(
+            discord.retry_after,
+            Some(chrono::Duration::milliseconds(1500))
+        );
         let busy = interpret(ChannelKind::Pagerduty, 503, None, "").expect_err("5xx");
         assert!(!busy.permanent && busy.retry_after.is_none());
         let bad = interpret(
@@ -872,7 +899,10 @@ mod tests {
             r#"{"status":"invalid event","message":"Event object is invalid","errors":["'routing_key' is invalid"]}"#,
         )
         .expect_err("400");
-        assert!(bad.permanent && bad.detail.contains("'routing_key' is invalid"), "{bad:?}");
+        assert!(
+            bad.permanent && bad.detail.contains("'routing_key' is invalid"),
+            "{bad:?}"
+        );
     }
 
     #[test]
