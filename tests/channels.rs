@@ -4,7 +4,7 @@
 mod common;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -14,6 +14,7 @@ use axum::Router;
 use common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
+use snitch::core::clock::monotonic_now;
 use snitch::prelude::ManualClock;
 
 /// How long a test waits for what should happen at once.
@@ -60,7 +61,7 @@ impl StandIn {
     }
 
     async fn wait_for(&self, n: usize) -> Vec<Seen> {
-        let start = Instant::now();
+        let start = monotonic_now();
         loop {
             let seen = self.seen();
             if seen.len() >= n {
@@ -154,6 +155,13 @@ async fn a_missed_deadline_pages_and_the_recovery_resolves_with_the_same_key() {
     server.tick_at(&clock, at("2026-11-22T05:00:01Z")).await;
     let trigger = pd.wait_for(1).await.remove(0);
     assert_eq!(trigger.path, "/v2/enqueue");
+    assert_eq!(
+        trigger
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("application/json")
+    );
     assert_eq!(trigger.body["event_action"], "trigger");
     assert_eq!(trigger.body["routing_key"], "R0UTINGKEY0123456789");
     assert_eq!(trigger.body["payload"]["severity"], "critical");
@@ -216,7 +224,7 @@ async fn a_hanging_channel_of_one_case_does_not_delay_another_cases_alerts() {
         hourly_snitch(&server, OTHER_KEY, &format!("theirs {n}")).await;
     }
     hourly_snitch(&server, ACME_KEY, "ours").await;
-    let started = Instant::now();
+    let started = monotonic_now();
     server.tick_at(&clock, at("2026-11-22T05:00:01Z")).await;
     healthy.wait_for(1).await;
     assert!(

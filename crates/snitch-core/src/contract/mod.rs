@@ -1916,7 +1916,7 @@ pub async fn channel_deliveries_keep_their_settings_and_key(store: Arc<dyn Stora
             .deliveries(std::slice::from_ref(&event.id))
             .await
             .expect("read"),
-        [native.clone()]
+        std::slice::from_ref(&native)
     );
     let claimed = store
         .claim_deliveries(at(2), at(3), &ClaimLimits::new(1, 0, 1, 1))
