@@ -47,6 +47,8 @@ unset DATABASE_URL SNITCH_DATABASE_URL SNITCH_STORE
 export SNITCH_DATA_PATH="$work/snitch.db"
 export SNITCH_LISTEN="127.0.0.1:$api_port"
 export SNITCH_CHECK_IN_LISTEN="127.0.0.1:$check_in_port"
+# The channel scenario sends a test to a stand-in vendor on 127.0.0.1.
+export SNITCH_ALLOW_PRIVATE_WEBHOOKS=true
 "$server" cases create e2e >/dev/null
 key=$("$server" keys create --case e2e --label e2e 2>/dev/null)
 

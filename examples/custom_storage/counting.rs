@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use snitch::core::{
-    ApiKeyRecord, Attempt, AttemptResult, CaseOutage, Change, CheckIn, ClaimLimits, Outage,
-    ChannelConfig, PendingCheckIns, StoreStats, Tag, Timestamp, Webhook,
+    ApiKeyRecord, Attempt, AttemptResult, CaseOutage, Change, ChannelConfig, CheckIn, ClaimLimits,
+    Outage, PendingCheckIns, StoreStats, Tag, Timestamp, Webhook,
 };
 use snitch::prelude::{Case, CaseId, Delivery, Event, Snitch, Storage, StorageError, Token};
 

@@ -8,6 +8,7 @@
 import { chromium } from "playwright-core";
 import { execFileSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
+import { createServer } from "node:http";
 import { join } from "node:path";
 
 const base = process.env.SNITCH_URL;
@@ -242,6 +243,61 @@ await step("add and remove a webhook", async () => {
   await page.getByRole("button", { name: /Remove the hook/ }).click();
   await page.getByText("Webhook removed.").waitFor();
 });
+
+// A stand-in for an ntfy server on 127.0.0.1: it keeps what it is sent. The server under
+// test reaches it only when it allows private addresses (SNITCH_ALLOW_PRIVATE_WEBHOOKS=true,
+// passed on by scripts/e2e.sh to the server and to this script); otherwise the test
+// notification must fail with the reason shown, and nothing may reach the stand-in.
+const ntfyReceived = [];
+const ntfy = createServer((req, res) => {
+  let body = "";
+  req.on("data", (chunk) => (body += chunk));
+  req.on("end", () => {
+    ntfyReceived.push({ method: req.method, url: req.url, body });
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(JSON.stringify({ id: "e2e0001", event: "message", topic: "snitch-e2e" }));
+  });
+});
+await new Promise((resolve) => ntfy.listen(0, "127.0.0.1", resolve));
+const ntfyUrl = `http://127.0.0.1:${ntfy.address().port}`;
+const privateAllowed = process.env.SNITCH_ALLOW_PRIVATE_WEBHOOKS === "true";
+
+await step("add an ntfy channel, send a test, remove it", async () => {
+  await page.getByRole("link", { name: "Channels", exact: true }).click();
+  await page.getByRole("heading", { name: "Channels" }).waitFor();
+  await page.getByLabel("Kind").selectOption("ntfy");
+  await page.getByRole("button", { name: "Choose kind" }).click();
+  await page.getByRole("heading", { name: "Add a ntfy channel" }).waitFor();
+  await page.getByLabel("Name (optional)").fill("e2e phones");
+  await page.getByLabel("topic (required").fill("snitch-e2e");
+  await page.getByLabel("server (optional").fill(ntfyUrl);
+  await page.getByLabel("token (optional").fill("tk_e2e_secret_token");
+  await shot("channel-new");
+  await page.getByRole("button", { name: "Add channel" }).click();
+  await page.getByText("Channel added.").waitFor();
+  const html = await page.content();
+  expect(!html.includes("tk_e2e_secret_token"), "the token is masked");
+  expect(html.includes(ntfyUrl), "the server is shown");
+  await shot("channels");
+  await page.getByRole("button", { name: "Send a test to e2e phones (ntfy)" }).click();
+  const detail = (await page.locator(".test-result .test-detail").textContent()).trim();
+  expect(detail.length > 0, "the vendor's answer is shown");
+  if (privateAllowed) {
+    await page.getByText("Test sent to e2e phones (ntfy).").waitFor();
+    expect(ntfyReceived.length === 1, `the stand-in got ${ntfyReceived.length} requests`);
+    const got = ntfyReceived[0];
+    expect(got.method === "POST", `method ${got.method}`);
+    expect(got.body.includes("snitch-e2e"), `body ${got.body.slice(0, 200)}`);
+  } else {
+    await page.getByText("The test to e2e phones (ntfy) failed.").waitFor();
+    expect(ntfyReceived.length === 0, "nothing reached a private address");
+  }
+  await shot("channel-tested");
+  await page.getByRole("button", { name: "Remove e2e phones (ntfy)" }).click();
+  await page.getByText("Channel removed.").waitFor();
+  await page.getByText("No channels.").waitFor();
+});
+ntfy.close();
 
 await step("delete asks for confirmation", async () => {
   await page.getByRole("link", { name: "Snitches", exact: true }).first().click();

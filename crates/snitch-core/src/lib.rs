@@ -8,8 +8,8 @@
 #![warn(missing_docs)]
 
 pub mod cadence;
-pub mod channel;
 pub mod calendar;
+pub mod channel;
 mod check_in_queue;
 pub mod check_in_step;
 pub mod clock;
@@ -31,18 +31,18 @@ pub mod validation;
 pub mod webhook;
 
 pub use cadence::Cadence;
+pub use calendar::{period_of, Interval, Period, Timestamp};
 pub use channel::{
     ChannelConfig, ChannelKey, ChannelSettings, EventFilter, SettingSpec, SettingValue,
 };
-pub use calendar::{period_of, Interval, Period, Timestamp};
 pub use check_in_step::PendingCheckIns;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::ServiceError;
 pub use liveness::{CaseOutage, Outage};
 pub use notifier::{Notifier, NotifyError};
 pub use outbox::{
-    Attempt, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery, DeliveryState, RetryPolicy,
-    Targets,
+    Attempt, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery, DeliveryState,
+    RetryPolicy, Targets,
 };
 pub use runs::{AlertReason, CheckInBody, CheckInKind, OpenRun, Run, RunId};
 pub use schedule::{CronSchedule, ExpectedRuns, ScheduleError};

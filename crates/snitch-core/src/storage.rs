@@ -16,12 +16,12 @@
 use async_trait::async_trait;
 
 use crate::calendar::Timestamp;
+use crate::channel::ChannelConfig;
 use crate::check_in_step::PendingCheckIns;
 use crate::liveness::{CaseOutage, Outage};
 use crate::outbox::{Attempt, AttemptResult, ClaimLimits, Delivery};
 use crate::snitch::{CheckIn, Event, Snitch};
 use crate::types::{Case, CaseId, Status, Tag, Token};
-use crate::channel::ChannelConfig;
 use crate::webhook::Webhook;
 
 /// Why a store could not do what was asked.

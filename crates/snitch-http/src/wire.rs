@@ -479,7 +479,10 @@ pub fn delivery_target(channel: &Channel) -> String {
 
 /// A channel endpoint's `scheme://host[:port]/…`: never its path, query or credentials.
 pub fn endpoint_origin(settings: &snitch_core::ChannelSettings) -> String {
-    match settings.endpoint().and_then(|u| url::Url::parse(u.as_str()).ok()) {
+    match settings
+        .endpoint()
+        .and_then(|u| url::Url::parse(u.as_str()).ok())
+    {
         Some(u) => format!("{}/…", u.origin().ascii_serialization()),
         None => String::new(),
     }

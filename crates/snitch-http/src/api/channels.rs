@@ -361,7 +361,10 @@ pub(crate) async fn send_test(
             "this server sends no channel notifications",
         )));
     };
-    let name = c.name.clone().unwrap_or_else(|| c.kind().as_str().to_owned());
+    let name = c
+        .name
+        .clone()
+        .unwrap_or_else(|| c.kind().as_str().to_owned());
     Ok(match tester.test(c, &name).await {
         Ok(detail) => json!({"ok": true, "detail": detail}),
         Err(e) => json!({"ok": false, "detail": e.detail, "permanent": e.permanent}),

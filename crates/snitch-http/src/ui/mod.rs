@@ -17,6 +17,7 @@
 //! host's router (`api_router(api).merge(ui_router(ui))`).
 
 mod auth;
+mod channels;
 mod pages;
 pub use auth::session;
 pub mod timeline;
@@ -274,6 +275,21 @@ pub fn ui_router(state: UiState) -> Router {
         )
         .route(&at("/webhooks"), get(webhooks).post(add_webhook))
         .route(&at("/webhooks/{id}/delete"), post(delete_webhook))
+        .route(
+            &at("/channels"),
+            get(channels::channels).post(channels::add_channel),
+        )
+        .route(&at("/channels/new"), get(channels::new_channel))
+        .route(
+            &at("/channels/{id}/edit"),
+            get(channels::edit_channel_form).post(channels::update_channel),
+        )
+        .route(&at("/channels/{id}/test"), post(channels::test_channel))
+        .route(&at("/channels/{id}/delete"), post(channels::delete_channel))
+        .route(
+            &at("/alerts/{channel_id}/{reference}"),
+            get(channels::alert),
+        )
         .route(
             &at("/assets/app.css"),
             get(|| async { asset("text/css; charset=utf-8", APP_CSS) }),

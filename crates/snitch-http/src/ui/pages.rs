@@ -4,8 +4,8 @@
 
 use maud::{html, Markup, DOCTYPE};
 use snitch_core::{
-    Cadence, CheckIn, CheckInKind, Delivery, Event, EventKind, Interval, Outcome,
-    PauseUntil, Snitch, Status, Timestamp, Validations, Webhook,
+    Cadence, CheckIn, CheckInKind, Delivery, Event, EventKind, Interval, Outcome, PauseUntil,
+    Snitch, Status, Timestamp, Validations, Webhook,
 };
 
 use super::timeline::Cell;
@@ -28,6 +28,7 @@ pub(crate) struct SignedInView<'a> {
 pub(crate) enum Nav {
     Snitches,
     Webhooks,
+    Channels,
     None,
 }
 
@@ -53,6 +54,7 @@ pub(crate) fn layout(frame: &Frame, nav: Nav, title: &str, body: Markup) -> Mark
                         nav aria-label="Main" {
                             a href={ (base) "/" } aria-current=[(nav == Nav::Snitches).then_some("page")] { "Snitches" }
                             a href={ (base) "/webhooks" } aria-current=[(nav == Nav::Webhooks).then_some("page")] { "Webhooks" }
+                            a href={ (base) "/channels" } aria-current=[(nav == Nav::Channels).then_some("page")] { "Channels" }
                         }
                         span.case { "Case " strong { (user.case) } }
                         form.inline method="post" action={ (base) "/logout" } {
@@ -79,6 +81,9 @@ pub(crate) fn notice(done: Option<&str>) -> Markup {
         Some("deleted") => "Snitch deleted.",
         Some("hook-added") => "Webhook added.",
         Some("hook-removed") => "Webhook removed.",
+        Some("channel-added") => "Channel added.",
+        Some("channel-updated") => "Channel saved.",
+        Some("channel-removed") => "Channel removed.",
         Some("signed-out") => "You are signed out.",
         _ => return html! {},
     };
@@ -120,11 +125,16 @@ fn field_label(attribute: &str) -> &str {
         "status" => "Status",
         "url" => "URL",
         "secret" => "Secret",
+        "kind" => "Kind",
+        "events" => "Events",
         other => other,
     }
 }
 
-fn problem_for<'a>(problems: Option<&'a Validations>, attribute: &str) -> Option<&'a str> {
+pub(crate) fn problem_for<'a>(
+    problems: Option<&'a Validations>,
+    attribute: &str,
+) -> Option<&'a str> {
     problems?
         .iter()
         .find(|p| p.attribute == attribute)
@@ -385,7 +395,7 @@ impl SnitchForm {
     }
 }
 
-fn field_problem(id: &str, problem: Option<&str>) -> Markup {
+pub(crate) fn field_problem(id: &str, problem: Option<&str>) -> Markup {
     html! {
         @if let Some(p) = problem {
             p.field-problem id={ (id) "-problem" } { (p) }

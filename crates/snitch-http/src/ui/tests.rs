@@ -253,6 +253,8 @@ async fn pages_need_a_session_and_a_made_up_cookie_is_sent_to_sign_in() {
         format!("/ui/snitches/{token}"),
         "/ui/webhooks".to_owned(),
         "/ui/snitches/new".to_owned(),
+        "/ui/channels".to_owned(),
+        "/ui/channels/new?kind=slack".to_owned(),
     ] {
         for cookie in [
             None,
@@ -1174,4 +1176,542 @@ async fn runs_are_charted_with_their_output_and_a_schedule_is_previewed_as_typed
         .expect("made");
     assert_eq!(made.max_runtime_seconds(), Some(600));
     assert_eq!(made.failure_tolerance(), 2);
+}
+
+// ---------------------------------------------------------------------------------------
+// Channels
+// ---------------------------------------------------------------------------------------
+
+/// A tester that answers as a vendor would and remembers what it was asked to test.
+#[derive(Debug, Default)]
+struct FakeTester {
+    tested: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl crate::api::ChannelTester for FakeTester {
+    async fn test(
+        &self,
+        channel: &snitch_core::ChannelConfig,
+        name: &str,
+    ) -> Result<String, snitch_core::NotifyError> {
+        self.tested.lock().expect("lock").push(channel.id.clone());
+        if channel.settings.get("topic") == Some("down") {
+            Err(snitch_core::NotifyError::new(
+                "ntfy answered 503 <b>busy</b>",
+            ))
+        } else {
+            Ok(format!("ntfy answered 200 for {name}"))
+        }
+    }
+}
+
+async fn fixture_with_tester(tester: Arc<FakeTester>) -> Fixture {
+    let storage = Arc::new(MemoryStorage::new());
+    let service = SnitchService::new(storage, Arc::new(SystemClock));
+    let case = Case::new(CaseId::parse("acme").expect("valid"));
+    service.storage().upsert_case(&case).await.expect("case");
+    let keys = Arc::new(ApiKeys::new());
+    keys.add_plain(KEY, case.id.clone()).expect("long enough");
+    let api = ApiState::new(
+        service.clone(),
+        keys.clone(),
+        ApiConfig {
+            check_in_base: "https://nosnch.test".into(),
+            ..ApiConfig::default()
+        }
+        .with_channel_tester(tester),
+    );
+    let ui = UiState::new(api.clone(), UiConfig::default());
+    Fixture {
+        app: api_router(api.clone()).merge(ui_router(ui)),
+        service,
+        case,
+        keys,
+        api,
+    }
+}
+
+fn only_channel(all: Vec<snitch_core::service::ListedChannel>) -> snitch_core::ChannelConfig {
+    let mut channels: Vec<_> = all
+        .into_iter()
+        .filter_map(|c| match c {
+            snitch_core::service::ListedChannel::Channel(c) => Some(c),
+            snitch_core::service::ListedChannel::Webhook(_) => None,
+        })
+        .collect();
+    assert_eq!(channels.len(), 1, "{channels:?}");
+    channels.remove(0)
+}
+
+#[tokio::test]
+async fn channels_are_added_listed_masked_edited_and_removed() {
+    let f = fixture().await;
+    let b = sign_in(&f.app).await;
+    // The nav links to the page; its form chooses a kind; the kind's form has its settings.
+    let home = send(&f.app, get("/ui/", Some(&b.cookie))).await;
+    assert!(home.body.contains("href=\"/ui/channels\""));
+    let page = send(&f.app, get("/ui/channels", Some(&b.cookie))).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("No channels."));
+    assert!(page.body.contains("value=\"pagerduty\""));
+    assert!(
+        !page.body.contains("value=\"webhook\""),
+        "webhooks have their page"
+    );
+    let form = send(
+        &f.app,
+        get("/ui/channels/new?kind=pagerduty", Some(&b.cookie)),
+    )
+    .await;
+    assert_eq!(form.status, StatusCode::OK, "{}", form.body);
+    assert!(
+        form.body.contains("name=\"s_routing_key\"") && form.body.contains("name=\"s_api_url\"")
+    );
+    assert!(form
+        .body
+        .contains("name=\"event_missing\" value=\"on\" checked"));
+    assert!(!form
+        .body
+        .contains("name=\"event_paused\" value=\"on\" checked"));
+    let other_kind = send(
+        &f.app,
+        get("/ui/channels/new?kind=webhook", Some(&b.cookie)),
+    )
+    .await;
+    assert_eq!(other_kind.status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    let secret = "R0UT1NGKEYsecret0123456789abcdef";
+    let answer = send(
+        &f.app,
+        post(
+            "/ui/channels",
+            Some(&b.cookie),
+            &[
+                ("csrf", &b.csrf),
+                ("kind", "pagerduty"),
+                ("name", "On call <b>night</b>"),
+                ("s_routing_key", secret),
+                ("s_api_url", ""),
+                ("event_missing", "on"),
+                ("event_paused", "on"),
+                ("tags", "db, backups"),
+            ],
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    let c = only_channel(f.service.channels(&f.case).await.expect("channels"));
+    assert_eq!(
+        answer.location(),
+        format!("/ui/channels?done=channel-added#{}", c.id)
+    );
+    assert_eq!(c.settings.get("routing_key"), Some(secret));
+    assert_eq!(c.events.names(), vec!["missing", "paused"]);
+    assert_eq!(c.tags.len(), 2);
+
+    let page = send(
+        &f.app,
+        get("/ui/channels?done=channel-added", Some(&b.cookie)),
+    )
+    .await;
+    assert!(page.body.contains("Channel added."));
+    assert!(page.body.contains(&format!("id=\"{}\"", c.id)));
+    assert!(page.body.contains("pagerduty") && page.body.contains("routing_key"));
+    assert!(page.body.contains("On call &lt;b&gt;night&lt;/b&gt;"));
+    assert!(!page.body.contains("<b>night"));
+    assert!(!page.body.contains(secret), "the routing key never shows");
+    assert!(page.body.contains("events.pagerduty.com"));
+    assert!(page.body.contains(&format!("/ui/channels/{}/edit", c.id)));
+    assert!(page.body.contains(&format!("/ui/channels/{}/test", c.id)));
+    assert!(page.body.contains(&format!("/ui/channels/{}/delete", c.id)));
+
+    // Edit: the secret is not in the form; left empty it stays; the rest changes.
+    let edit_uri = format!("/ui/channels/{}/edit", c.id);
+    let form = send(&f.app, get(&edit_uri, Some(&b.cookie))).await;
+    assert_eq!(form.status, StatusCode::OK, "{}", form.body);
+    assert!(!form.body.contains(secret));
+    assert!(form.body.contains("leave empty to keep"));
+    let answer = send(
+        &f.app,
+        post(
+            &edit_uri,
+            Some(&b.cookie),
+            &[
+                ("csrf", &b.csrf),
+                ("name", "Day shift"),
+                ("s_routing_key", ""),
+                ("s_api_url", "https://events.pagerduty.com/v2/enqueue"),
+                ("event_errored", "on"),
+                ("tags", ""),
+            ],
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    let changed = only_channel(f.service.channels(&f.case).await.expect("channels"));
+    assert_eq!(changed.settings.get("routing_key"), Some(secret), "kept");
+    assert_eq!(changed.name.as_deref(), Some("Day shift"));
+    assert_eq!(changed.events.names(), vec!["errored"]);
+    assert!(changed.tags.is_empty());
+    // A new secret replaces it.
+    let answer = send(
+        &f.app,
+        post(
+            &edit_uri,
+            Some(&b.cookie),
+            &[
+                ("csrf", &b.csrf),
+                ("name", "Day shift"),
+                ("s_routing_key", "another-routing-key-0123456789"),
+                ("event_errored", "on"),
+            ],
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    let changed = only_channel(f.service.channels(&f.case).await.expect("channels"));
+    assert_eq!(
+        changed.settings.get("routing_key"),
+        Some("another-routing-key-0123456789")
+    );
+    // An invalid setting re-renders the form naming it, and changes nothing.
+    let answer = send(
+        &f.app,
+        post(
+            &edit_uri,
+            Some(&b.cookie),
+            &[
+                ("csrf", &b.csrf),
+                ("s_api_url", "not a url"),
+                ("event_errored", "on"),
+            ],
+        ),
+    )
+    .await;
+    assert_eq!(
+        answer.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        answer.body
+    );
+    assert!(
+        answer.body.contains("id=\"api_url-problem\""),
+        "{}",
+        answer.body
+    );
+    assert!(answer.body.contains("api_url"));
+
+    // Removed.
+    let answer = send(
+        &f.app,
+        post(
+            &format!("/ui/channels/{}/delete", c.id),
+            Some(&b.cookie),
+            &[("csrf", &b.csrf)],
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER);
+    assert_eq!(answer.location(), "/ui/channels?done=channel-removed");
+    assert!(f
+        .service
+        .channels(&f.case)
+        .await
+        .expect("channels")
+        .is_empty());
+}
+
+#[tokio::test]
+async fn an_invalid_channel_is_shown_again_with_each_problem_by_its_field() {
+    let f = fixture().await;
+    let b = sign_in(&f.app).await;
+    let answer = send(
+        &f.app,
+        post(
+            "/ui/channels",
+            Some(&b.cookie),
+            &[
+                ("csrf", &b.csrf),
+                ("kind", "ntfy"),
+                ("name", "phones"),
+                ("s_topic", ""),
+                ("s_server", "ftp://ntfy.example"),
+            ],
+        ),
+    )
+    .await;
+    assert_eq!(
+        answer.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        answer.body
+    );
+    for field in ["topic", "server", "events"] {
+        assert!(
+            answer.body.contains(&format!("id=\"{field}-problem\"")),
+            "{field}: {}",
+            answer.body
+        );
+    }
+    assert!(
+        answer.body.contains("value=\"phones\""),
+        "typed values stay"
+    );
+    assert!(answer.body.contains("value=\"ftp://ntfy.example\""));
+    assert!(f
+        .service
+        .channels(&f.case)
+        .await
+        .expect("channels")
+        .is_empty());
+    // A kind the page does not add.
+    let answer = send(
+        &f.app,
+        post(
+            "/ui/channels",
+            Some(&b.cookie),
+            &[
+                ("csrf", &b.csrf),
+                ("kind", "webhook"),
+                ("s_url", "https://x.test/"),
+            ],
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(f
+        .service
+        .channels(&f.case)
+        .await
+        .expect("channels")
+        .is_empty());
+}
+
+#[tokio::test]
+async fn channel_posts_without_the_csrf_token_are_refused() {
+    let f = fixture().await;
+    let b = sign_in(&f.app).await;
+    let input = snitch_core::service::ChannelInput {
+        kind: Some("ntfy".into()),
+        settings: vec![("topic".into(), "alerts".into())],
+        ..Default::default()
+    };
+    let c = f
+        .service
+        .create_channel(&f.case, &input)
+        .await
+        .expect("add");
+    let id = c.id().to_owned();
+    let add = [
+        ("kind", "ntfy"),
+        ("s_topic", "more"),
+        ("event_missing", "on"),
+    ];
+    for (uri, fields) in [
+        ("/ui/channels".to_owned(), &add[..]),
+        (format!("/ui/channels/{id}/edit"), &[("name", "x")][..]),
+        (format!("/ui/channels/{id}/test"), &[][..]),
+        (format!("/ui/channels/{id}/delete"), &[][..]),
+    ] {
+        for csrf in ["", "wrong"] {
+            let mut form = vec![("csrf", csrf)];
+            form.extend_from_slice(fields);
+            let answer = send(&f.app, post(&uri, Some(&b.cookie), &form)).await;
+            assert_eq!(answer.status, StatusCode::FORBIDDEN, "{uri} {csrf}");
+        }
+        let mut req = post(&uri, Some(&b.cookie), &[("csrf", &b.csrf)]);
+        req.headers_mut()
+            .insert("sec-fetch-site", "cross-site".parse().expect("header"));
+        assert_eq!(
+            send(&f.app, req).await.status,
+            StatusCode::FORBIDDEN,
+            "{uri}"
+        );
+    }
+    let all = f.service.channels(&f.case).await.expect("channels");
+    assert_eq!(only_channel(all).name, None, "unchanged and still there");
+}
+
+#[tokio::test]
+async fn send_test_shows_the_vendors_answer() {
+    let tester = Arc::new(FakeTester::default());
+    let f = fixture_with_tester(tester.clone()).await;
+    let b = sign_in(&f.app).await;
+    let mut ids = Vec::new();
+    for topic in ["alerts", "down"] {
+        let input = snitch_core::service::ChannelInput {
+            kind: Some("ntfy".into()),
+            name: Some(format!("phones {topic}")),
+            settings: vec![("topic".into(), topic.into())],
+            ..Default::default()
+        };
+        let c = f
+            .service
+            .create_channel(&f.case, &input)
+            .await
+            .expect("add");
+        ids.push(c.id().to_owned());
+    }
+    let answer = send(
+        &f.app,
+        post(
+            &format!("/ui/channels/{}/test", ids[0]),
+            Some(&b.cookie),
+            &[("csrf", &b.csrf)],
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    assert!(answer.body.contains("Test sent to phones alerts (ntfy)."));
+    assert!(answer.body.contains("ntfy answered 200 for phones alerts"));
+    let answer = send(
+        &f.app,
+        post(
+            &format!("/ui/channels/{}/test", ids[1]),
+            Some(&b.cookie),
+            &[("csrf", &b.csrf)],
+        ),
+    )
+    .await;
+    assert!(answer
+        .body
+        .contains("The test to phones down (ntfy) failed."));
+    assert!(answer
+        .body
+        .contains("ntfy answered 503 &lt;b&gt;busy&lt;/b&gt;"));
+    assert_eq!(*tester.tested.lock().expect("lock"), ids);
+    // Without a tester (the plain fixture) the page says so.
+    let f = fixture().await;
+    let b = sign_in(&f.app).await;
+    let input = snitch_core::service::ChannelInput {
+        kind: Some("ntfy".into()),
+        settings: vec![("topic".into(), "alerts".into())],
+        ..Default::default()
+    };
+    let c = f
+        .service
+        .create_channel(&f.case, &input)
+        .await
+        .expect("add");
+    let answer = send(
+        &f.app,
+        post(
+            &format!("/ui/channels/{}/test", c.id()),
+            Some(&b.cookie),
+            &[("csrf", &b.csrf)],
+        ),
+    )
+    .await;
+    assert!(answer
+        .body
+        .contains("this server sends no channel notifications"));
+}
+
+#[tokio::test]
+async fn an_alert_link_leads_to_its_snitch_and_a_wrong_reference_is_404() {
+    let f = fixture().await;
+    let token = f.snitch("nightly").await;
+    let other_token = f.snitch("hourly").await;
+    let input = snitch_core::service::ChannelInput {
+        kind: Some("ntfy".into()),
+        settings: vec![("topic".into(), "alerts".into())],
+        ..Default::default()
+    };
+    f.service
+        .create_channel(&f.case, &input)
+        .await
+        .expect("add");
+    let c = only_channel(f.service.channels(&f.case).await.expect("channels"));
+    let reference = crate::outbound::channels::derived_ref(&c.key, &token);
+    assert!(!reference.contains(&token));
+    let uri = format!("/ui/alerts/{}/{reference}", c.id);
+    // Only for a signed-in browser.
+    let answer = send(&f.app, get(&uri, None)).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER);
+    assert!(
+        answer.location().starts_with("/ui/login"),
+        "{}",
+        answer.location()
+    );
+    let b = sign_in(&f.app).await;
+    let answer = send(&f.app, get(&uri, Some(&b.cookie))).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    assert_eq!(answer.location(), format!("/ui/snitches/{token}"));
+    let other = crate::outbound::channels::derived_ref(&c.key, &other_token);
+    let answer = send(
+        &f.app,
+        get(&format!("/ui/alerts/{}/{other}", c.id), Some(&b.cookie)),
+    )
+    .await;
+    assert_eq!(answer.location(), format!("/ui/snitches/{other_token}"));
+    for wrong in [
+        format!("/ui/alerts/{}/0123456789abcdef0123456789abcdef", c.id),
+        format!("/ui/alerts/{}/{token}", c.id),
+        format!("/ui/alerts/nosuchchannel0000000/{reference}"),
+    ] {
+        let answer = send(&f.app, get(&wrong, Some(&b.cookie))).await;
+        assert_eq!(answer.status, StatusCode::NOT_FOUND, "{wrong}");
+    }
+}
+
+#[tokio::test]
+async fn another_cases_channel_is_not_shown_changed_tested_or_removed() {
+    let f = fixture().await;
+    let b = sign_in(&f.app).await;
+    let other = Case::new(CaseId::parse("other").expect("valid"));
+    f.service.storage().upsert_case(&other).await.expect("case");
+    let input = snitch_core::service::ChannelInput {
+        kind: Some("ntfy".into()),
+        name: Some("their phones".into()),
+        settings: vec![("topic".into(), "theirs".into())],
+        ..Default::default()
+    };
+    let theirs = f.service.create_channel(&other, &input).await.expect("add");
+    let id = theirs.id().to_owned();
+    let page = send(&f.app, get("/ui/channels", Some(&b.cookie))).await;
+    assert!(!page.body.contains("their phones") && !page.body.contains(&id));
+    let answer = send(
+        &f.app,
+        get(&format!("/ui/channels/{id}/edit"), Some(&b.cookie)),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+    for action in ["edit", "test", "delete"] {
+        let answer = send(
+            &f.app,
+            post(
+                &format!("/ui/channels/{id}/{action}"),
+                Some(&b.cookie),
+                &[("csrf", &b.csrf), ("name", "mine now")],
+            ),
+        )
+        .await;
+        assert_eq!(answer.status, StatusCode::NOT_FOUND, "{action}");
+    }
+    let token = f
+        .service
+        .create(
+            &other,
+            &SnitchFields {
+                name: Some("their job".into()),
+                interval: Some("daily".into()),
+                ..SnitchFields::default()
+            },
+        )
+        .await
+        .expect("create");
+    let snitch_core::service::ListedChannel::Channel(c) =
+        f.service.channel(&other, &id).await.expect("theirs")
+    else {
+        panic!("a channel");
+    };
+    let reference = crate::outbound::channels::derived_ref(&c.key, token.token().as_str());
+    let answer = send(
+        &f.app,
+        get(&format!("/ui/alerts/{id}/{reference}"), Some(&b.cookie)),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+    assert_eq!(c.name.as_deref(), Some("their phones"), "unchanged");
 }

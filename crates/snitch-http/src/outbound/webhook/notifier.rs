@@ -148,31 +148,31 @@ pub(crate) fn guarded_client(options: &WebhookOptions) -> Result<Client, reqwest
 /// What a failed request means for the delivery: a refused private address or a URL
 /// that cannot be sent to is permanent; timeouts and connection errors are transient.
 pub(crate) fn describe_error(err: &reqwest::Error, options: &WebhookOptions) -> NotifyError {
-        if let Some(refused) = find_source::<Refused>(err) {
-            return NotifyError::permanent(refused.to_string());
-        }
-        let cause = innermost_cause(err);
-        if err.is_builder() {
-            return NotifyError::permanent(format!("cannot send to this URL: {cause}"));
-        }
-        if err.is_connect() && err.is_timeout() {
-            return NotifyError::new(format!(
-                "connection timed out after {}",
-                describe_duration(options.connect_timeout)
-            ));
-        }
-        if err.is_timeout() {
-            return NotifyError::new(format!(
-                "timed out after {}",
-                describe_duration(options.timeout)
-            ));
-        }
-        if err.is_connect() {
-            NotifyError::new(format!("connection failed: {cause}"))
-        } else {
-            NotifyError::new(format!("request failed: {cause}"))
-        }
+    if let Some(refused) = find_source::<Refused>(err) {
+        return NotifyError::permanent(refused.to_string());
     }
+    let cause = innermost_cause(err);
+    if err.is_builder() {
+        return NotifyError::permanent(format!("cannot send to this URL: {cause}"));
+    }
+    if err.is_connect() && err.is_timeout() {
+        return NotifyError::new(format!(
+            "connection timed out after {}",
+            describe_duration(options.connect_timeout)
+        ));
+    }
+    if err.is_timeout() {
+        return NotifyError::new(format!(
+            "timed out after {}",
+            describe_duration(options.timeout)
+        ));
+    }
+    if err.is_connect() {
+        NotifyError::new(format!("connection failed: {cause}"))
+    } else {
+        NotifyError::new(format!("request failed: {cause}"))
+    }
+}
 
 #[async_trait]
 impl Notifier for WebhookNotifier {
