@@ -135,9 +135,10 @@ impl Delivery {
 /// deliveries that passed the round before, earliest first (by `next_attempt_at`, then
 /// by order of storing):
 /// 1. it is among the first `per_case_channel − in flight` of its (case, channel kind);
-/// 2. a webhook is among the first `per_destination − in flight` of its destination
-///    ([`Delivery::destination`]); e-mails have no destination and pass;
-/// 3. it is among the first `webhooks` (or `emails`) of its channel kind.
+/// 2. an HTTP delivery (a webhook or a vendor channel) is among the first
+///    `per_destination − in flight` of its destination ([`Delivery::destination`]);
+///    e-mails have no destination and pass;
+/// 3. it is among the first `webhooks` (every HTTP kind) or `emails` of its budget.
 ///
 /// So a case with thousands of due deliveries takes at most its cap and never hides
 /// another case's deliveries from the claim; a key at its cap is skipped.

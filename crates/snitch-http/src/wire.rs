@@ -416,7 +416,7 @@ impl OutageJson {
 pub struct DeliveryJson {
     /// The delivery's id.
     pub id: String,
-    /// `webhook` or `email`.
+    /// The channel's kind: `webhook`, `email`, `slack`, `pagerduty`, ….
     #[schema(value_type = String)]
     pub channel: &'static str,
     /// The hook's URL without credentials (query values masked), or the recipients.
