@@ -185,6 +185,20 @@ async fn a_missed_deadline_pages_and_the_recovery_resolves_with_the_same_key() {
         assert!(!seen.path.contains(&token));
     }
 
+    // The channel from the file sends a test notification on request.
+    let listed = server.get_ok("/v1/channels").await;
+    let id = listed[0]["id"].as_str().expect("id");
+    let test: Value = server
+        .post_json(&format!("/v1/channels/{id}/test"), &json!({}))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(test["ok"], true, "{test}");
+    let tested = pd.wait_for(4).await;
+    assert_eq!(tested[2].body["payload"]["severity"], "info");
+    assert_eq!(tested[3].body["event_action"], "resolve");
+
     // The attempts show in the events, as webhooks' do.
     let events = server.get_ok(&format!("/v1/snitches/{token}/events")).await;
     let deliveries: Vec<&Value> = events

@@ -588,6 +588,7 @@ impl ChannelConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snitch::Event;
 
     fn parse(kind: ChannelKind, given: &[(&str, &str)]) -> Result<ChannelSettings, Validations> {
         ChannelSettings::parse(kind, given.iter().copied())
@@ -658,6 +659,125 @@ mod tests {
         assert!(!format!("{pd:?}").contains("R0123secret"));
         let key = ChannelKey::parse("abcdefghijklmnop0123").expect("key");
         assert!(!format!("{key:?}").contains("abcdef"));
+    }
+
+    fn event(kind: EventKind, previous: Status, tags: &[&str]) -> Event {
+        let at = chrono::DateTime::from_timestamp(1_800_000_000, 0).expect("valid");
+        Event {
+            id: "tok00000000000000001-2".into(),
+            kind,
+            at,
+            case_id: CaseId::parse("acme").expect("valid"),
+            token: crate::types::Token::parse("tok00000000000000001").expect("valid"),
+            name: crate::types::SnitchName::parse("Nightly backup").expect("valid"),
+            notes: crate::types::Notes::default(),
+            tags: Tags::parse(tags).expect("valid"),
+            alert_email: crate::types::AlertEmails::default(),
+            status: Status::Healthy,
+            previous_status: previous,
+            checked_in_at: Some(at),
+            check_in: None,
+            missed_periods: 0,
+            expected_at: None,
+            expected_at_local: None,
+            reason: None,
+            run: None,
+        }
+    }
+
+    fn channel(
+        kind: ChannelKind,
+        given: &[(&str, &str)],
+        events: &[&str],
+        tags: &[&str],
+    ) -> ChannelConfig {
+        ChannelConfig {
+            id: "chan".into(),
+            case_id: CaseId::parse("acme").expect("valid"),
+            name: None,
+            settings: parse(kind, given).expect("valid settings"),
+            events: EventFilter::parse(events).expect("valid events"),
+            tags: Tags::parse(tags).expect("valid tags"),
+            key: ChannelKey::parse("k0k0k0k0k0k0k0k0k0k0").expect("valid key"),
+            created_at: chrono::DateTime::from_timestamp(0, 0).expect("valid"),
+        }
+    }
+
+    /// What reaches a channel: the kinds it wants, of the snitches its tags cover, and a
+    /// `reporting` only when it ends a failure.
+    #[test]
+    fn a_channel_takes_the_events_and_snitches_it_wants() {
+        let pager = channel(
+            ChannelKind::Pagerduty,
+            &[("routing_key", "R")],
+            &["missing", "errored", "reporting"],
+            &["prod"],
+        );
+        assert!(pager.wants(&event(EventKind::Missing, Status::Healthy, &["prod", "db"])));
+        assert!(!pager.wants(&event(EventKind::Missing, Status::Healthy, &["staging"])));
+        assert!(!pager.wants(&event(EventKind::Missing, Status::Healthy, &[])));
+        assert!(pager.wants(&event(EventKind::Reporting, Status::Failed, &["prod"])));
+        assert!(pager.wants(&event(EventKind::Reporting, Status::Errored, &["prod"])));
+        assert!(
+            !pager.wants(&event(EventKind::Reporting, Status::Pending, &["prod"])),
+            "a first check-in is no recovery"
+        );
+        assert!(!pager.wants(&event(EventKind::Paused, Status::Healthy, &["prod"])));
+        let everything = channel(ChannelKind::Ntfy, &[("topic", "t")], &["paused"], &[]);
+        assert!(everything.wants(&event(EventKind::Paused, Status::Healthy, &[])));
+        assert!(!everything.wants(&event(EventKind::Missing, Status::Healthy, &[])));
+    }
+
+    /// An e-mail channel becomes an e-mail delivery to its own addresses; a vendor channel
+    /// a native one with its settings and key; the team's e-mail and the webhooks keep
+    /// their places (and ids) before them.
+    #[test]
+    fn deliveries_of_an_event_go_to_each_wanting_channel_after_hooks_and_team() {
+        use crate::outbox::{deliveries_for, Channel, Targets};
+        let mut case = crate::types::Case::new(CaseId::parse("acme").expect("valid"));
+        case.members = vec![EmailAddress::parse("ops@acme.test").expect("valid")];
+        let mail = channel(
+            ChannelKind::Email,
+            &[("to", "cto@acme.test")],
+            &["missing"],
+            &[],
+        );
+        let slack = channel(
+            ChannelKind::Slack,
+            &[("url", "https://hooks.slack.test/services/T/B/X")],
+            &["missing"],
+            &["prod"],
+        );
+        let targets = Targets {
+            hooks: Vec::new(),
+            channels: vec![mail, slack.clone()],
+        };
+        let missing = event(EventKind::Missing, Status::Healthy, &["prod"]);
+        let sent = deliveries_for(&missing, &case, &targets);
+        let ids: Vec<&str> = sent.iter().map(|d| d.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "tok00000000000000001-2-1",
+                "tok00000000000000001-2-2",
+                "tok00000000000000001-2-3"
+            ]
+        );
+        assert!(
+            matches!(&sent[0].channel, Channel::Email { to } if to[0].as_str() == "ops@acme.test")
+        );
+        assert!(
+            matches!(&sent[1].channel, Channel::Email { to } if to[0].as_str() == "cto@acme.test")
+        );
+        assert!(
+            matches!(&sent[2].channel, Channel::Native { settings, .. } if *settings == slack.settings)
+        );
+        assert_eq!(
+            sent[2].destination().as_deref(),
+            Some("hooks.slack.test:443")
+        );
+        let untagged = event(EventKind::Missing, Status::Healthy, &[]);
+        assert_eq!(deliveries_for(&untagged, &case, &targets).len(), 2);
     }
 
     #[test]

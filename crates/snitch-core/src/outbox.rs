@@ -432,6 +432,26 @@ mod tests {
         );
     }
 
+    /// A receiver's own wait (a vendor's `Retry-After`) replaces the backoff, capped by
+    /// the longest delay, and the retry window still closes.
+    #[test]
+    fn a_receivers_asked_wait_is_kept_within_the_window() {
+        let p = RetryPolicy::default();
+        let event = t("2026-11-22T00:00:00Z");
+        assert_eq!(
+            p.after_asked_wait(event, event, Duration::seconds(2)),
+            AttemptResult::RetryAt(event + Duration::seconds(2))
+        );
+        assert_eq!(
+            p.after_asked_wait(event, event, Duration::days(3)),
+            AttemptResult::RetryAt(event + Duration::hours(1))
+        );
+        assert_eq!(
+            p.after_asked_wait(event, t("2026-11-22T23:59:59Z"), Duration::seconds(2)),
+            AttemptResult::GaveUp
+        );
+    }
+
     #[test]
     fn jitter_stays_within_twenty_percent() {
         let p = RetryPolicy::default();
