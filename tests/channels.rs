@@ -199,17 +199,40 @@ async fn a_missed_deadline_pages_and_the_recovery_resolves_with_the_same_key() {
     assert_eq!(tested[2].body["payload"]["severity"], "info");
     assert_eq!(tested[3].body["event_action"], "resolve");
 
-    // The attempts show in the events, as webhooks' do.
-    let events = server.get_ok(&format!("/v1/snitches/{token}/events")).await;
-    let deliveries: Vec<&Value> = events
-        .as_array()
-        .expect("events")
-        .iter()
-        .flat_map(|e| e["deliveries"].as_array().cloned().unwrap_or_default())
-        .filter(|d| d["channel"] == "pagerduty")
-        .map(|_| &Value::Null)
-        .collect();
-    assert_eq!(deliveries.len(), 2, "{events}");
+    // The attempts show in the events, as webhooks' do (recorded just after the vendor
+    // answered: read until both are).
+    let started = monotonic_now();
+    let (events, deliveries) = loop {
+        let events = server.get_ok(&format!("/v1/snitches/{token}/events")).await;
+        let deliveries: Vec<Value> = events
+            .as_array()
+            .expect("events")
+            .iter()
+            .flat_map(|e| e["deliveries"].as_array().cloned().unwrap_or_default())
+            .filter(|d| d["channel"] == "pagerduty")
+            .collect();
+        if deliveries
+            .iter()
+            .filter(|d| d["state"] == "delivered")
+            .count()
+            == 2
+        {
+            break (events, deliveries);
+        }
+        assert!(started.elapsed() < WAIT, "{events}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    for d in &deliveries {
+        assert_eq!(d["state"], "delivered", "{d}");
+        assert_eq!(
+            d["attempts"][0]["detail"], "pagerduty answered HTTP 202",
+            "{d}"
+        );
+        assert!(
+            !d["target"].to_string().contains("enqueue"),
+            "only the origin: {d}"
+        );
+    }
     let raw = events.to_string();
     assert!(
         !raw.contains("R0UTINGKEY"),
