@@ -106,6 +106,22 @@ pub struct PgStorage {
 }
 
 impl PgStorage {
+    /// Runs `statement` (a delete by case `$1` and id `$2`): whether it removed a row.
+    async fn delete_of_case(
+        &self,
+        statement: &str,
+        case: &CaseId,
+        id: &str,
+    ) -> Result<bool, StorageError> {
+        let deleted = sqlx::query(statement)
+            .bind(case.as_str())
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(backend)?;
+        Ok(deleted.rows_affected() > 0)
+    }
+
     /// A store on the host's pool, grouping saves by [`PgStorageOptions::default`];
     /// [`MIGRATOR`] must have run on its database.
     pub fn new(pool: PgPool) -> Self {
@@ -680,13 +696,7 @@ impl Storage for PgStorage {
     }
 
     async fn delete_webhook(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {
-        let deleted = sqlx::query(sql::DELETE_WEBHOOK)
-            .bind(case.as_str())
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(backend)?;
-        Ok(deleted.rows_affected() > 0)
+        self.delete_of_case(sql::DELETE_WEBHOOK, case, id).await
     }
 
     async fn insert_channel(&self, channel: &ChannelConfig) -> Result<(), StorageError> {
@@ -719,13 +729,7 @@ impl Storage for PgStorage {
     }
 
     async fn delete_channel(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {
-        let deleted = sqlx::query(sql::DELETE_CHANNEL)
-            .bind(case.as_str())
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(backend)?;
-        Ok(deleted.rows_affected() > 0)
+        self.delete_of_case(sql::DELETE_CHANNEL, case, id).await
     }
 
     async fn claim_deliveries(

@@ -148,6 +148,25 @@ pub struct SqliteStorage {
 }
 
 impl SqliteStorage {
+    /// Runs `statement` (a delete by case `?1` and id `?2`) through the writer: whether it
+    /// removed a row.
+    async fn delete_of_case(
+        &self,
+        statement: &str,
+        case: &CaseId,
+        id: &str,
+    ) -> Result<bool, StorageError> {
+        let mut w = self.writer.begin().await?;
+        let deleted = sqlx::query(statement)
+            .bind(case.as_str())
+            .bind(id)
+            .execute(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        w.commit().await?;
+        Ok(deleted.rows_affected() > 0)
+    }
+
     /// A store on the host's pool, grouping saves by [`SqliteStorageOptions::default`];
     /// [`MIGRATOR`] must have run on its database.
     pub fn new(pool: SqlitePool) -> Self {
@@ -675,15 +694,7 @@ impl Storage for SqliteStorage {
     }
 
     async fn delete_webhook(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {
-        let mut w = self.writer.begin().await?;
-        let deleted = sqlx::query(&DELETE_WEBHOOK)
-            .bind(case.as_str())
-            .bind(id)
-            .execute(&mut *w.tx)
-            .await
-            .map_err(backend)?;
-        w.commit().await?;
-        Ok(deleted.rows_affected() > 0)
+        self.delete_of_case(&DELETE_WEBHOOK, case, id).await
     }
 
     async fn insert_channel(&self, channel: &ChannelConfig) -> Result<(), StorageError> {
@@ -724,15 +735,7 @@ impl Storage for SqliteStorage {
     }
 
     async fn delete_channel(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {
-        let mut w = self.writer.begin().await?;
-        let deleted = sqlx::query(&DELETE_CHANNEL)
-            .bind(case.as_str())
-            .bind(id)
-            .execute(&mut *w.tx)
-            .await
-            .map_err(backend)?;
-        w.commit().await?;
-        Ok(deleted.rows_affected() > 0)
+        self.delete_of_case(&DELETE_CHANNEL, case, id).await
     }
 
     async fn claim_deliveries(

@@ -101,6 +101,15 @@ fn password_masked_whole_path(url: &str) -> String {
     }
 }
 
+/// Drops from a change the settings sent back exactly as [`shown_settings`] shows them
+/// (masked): those stay as they are, so a listed channel can be sent back.
+pub(crate) fn drop_settings_as_shown(input: &mut ChannelInput, current: &ChannelConfig) {
+    let shown = shown_settings(current);
+    input
+        .settings
+        .retain(|(name, value)| !shown.iter().any(|(n, s)| n == name && s == value));
+}
+
 /// A channel body read into a [`ChannelInput`]: `kind`, `name`, `events`, `tags`, and
 /// every other member a setting (texts, or numbers written as text). `id` and
 /// `created_at` are ignored, so a listed channel can be sent back as it was.
@@ -271,10 +280,7 @@ pub(crate) async fn update_channel(
 ) -> Result<Json<Value>, ApiError> {
     let mut input = channel_input(body.as_ref()).map_err(ApiError::invalid)?;
     if let ListedChannel::Channel(current) = state.inner.service.channel(&case, &id).await? {
-        let shown = shown_settings(&current);
-        input
-            .settings
-            .retain(|(name, value)| !shown.iter().any(|(n, s)| n == name && s == value));
+        drop_settings_as_shown(&mut input, &current);
     }
     let channel = state
         .inner

@@ -300,10 +300,8 @@ pub(crate) async fn update_channel(
     let typed = ChannelForm::posted(current.kind(), &form);
     let mut input = typed.input(false);
     // Left empty, or sent back as shown (masked): the setting stays as it is.
-    let shown = shown_settings(&current);
-    input.settings.retain(|(name, value)| {
-        !value.trim().is_empty() && !shown.iter().any(|(n, s)| n == name && s == value)
-    });
+    input.settings.retain(|(_, value)| !value.trim().is_empty());
+    crate::api::channels::drop_settings_as_shown(&mut input, &current);
     match ui.service().update_channel(&signed.case, &id, &input).await {
         Ok(c) => ui.see_other(&format!("/channels?done=channel-updated#{}", c.id())),
         Err(ServiceError::Invalid(v)) => {
