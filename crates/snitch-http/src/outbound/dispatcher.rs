@@ -173,6 +173,15 @@ impl Drop for Counted {
     }
 }
 
+/// The n of an event id `<token>-<n>`: events of one snitch are numbered in order.
+fn event_number(event_id: &str) -> u64 {
+    event_id
+        .rsplit('-')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 /// What a dispatcher built without a channel notifier does with a vendor channel's
 /// delivery: fails it for good, with the reason in its attempt.
 struct NoChannels;
@@ -330,6 +339,47 @@ impl Dispatcher {
         slots.clone().acquire_owned().await.ok()
     }
 
+    /// Whether `delivery` opens a page (PagerDuty, Opsgenie) that a later event of the
+    /// same snitch, already delivered through the same channel, settled: sent now, it
+    /// would reopen a resolved page. Read from the store, so it holds across servers and
+    /// restarts; a failed read sends (a doubled page beats a lost one).
+    async fn superseded(&self, delivery: &Delivery) -> bool {
+        let Channel::Native {
+            channel_id,
+            settings,
+            ..
+        } = &delivery.channel
+        else {
+            return false;
+        };
+        if !settings.kind().is_incident() {
+            return false;
+        }
+        let number = event_number(&delivery.event.id);
+        let Ok(events) = self
+            .storage
+            .events(&delivery.event.token, snitch_core::snitch::EVENTS_KEPT)
+            .await
+        else {
+            return false;
+        };
+        let newer: Vec<String> = events
+            .into_iter()
+            .filter(|e| event_number(&e.id) > number)
+            .map(|e| e.id)
+            .collect();
+        if newer.is_empty() {
+            return false;
+        }
+        let Ok(deliveries) = self.storage.deliveries(&newer).await else {
+            return false;
+        };
+        deliveries.iter().any(|d| {
+            d.state == snitch_core::DeliveryState::Delivered
+                && matches!(&d.channel, Channel::Native { channel_id: c, .. } if c == channel_id)
+        })
+    }
+
     /// Sends one delivery and records the attempt.
     async fn deliver(&self, delivery: Delivery) {
         let notifier = match delivery.channel {
@@ -339,7 +389,11 @@ impl Dispatcher {
         };
         let at = self.now();
         let started = monotonic_now();
-        let sent = notifier.send(&delivery).await;
+        let sent = if self.superseded(&delivery).await {
+            Ok("not sent: a later event of this snitch went through this channel first".into())
+        } else {
+            notifier.send(&delivery).await
+        };
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let (ok, permanent, detail, asked_wait) = match sent {
             Ok(detail) => (true, false, detail, None),
@@ -570,6 +624,96 @@ mod tests {
             .await
             .expect("events");
         events[0].id.clone()
+    }
+
+    /// A page's trigger that failed, retried after its recovery's resolve went out through
+    /// the same channel, is not sent: it would reopen the page. The rule reads the store,
+    /// so a dispatcher that never saw the resolve (another server's) keeps it too.
+    #[tokio::test]
+    async fn a_late_trigger_after_its_resolve_is_not_sent() {
+        let w = world(0).await;
+        let pager = Arc::new(Receiver {
+            failures: Mutex::new(1),
+            ..Default::default()
+        });
+        let input = snitch_core::service::ChannelInput {
+            kind: Some("pagerduty".into()),
+            settings: vec![("routing_key".into(), "R0123".into())],
+            ..Default::default()
+        };
+        w.service
+            .create_channel(&w.case, &input)
+            .await
+            .expect("channel");
+        let first = reporting(&w).await;
+        let token = first.rsplit_once('-').expect("an event id").0.to_owned();
+        assert_eq!(dispatch(&w).await, 2, "a first check-in is no recovery");
+        // Missing: the trigger fails and waits for its retry.
+        w.clock.advance(Span::hours(2));
+        w.service.tick(w.clock.now()).await.expect("tick");
+        let other = Arc::new(
+            Dispatcher::new(
+                w.service.storage().clone(),
+                w.clock.clone(),
+                w.hooks.clone(),
+                w.mail.clone(),
+                DispatcherOptions::default(),
+            )
+            .with_channels(pager.clone()),
+        );
+        let dispatch_on = |d: Arc<Dispatcher>| async move {
+            for t in d.dispatch_due().await.expect("claim") {
+                t.await.expect("task");
+            }
+        };
+        dispatch_on(other.clone()).await;
+        assert_eq!(
+            pager.seen.lock().expect("ok").len(),
+            1,
+            "the trigger, failed"
+        );
+        // The recovery's resolve goes out through a second dispatcher.
+        w.service
+            .check_in(&token, Outcome::Success, None)
+            .await
+            .expect("check in");
+        let second = Arc::new(
+            Dispatcher::new(
+                w.service.storage().clone(),
+                w.clock.clone(),
+                w.hooks.clone(),
+                w.mail.clone(),
+                DispatcherOptions::default(),
+            )
+            .with_channels(pager.clone()),
+        );
+        dispatch_on(second.clone()).await;
+        assert_eq!(pager.seen.lock().expect("ok").len(), 2, "the resolve, sent");
+        // The trigger's retry comes due, on the first dispatcher: not sent.
+        w.clock.advance(Span::hours(1));
+        dispatch_on(other).await;
+        let seen = pager.seen.lock().expect("ok").clone();
+        assert_eq!(seen.len(), 2, "the late trigger was sent: {seen:?}");
+        let events = w.service.events(&w.case, &token, 10).await.expect("events");
+        let missing = events
+            .iter()
+            .find(|e| e.kind == snitch_core::EventKind::Missing)
+            .expect("missing");
+        let stored = w
+            .service
+            .storage()
+            .deliveries(std::slice::from_ref(&missing.id))
+            .await
+            .expect("read");
+        let trigger = stored
+            .iter()
+            .find(|d| d.channel.kind() == "pagerduty")
+            .expect("the trigger");
+        assert_eq!(trigger.state, DeliveryState::Delivered);
+        assert!(
+            trigger.attempts[1].detail.starts_with("not sent"),
+            "{trigger:?}"
+        );
     }
 
     #[tokio::test]
