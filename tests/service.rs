@@ -603,6 +603,7 @@ async fn a_snitch_the_store_cannot_save_does_not_stop_the_sweep() {
         .expect_case()
         .returning(move |_| Ok(Some(owner.clone())));
     store.expect_webhooks().returning(|_| Ok(Vec::new()));
+    store.expect_channels().returning(|_| Ok(Vec::new()));
     let log = saved.clone();
     // The sweep saves each claimed batch with one `save_all`.
     store.expect_save_all().returning(move |changes| {
@@ -661,6 +662,7 @@ fn one_snitch_store(
         Ok(Some((snitch, Some(owner.clone()))))
     });
     store.expect_webhooks().returning(|_| Ok(Vec::new()));
+    store.expect_channels().returning(|_| Ok(Vec::new()));
     let saves = AtomicUsize::new(0);
     store
         .expect_save()
