@@ -415,3 +415,25 @@ async fn a_configured_channel_is_kept_once_across_restarts() {
         server.shut_down().await.expect("stops");
     }
 }
+
+#[tokio::test]
+async fn pausing_a_failed_snitch_resolves_its_page() {
+    let pd = StandIn::start(202, PD_OK, false).await;
+    let channel = format!(
+        r#"{{ kind = "pagerduty", routing_key = "R0UTINGKEY0123456789", api_url = "{}/v2/enqueue" }}"#,
+        pd.base
+    );
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let server = server_with(&acme_and_other(&channel, ""), clock.clone()).await;
+    let token = hourly_snitch(&server, ACME_KEY, "Nightly backup").await;
+    server.tick_at(&clock, at("2026-11-22T05:00:01Z")).await;
+    let trigger = pd.wait_for(1).await.remove(0);
+    assert_eq!(trigger.body["event_action"], "trigger");
+    let paused = server
+        .post_json(&format!("/v1/snitches/{token}/pause"), &json!({}))
+        .await;
+    assert!(paused.status().is_success(), "{}", paused.status());
+    let resolve = pd.wait_for(2).await.remove(1);
+    assert_eq!(resolve.body["event_action"], "resolve");
+    assert_eq!(resolve.body["dedup_key"], trigger.body["dedup_key"]);
+}

@@ -573,15 +573,22 @@ impl ChannelConfig {
 
     /// Whether `event` goes to this channel: a kind it wants, a snitch it covers, and
     /// for `snitch.reporting` a recovery (from missing or errored), never a first check-in.
+    /// A paging channel that wants recoveries also gets the pause of a failed snitch: it
+    /// resolves the open page, which no recovery would (the check-in after a pause is
+    /// not one).
     pub fn wants(&self, event: &Event) -> bool {
-        let recovery_or_other = event.kind != EventKind::Reporting
-            || matches!(event.previous_status, Status::Failed | Status::Errored);
+        let was_failing = matches!(event.previous_status, Status::Failed | Status::Errored);
+        let recovery_or_other = event.kind != EventKind::Reporting || was_failing;
+        let ends_page = self.kind().is_incident()
+            && event.kind == EventKind::Paused
+            && was_failing
+            && self.events.contains(EventKind::Reporting);
         let covered = self.tags.is_empty()
             || self
                 .tags
                 .iter()
                 .any(|t| event.tags.iter().any(|e| e.as_str() == t.as_str()));
-        self.events.contains(event.kind) && recovery_or_other && covered
+        ((self.events.contains(event.kind) && recovery_or_other) || ends_page) && covered
     }
 }
 
@@ -723,6 +730,27 @@ mod tests {
             "a first check-in is no recovery"
         );
         assert!(!pager.wants(&event(EventKind::Paused, Status::Healthy, &["prod"])));
+        assert!(
+            pager.wants(&event(EventKind::Paused, Status::Failed, &["prod"])),
+            "pausing a failed snitch resolves its page"
+        );
+        let chat = channel(
+            ChannelKind::Slack,
+            &[("url", "https://hooks.slack.test/x")],
+            &["missing", "reporting"],
+            &[],
+        );
+        assert!(
+            !chat.wants(&event(EventKind::Paused, Status::Failed, &[])),
+            "a chat channel gets pauses only when it asks"
+        );
+        let triggers_only = channel(
+            ChannelKind::Opsgenie,
+            &[("api_key", "k")],
+            &["missing"],
+            &[],
+        );
+        assert!(!triggers_only.wants(&event(EventKind::Paused, Status::Failed, &[])));
         let everything = channel(ChannelKind::Ntfy, &[("topic", "t")], &["paused"], &[]);
         assert!(everything.wants(&event(EventKind::Paused, Status::Healthy, &[])));
         assert!(!everything.wants(&event(EventKind::Missing, Status::Healthy, &[])));
