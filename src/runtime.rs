@@ -341,11 +341,9 @@ impl SnitchBuilder {
                     .map_err(|e| {
                         BuildError::Notifier(format!("cannot build the channel client: {e}"))
                     })?
-                    .with_dashboard(dashboard_url),
+                    .with_dashboard(dashboard_url.clone()),
             )
         };
-        #[cfg(not(feature = "webhooks"))]
-        let _ = dashboard_url;
         let metrics = metrics.unwrap_or_default();
         let webhooks: Arc<dyn Notifier> = match webhooks {
             #[cfg(not(feature = "webhooks"))]
@@ -411,6 +409,7 @@ impl SnitchBuilder {
         let keys = Arc::new(ApiKeys::with_storage(storage.clone(), clock.clone()));
         keys.refresh().await?;
         let api_config = ApiConfig::default()
+            .with_public_base(dashboard_url.clone())
             .with_check_in_base(check_in_base)
             .with_rate_limit(rate_limit)
             .with_auth_failures(auth_failures)

@@ -215,6 +215,21 @@ impl Storage for CountingStorage {
         self.inner.update_channel(channel).await
     }
 
+    async fn set_badge_key(&self, case: &CaseId, key: &str) -> Result<(), StorageError> {
+        self.called("set_badge_key");
+        self.inner.set_badge_key(case, key).await
+    }
+
+    async fn badge_key(&self, case: &CaseId) -> Result<Option<String>, StorageError> {
+        self.called("badge_key");
+        self.inner.badge_key(case).await
+    }
+
+    async fn case_of_badge_key(&self, key: &str) -> Result<Option<CaseId>, StorageError> {
+        self.called("case_of_badge_key");
+        self.inner.case_of_badge_key(key).await
+    }
+
     async fn delete_channel(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {
         self.called("delete_channel");
         self.inner.delete_channel(case, id).await

@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+pub mod badge;
 pub mod cadence;
 pub mod calendar;
 pub mod channel;
@@ -30,6 +31,7 @@ pub mod types;
 pub mod validation;
 pub mod webhook;
 
+pub use badge::{badge_state, snitch_badge_state, BadgeState};
 pub use cadence::Cadence;
 pub use calendar::{period_of, Interval, Period, Timestamp};
 pub use channel::{

@@ -445,6 +445,17 @@ pub trait Storage: Send + Sync {
     /// from `channel`, `created_at` and `key` included); `false` when there is none.
     async fn update_channel(&self, channel: &ChannelConfig) -> Result<bool, StorageError>;
 
+    /// Sets the case's badge key, replacing the one it had (docs/rules.md#badges). A key
+    /// another case holds is [`StorageError::DuplicateToken`]; a case that is not stored
+    /// is [`StorageError::UnknownCase`].
+    async fn set_badge_key(&self, case: &CaseId, key: &str) -> Result<(), StorageError>;
+
+    /// The case's badge key, if it has one.
+    async fn badge_key(&self, case: &CaseId) -> Result<Option<String>, StorageError>;
+
+    /// The case whose badge key is `key`, if any.
+    async fn case_of_badge_key(&self, key: &str) -> Result<Option<CaseId>, StorageError>;
+
     /// Removes a channel of the case; `false` when the case has no channel with this id.
     /// Deliveries already in the outbox still go out.
     async fn delete_channel(&self, case: &CaseId, id: &str) -> Result<bool, StorageError>;

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 
 mod api;
 mod auth_limit;
+pub mod badge;
 mod check_in;
 mod error;
 mod health;

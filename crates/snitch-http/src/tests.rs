@@ -59,6 +59,7 @@ async fn fixture_with(auth_failures: AuthFailureLimit) -> Fixture {
             auth_failures,
             maintenance: false,
             channel_tester: None,
+            public_base: None,
         },
     );
     Fixture {

@@ -47,6 +47,8 @@ struct Inner {
     webhooks: Vec<Webhook>,
     /// Channels in order of adding.
     channels: Vec<ChannelConfig>,
+    /// Badge keys by case: each case's one key, if it has one.
+    badge_keys: HashMap<CaseId, String>,
     /// The outbox, by delivery id.
     deliveries: HashMap<String, StoredDelivery>,
     /// Delivery ids by event id, in order of storing.
@@ -546,6 +548,31 @@ impl Storage for MemoryStorage {
             }
             None => Ok(false),
         }
+    }
+
+    async fn set_badge_key(&self, case: &CaseId, key: &str) -> Result<(), StorageError> {
+        let mut inner = self.write();
+        if !inner.cases.contains_key(case) {
+            return Err(StorageError::UnknownCase(case.clone()));
+        }
+        if inner.badge_keys.iter().any(|(c, k)| k == key && c != case) {
+            return Err(StorageError::DuplicateToken);
+        }
+        inner.badge_keys.insert(case.clone(), key.to_owned());
+        Ok(())
+    }
+
+    async fn badge_key(&self, case: &CaseId) -> Result<Option<String>, StorageError> {
+        Ok(self.read().badge_keys.get(case).cloned())
+    }
+
+    async fn case_of_badge_key(&self, key: &str) -> Result<Option<CaseId>, StorageError> {
+        Ok(self
+            .read()
+            .badge_keys
+            .iter()
+            .find(|(_, k)| *k == key)
+            .map(|(c, _)| c.clone()))
     }
 
     async fn delete_channel(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {

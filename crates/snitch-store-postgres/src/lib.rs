@@ -72,8 +72,8 @@ use records::{
 };
 pub(crate) use snitch_store_sql::{backend, limit};
 use snitch_store_sql::{
-    bind_channel, bind_delivery, bind_event, bind_snitch_fields, count, fetch, migrations_applied,
-    outage_of, sql, Dialect, SERVERS_KEPT_FOR,
+    bind_channel, bind_delivery, bind_event, bind_snitch_fields, corrupt, count, fetch,
+    migrations_applied, outage_of, sql, Dialect, SERVERS_KEPT_FOR,
 };
 
 /// How many events are kept per snitch (the core's limit, re-exported).
@@ -726,6 +726,47 @@ impl Storage for PgStorage {
             .await
             .map_err(backend)?;
         Ok(updated.rows_affected() > 0)
+    }
+
+    async fn set_badge_key(&self, case: &CaseId, key: &str) -> Result<(), StorageError> {
+        let set = sqlx::query(sql::SET_BADGE_KEY)
+            .bind(case.as_str())
+            .bind(key)
+            .execute(&self.pool)
+            .await;
+        match set {
+            Ok(_) => Ok(()),
+            Err(e) if violates(&e, "badge_keys_key_key") => Err(StorageError::DuplicateToken),
+            Err(e) if violates(&e, "badge_keys_case_id_fkey") => {
+                Err(StorageError::UnknownCase(case.clone()))
+            }
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn badge_key(&self, case: &CaseId) -> Result<Option<String>, StorageError> {
+        sqlx::query_scalar(sql::BADGE_KEY)
+            .bind(case.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(backend)
+    }
+
+    async fn case_of_badge_key(&self, key: &str) -> Result<Option<CaseId>, StorageError> {
+        let case: Option<String> = sqlx::query_scalar(sql::CASE_OF_BADGE_KEY)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(backend)?;
+        case.map(|raw| {
+            CaseId::parse(&raw).map_err(|v| {
+                corrupt(
+                    "badge key's case id",
+                    format!("{} {}", v.attribute, v.message),
+                )
+            })
+        })
+        .transpose()
     }
 
     async fn delete_channel(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {

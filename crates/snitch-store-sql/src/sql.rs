@@ -150,6 +150,16 @@ pub fn update_channel<D: Dialect>() -> String {
 /// Channel `$2` of case `$1`.
 pub const DELETE_CHANNEL: &str = "DELETE FROM snitch.channels WHERE case_id = $1 AND id = $2";
 
+/// Case `$1` takes badge key `$2`, replacing the one it had.
+pub const SET_BADGE_KEY: &str = "INSERT INTO snitch.badge_keys (case_id, key) VALUES ($1, $2) \
+    ON CONFLICT (case_id) DO UPDATE SET key = excluded.key";
+
+/// The badge key of case `$1`.
+pub const BADGE_KEY: &str = "SELECT key FROM snitch.badge_keys WHERE case_id = $1";
+
+/// The case whose badge key is `$1`.
+pub const CASE_OF_BADGE_KEY: &str = "SELECT case_id FROM snitch.badge_keys WHERE key = $1";
+
 /// [`API_KEY_COLUMNS`] from `$1`.
 pub fn insert_api_key<D: Dialect>() -> String {
     D::sql(&format!(

@@ -59,8 +59,8 @@ use snitch_store_sql::records::{
     DELIVERY_COLUMNS, DELIVERY_FIELDS, EVENT_COLUMNS, SNITCH_FIELDS,
 };
 use snitch_store_sql::{
-    backend, bind_channel, bind_delivery, bind_event, bind_snitch_fields, count, fetch, limit,
-    migrations_applied, opt_instant, opt_time, outage_of, sql, to_integer, Dialect,
+    backend, bind_channel, bind_delivery, bind_event, bind_snitch_fields, corrupt, count, fetch,
+    limit, migrations_applied, opt_instant, opt_time, outage_of, sql, to_integer, Dialect,
     SERVERS_KEPT_FOR,
 };
 use sqlx::migrate::Migrator;
@@ -734,6 +734,53 @@ impl Storage for SqliteStorage {
         Ok(updated.rows_affected() > 0)
     }
 
+    async fn set_badge_key(&self, case: &CaseId, key: &str) -> Result<(), StorageError> {
+        let mut w = self.writer.begin().await?;
+        let known: bool = sqlx::query_scalar(&CASE_EXISTS)
+            .bind(case.as_str())
+            .fetch_one(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        if !known {
+            return Err(StorageError::UnknownCase(case.clone()));
+        }
+        let set = sqlx::query(&SET_BADGE_KEY)
+            .bind(case.as_str())
+            .bind(key)
+            .execute(&mut *w.tx)
+            .await;
+        match set {
+            Ok(_) => w.commit().await,
+            Err(e) if is_unique_violation(&e) => Err(StorageError::DuplicateToken),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn badge_key(&self, case: &CaseId) -> Result<Option<String>, StorageError> {
+        sqlx::query_scalar(&BADGE_KEY)
+            .bind(case.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(backend)
+    }
+
+    async fn case_of_badge_key(&self, key: &str) -> Result<Option<CaseId>, StorageError> {
+        let case: Option<String> = sqlx::query_scalar(&CASE_OF_BADGE_KEY)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(backend)?;
+        case.map(|raw| {
+            CaseId::parse(&raw).map_err(|v| {
+                corrupt(
+                    "badge key's case id",
+                    format!("{} {}", v.attribute, v.message),
+                )
+            })
+        })
+        .transpose()
+    }
+
     async fn delete_channel(&self, case: &CaseId, id: &str) -> Result<bool, StorageError> {
         self.delete_of_case(&DELETE_CHANNEL, case, id).await
     }
@@ -1001,6 +1048,9 @@ static INSERT_CHANNEL: LazyLock<String> = LazyLock::new(sql::insert_channel::<Li
 static CHANNELS: LazyLock<String> = LazyLock::new(sql::channels::<Lite>);
 static UPDATE_CHANNEL: LazyLock<String> = LazyLock::new(sql::update_channel::<Lite>);
 static DELETE_CHANNEL: LazyLock<String> = LazyLock::new(|| lite(sql::DELETE_CHANNEL));
+static SET_BADGE_KEY: LazyLock<String> = LazyLock::new(|| lite(sql::SET_BADGE_KEY));
+static BADGE_KEY: LazyLock<String> = LazyLock::new(|| lite(sql::BADGE_KEY));
+static CASE_OF_BADGE_KEY: LazyLock<String> = LazyLock::new(|| lite(sql::CASE_OF_BADGE_KEY));
 static DELETE_ORPHAN_DELIVERY: LazyLock<String> =
     LazyLock::new(|| lite(sql::DELETE_ORPHAN_DELIVERY));
 static LAST_ALIVE: LazyLock<String> = LazyLock::new(|| lite(sql::LAST_ALIVE));

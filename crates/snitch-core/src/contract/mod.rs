@@ -138,6 +138,8 @@ macro_rules! storage_contract_tests {
             // Channels.
             channels_round_trip_change_and_delete_per_case,
             channel_deliveries_keep_their_settings_and_key,
+            // Badge keys.
+            badge_keys_are_one_per_case_and_unique,
             // The outbox.
             saved_deliveries_are_claimed_earliest_first_under_a_lease,
             attempts_are_recorded_and_decide_what_follows,
@@ -1885,6 +1887,77 @@ pub async fn channels_round_trip_change_and_delete_per_case(store: Arc<dyn Stora
         .expect("delete"));
     assert_eq!(store.channels(&acme.id).await.expect("read"), [second]);
     assert_eq!(store.channels(&other.id).await.expect("read"), [theirs]);
+}
+
+/// Contract: a case has at most one badge key, which a new one replaces (the old one then
+/// finds nothing); a key belongs to one case only, and an unknown case has none to set.
+pub async fn badge_keys_are_one_per_case_and_unique(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let other = with_case(&store, "other").await;
+    assert_eq!(store.badge_key(&acme.id).await.expect("read"), None);
+    store
+        .set_badge_key(&acme.id, "badge-Ünï-0001")
+        .await
+        .expect("set");
+    assert_eq!(
+        store.badge_key(&acme.id).await.expect("read").as_deref(),
+        Some("badge-Ünï-0001")
+    );
+    assert_eq!(
+        store
+            .case_of_badge_key("badge-Ünï-0001")
+            .await
+            .expect("read"),
+        Some(acme.id.clone())
+    );
+    store
+        .set_badge_key(&acme.id, "badge-0002")
+        .await
+        .expect("replace");
+    assert_eq!(
+        store.badge_key(&acme.id).await.expect("read").as_deref(),
+        Some("badge-0002")
+    );
+    assert_eq!(
+        store
+            .case_of_badge_key("badge-Ünï-0001")
+            .await
+            .expect("read"),
+        None,
+        "the replaced key finds nothing"
+    );
+    assert_eq!(
+        store.case_of_badge_key("badge-0002").await.expect("read"),
+        Some(acme.id.clone())
+    );
+    store
+        .set_badge_key(&acme.id, "badge-0002")
+        .await
+        .expect("setting the same key again");
+    let taken = store.set_badge_key(&other.id, "badge-0002").await;
+    assert!(
+        matches!(taken, Err(StorageError::DuplicateToken)),
+        "expected DuplicateToken, got {taken:?}"
+    );
+    assert_eq!(store.badge_key(&other.id).await.expect("read"), None);
+    let ghost = case("ghost");
+    let unknown = store.set_badge_key(&ghost.id, "badge-0003").await;
+    assert!(
+        matches!(&unknown, Err(StorageError::UnknownCase(id)) if *id == ghost.id),
+        "expected UnknownCase(ghost), got {unknown:?}"
+    );
+    assert_eq!(
+        store.case_of_badge_key("badge-0003").await.expect("read"),
+        None
+    );
+    assert_eq!(
+        store.case_of_badge_key("no-such-key").await.expect("read"),
+        None
+    );
+    assert_eq!(
+        store.badge_key(&acme.id).await.expect("read").as_deref(),
+        Some("badge-0002")
+    );
 }
 
 /// Contract: a delivery through a vendor channel keeps the channel's settings and key as

@@ -29,6 +29,7 @@ use crate::types::{
 use crate::validation::{Validation, Validations};
 use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
 
+mod badges;
 mod channels;
 mod check_in;
 mod sweep;

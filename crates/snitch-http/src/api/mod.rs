@@ -75,6 +75,9 @@ pub struct ApiConfig {
     /// What sends channels' test notifications (`POST /v1/channels/<id>/test`); none:
     /// the test answers 422.
     pub channel_tester: Option<SharedChannelTester>,
+    /// The server's public URL (`base_url`): `/v1/badges` gives absolute URLs under it;
+    /// none, paths.
+    pub public_base: Option<String>,
 }
 
 impl Default for ApiConfig {
@@ -87,6 +90,7 @@ impl Default for ApiConfig {
             auth_failures: AuthFailureLimit::default(),
             maintenance: false,
             channel_tester: None,
+            public_base: None,
         }
     }
 }
@@ -116,6 +120,12 @@ impl ApiConfig {
         self
     }
 
+    /// Badge URLs under `base` (the server's public URL).
+    pub fn with_public_base(mut self, base: Option<String>) -> Self {
+        self.public_base = base.map(|b| b.trim_end_matches('/').to_owned());
+        self
+    }
+
     /// Channel tests go through `tester`.
     pub fn with_channel_tester(mut self, tester: SharedChannelTester) -> Self {
         self.channel_tester = Some(tester);
@@ -141,6 +151,7 @@ pub(crate) struct ApiInner {
     pub(crate) check_in_base: String,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) channel_tester: Option<SharedChannelTester>,
+    pub(crate) public_base: Option<String>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -180,6 +191,7 @@ impl ApiState {
                 check_in_base: config.check_in_base,
                 metrics,
                 channel_tester: config.channel_tester,
+                public_base: config.public_base,
             }),
         }
     }
@@ -209,7 +221,7 @@ impl ApiState {
 pub fn api_router(state: ApiState) -> Router {
     // Every path answers alike with one trailing slash (Rails routes both, and clients
     // such as snitchit send `/v1/snitches/`).
-    let routes: [(&str, MethodRouter<ApiState>); 17] = [
+    let routes: [(&str, MethodRouter<ApiState>); 21] = [
         ("/v1/snitches", get(list_snitches).post(create_snitch)),
         (
             "/v1/snitches/{token}",
@@ -241,6 +253,10 @@ pub fn api_router(state: ApiState) -> Router {
                 .delete(channels::delete_channel),
         ),
         ("/v1/channels/{id}/test", post(channels::test_channel)),
+        ("/v1/badges", get(crate::badge::list_badges)),
+        ("/v1/badges/rotate", post(crate::badge::rotate_badges)),
+        ("/badge/{key}/{file}", get(crate::badge::badge)),
+        ("/badge/{key}/s/{file}", get(crate::badge::snitch_badge)),
         ("/v1/outages", get(list_outages)),
         ("/v1/schedules/preview", get(preview_schedule)),
         ("/v1/openapi.json", get(openapi::openapi_json)),

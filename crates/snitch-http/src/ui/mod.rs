@@ -17,6 +17,7 @@
 //! host's router (`api_router(api).merge(ui_router(ui))`).
 
 mod auth;
+mod badges;
 mod channels;
 mod pages;
 pub use auth::session;
@@ -286,6 +287,8 @@ pub fn ui_router(state: UiState) -> Router {
         )
         .route(&at("/channels/{id}/test"), post(channels::test_channel))
         .route(&at("/channels/{id}/delete"), post(channels::delete_channel))
+        .route(&at("/badges"), get(badges::badges))
+        .route(&at("/badges/rotate"), post(badges::rotate))
         .route(
             &at("/alerts/{channel_id}/{reference}"),
             get(channels::alert),

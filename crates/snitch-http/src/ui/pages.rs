@@ -29,6 +29,7 @@ pub(crate) enum Nav {
     Snitches,
     Webhooks,
     Channels,
+    Badges,
     None,
 }
 
@@ -55,6 +56,7 @@ pub(crate) fn layout(frame: &Frame, nav: Nav, title: &str, body: Markup) -> Mark
                             a href={ (base) "/" } aria-current=[(nav == Nav::Snitches).then_some("page")] { "Snitches" }
                             a href={ (base) "/webhooks" } aria-current=[(nav == Nav::Webhooks).then_some("page")] { "Webhooks" }
                             a href={ (base) "/channels" } aria-current=[(nav == Nav::Channels).then_some("page")] { "Channels" }
+                            a href={ (base) "/badges" } aria-current=[(nav == Nav::Badges).then_some("page")] { "Badges" }
                         }
                         span.case { "Case " strong { (user.case) } }
                         form.inline method="post" action={ (base) "/logout" } {
@@ -84,6 +86,9 @@ pub(crate) fn notice(done: Option<&str>) -> Markup {
         Some("channel-added") => "Channel added.",
         Some("channel-updated") => "Channel saved.",
         Some("channel-removed") => "Channel removed.",
+        Some("badge-key-rotated") => {
+            "Badge key rotated: the old badge URLs stopped working; use the ones below."
+        }
         Some("signed-out") => "You are signed out.",
         _ => return html! {},
     };

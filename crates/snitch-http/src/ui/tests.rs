@@ -255,6 +255,7 @@ async fn pages_need_a_session_and_a_made_up_cookie_is_sent_to_sign_in() {
         "/ui/snitches/new".to_owned(),
         "/ui/channels".to_owned(),
         "/ui/channels/new?kind=slack".to_owned(),
+        "/ui/badges".to_owned(),
     ] {
         for cookie in [
             None,
@@ -1714,4 +1715,174 @@ async fn another_cases_channel_is_not_shown_changed_tested_or_removed() {
     .await;
     assert_eq!(answer.status, StatusCode::NOT_FOUND);
     assert_eq!(c.name.as_deref(), Some("their phones"), "unchanged");
+}
+
+/// The badge key in the page's `all` SVG URL.
+fn shown_badge_key(body: &str) -> String {
+    let marker = "<code>/badge/";
+    let at = body.find(marker).expect("a badge URL") + marker.len();
+    body[at..].split('/').next().expect("key").to_owned()
+}
+
+#[tokio::test]
+async fn the_badges_page_lists_the_urls_of_all_each_tag_and_each_snitch() {
+    let f = fixture().await;
+    let token = f.snitch("nightly <backup>").await;
+    let b = sign_in(&f.app).await;
+    let home = send(&f.app, get("/ui/", Some(&b.cookie))).await;
+    let channels_link = home.body.find("href=\"/ui/channels\"").expect("channels");
+    let badges_link = home.body.find("href=\"/ui/badges\"").expect("badges link");
+    assert!(badges_link > channels_link, "after Channels");
+    let page = send(&f.app, get("/ui/badges", Some(&b.cookie))).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let key = f.service.badge_key(&f.case).await.expect("key");
+    assert_eq!(shown_badge_key(&page.body), key);
+    // A tag is one path segment of its URLs (`a-tag` needs no escape).
+    assert!(page.body.contains("<th scope=\"row\">a-tag</th>"));
+    for subject in ["all", "a-tag"] {
+        for ext in ["svg", "json"] {
+            let url = format!("/badge/{key}/{subject}.{ext}");
+            assert!(
+                page.body.contains(&format!("<code>{url}</code>")),
+                "{url} shown as text: {}",
+                page.body
+            );
+        }
+        let svg = format!("/badge/{key}/{subject}.svg");
+        assert!(
+            page.body.contains(&format!("src=\"{svg}\"")),
+            "preview of {subject}"
+        );
+    }
+    let reference = crate::badge::snitch_badge_ref(&key, &token);
+    assert!(page
+        .body
+        .contains(&format!("<code>/badge/{key}/s/{reference}.svg</code>")));
+    assert!(page
+        .body
+        .contains(&format!("<code>/badge/{key}/s/{reference}.json</code>")));
+    assert!(
+        page.body.contains("nightly &lt;backup&gt;"),
+        "the name escaped"
+    );
+    // Neither the API key nor a snitch's token is on the page.
+    assert!(!page.body.contains(KEY));
+    assert!(!page.body.contains(&token));
+    assert!(page.body.contains("action=\"/ui/badges/rotate\""));
+    // The previews are allowed by the dashboard's policy: images from itself.
+    let csp = page
+        .headers
+        .get(header::CONTENT_SECURITY_POLICY)
+        .and_then(|v| v.to_str().ok())
+        .expect("policy");
+    assert!(csp.contains("img-src 'self'"), "{csp}");
+    // The shown URLs answer.
+    for file in ["all.svg", "all.json", "a-tag.svg", "a-tag.json"] {
+        let answer = send(&f.app, get(&format!("/badge/{key}/{file}"), None)).await;
+        assert_eq!(answer.status, StatusCode::OK, "{file}");
+    }
+    // The same key on the next visit.
+    let again = send(&f.app, get("/ui/badges", Some(&b.cookie))).await;
+    assert_eq!(shown_badge_key(&again.body), key);
+}
+
+#[tokio::test]
+async fn rotating_the_badge_key_ends_the_old_urls_and_needs_the_csrf_token() {
+    let f = fixture().await;
+    f.snitch("job").await;
+    let b = sign_in(&f.app).await;
+    let page = send(&f.app, get("/ui/badges", Some(&b.cookie))).await;
+    let old = shown_badge_key(&page.body);
+    let old_all = format!("/badge/{old}/all.svg");
+    assert_eq!(
+        send(&f.app, get(&old_all, None)).await.status,
+        StatusCode::OK
+    );
+    // Without the session's token, or from another site: refused, the key stays.
+    for csrf in ["", "wrong", &random_secret()] {
+        let answer = send(
+            &f.app,
+            post("/ui/badges/rotate", Some(&b.cookie), &[("csrf", csrf)]),
+        )
+        .await;
+        assert_eq!(answer.status, StatusCode::FORBIDDEN, "{csrf}");
+    }
+    let mut req = post("/ui/badges/rotate", Some(&b.cookie), &[("csrf", &b.csrf)]);
+    req.headers_mut()
+        .insert("sec-fetch-site", "cross-site".parse().expect("header"));
+    assert_eq!(send(&f.app, req).await.status, StatusCode::FORBIDDEN);
+    // Without a session: sent to sign in.
+    let answer = send(&f.app, post("/ui/badges/rotate", None, &[])).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER);
+    assert_eq!(answer.location(), "/ui/login");
+    assert_eq!(f.service.badge_key(&f.case).await.expect("key"), old);
+    // With it: a new key, and the old URLs are gone.
+    let answer = send(
+        &f.app,
+        post("/ui/badges/rotate", Some(&b.cookie), &[("csrf", &b.csrf)]),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    assert_eq!(answer.location(), "/ui/badges?done=badge-key-rotated");
+    let new = f.service.badge_key(&f.case).await.expect("key");
+    assert_ne!(new, old);
+    assert_eq!(
+        send(&f.app, get(&old_all, None)).await.status,
+        StatusCode::NOT_FOUND
+    );
+    let page = send(&f.app, get(answer.location(), Some(&b.cookie))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("the old badge URLs stopped working"));
+    assert_eq!(shown_badge_key(&page.body), new);
+    assert!(!page.body.contains(&old));
+    assert_eq!(
+        send(&f.app, get(&format!("/badge/{new}/all.svg"), None))
+            .await
+            .status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn another_case_sees_its_own_badge_key_and_badges() {
+    const OTHER_KEY: &str = "ui-test-other-key-0123456789abcdef012345";
+    let f = fixture().await;
+    f.snitch("ours").await;
+    let other = Case::new(CaseId::parse("other").expect("valid"));
+    f.service.storage().upsert_case(&other).await.expect("case");
+    f.keys
+        .add_plain(OTHER_KEY, other.id.clone())
+        .expect("long enough");
+    let fields = SnitchFields {
+        name: Some("theirs".into()),
+        interval: Some("daily".into()),
+        tags: Some(vec!["their-tag".into()]),
+        ..SnitchFields::default()
+    };
+    f.service.create(&other, &fields).await.expect("create");
+    let b = sign_in(&f.app).await;
+    let ours = send(&f.app, get("/ui/badges", Some(&b.cookie))).await;
+    let answer = sign_in_with(&f.app, OTHER_KEY, "10.2.2.2:1000").await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    let id = answer.cookie(SESSION_COOKIE).expect("session cookie");
+    let cookie = format!("{SESSION_COOKIE}={id}");
+    let theirs = send(&f.app, get("/ui/badges", Some(&cookie))).await;
+    assert_eq!(theirs.status, StatusCode::OK);
+    let (our_key, their_key) = (shown_badge_key(&ours.body), shown_badge_key(&theirs.body));
+    assert_ne!(our_key, their_key);
+    assert_eq!(our_key, f.service.badge_key(&f.case).await.expect("key"));
+    assert_eq!(their_key, f.service.badge_key(&other).await.expect("key"));
+    assert!(theirs.body.contains("their-tag") && !theirs.body.contains("a-tag"));
+    assert!(ours.body.contains("a-tag") && !ours.body.contains("their-tag"));
+    assert!(!ours.body.contains(&their_key) && !theirs.body.contains(&our_key));
+    // Their rotation leaves ours alone.
+    let csrf = theirs.csrf();
+    let answer = send(
+        &f.app,
+        post("/ui/badges/rotate", Some(&cookie), &[("csrf", &csrf)]),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER);
+    assert_eq!(f.service.badge_key(&f.case).await.expect("key"), our_key);
+    assert_ne!(f.service.badge_key(&other).await.expect("key"), their_key);
 }

@@ -1,0 +1,44 @@
+//! The case's badge key, and the snitches a badge key reads (docs/rules.md#badges).
+
+use super::*;
+
+impl SnitchService {
+    /// The case's badge key, made on first use (docs/rules.md#badges): it reads badges
+    /// and nothing else.
+    pub async fn badge_key(&self, case: &Case) -> Result<String, ServiceError> {
+        ensure_active(case)?;
+        match self.storage.badge_key(&case.id).await? {
+            Some(key) => Ok(key),
+            None => self.rotate_badge_key(case).await,
+        }
+    }
+
+    /// Gives the case a new badge key: badges under the old one are gone.
+    pub async fn rotate_badge_key(&self, case: &Case) -> Result<String, ServiceError> {
+        ensure_active(case)?;
+        for _ in 0..TOKEN_ATTEMPTS {
+            let key = self.tokens.new_token().to_string();
+            match self.storage.set_badge_key(&case.id, &key).await {
+                Ok(()) => return Ok(key),
+                Err(StorageError::DuplicateToken) => continue,
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(StorageError::DuplicateToken.into())
+    }
+
+    /// The snitches a badge key reads: every snitch of its case (a case on hold too:
+    /// a badge shows health, not the account). `NotFound` for a key no case holds.
+    pub async fn badge_snitches(&self, key: &str) -> Result<Vec<Snitch>, ServiceError> {
+        // Keys are tokens: anything else names no case and is not handed to the store.
+        if Token::parse(key).is_err() {
+            return Err(ServiceError::NotFound);
+        }
+        let case = self
+            .storage
+            .case_of_badge_key(key)
+            .await?
+            .ok_or(ServiceError::NotFound)?;
+        Ok(self.storage.snitches(&case, &[]).await?)
+    }
+}
