@@ -745,6 +745,13 @@ async fn the_served_document_lists_every_route_of_the_router() {
         ("/v1/snitches/{token}/check_ins", &["get"]),
         ("/v1/webhooks", &["get", "post"]),
         ("/v1/webhooks/{id}", &["delete"]),
+        ("/v1/channels", &["get", "post"]),
+        ("/v1/channels/{id}", &["get", "patch", "delete"]),
+        ("/v1/channels/{id}/test", &["post"]),
+        ("/v1/badges", &["get"]),
+        ("/v1/badges/rotate", &["post"]),
+        ("/badge/{key}/{file}", &["get"]),
+        ("/badge/{key}/s/{file}", &["get"]),
         ("/v1/outages", &["get"]),
         ("/v1/openapi.json", &["get"]),
         ("/healthz", &["get"]),
@@ -761,9 +768,18 @@ async fn the_served_document_lists_every_route_of_the_router() {
         }
         for method in item.as_object().expect("operations").keys() {
             let token = f.snitch(&["x"]).await;
+            let badge_key = f.service.badge_key(&f.case).await.expect("badge key");
+            // A badge of the tag `x`, or of the snitch itself under `/s/`.
+            let badge_file = if path.contains("/s/") {
+                format!("{}.svg", crate::badge::snitch_badge_ref(&badge_key, &token))
+            } else {
+                "x.svg".to_owned()
+            };
             let uri = path
                 .replace("{token}", &token)
                 .replace("{tag}", "x")
+                .replace("{key}", &badge_key)
+                .replace("{file}", &badge_file)
                 .replace("{id}", "nohook");
             let method = Method::from_bytes(method.to_uppercase().as_bytes()).expect("method");
             let (status, _, _) = answer(&f.api, authed(method.clone(), &uri, Body::empty())).await;
