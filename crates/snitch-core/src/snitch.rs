@@ -800,6 +800,18 @@ pub struct Event {
     pub run: Option<Run>,
 }
 
+impl Event {
+    /// Its number among its snitch's events (the n of its id `<token>-<n>`): a later
+    /// event of the snitch has a greater one.
+    pub fn number(&self) -> u64 {
+        self.id
+            .rsplit('-')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -173,15 +173,6 @@ impl Drop for Counted {
     }
 }
 
-/// The n of an event id `<token>-<n>`: events of one snitch are numbered in order.
-fn event_number(event_id: &str) -> u64 {
-    event_id
-        .rsplit('-')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 /// What a dispatcher built without a channel notifier does with a vendor channel's
 /// delivery: fails it for good, with the reason in its attempt.
 struct NoChannels;
@@ -355,7 +346,7 @@ impl Dispatcher {
         if !settings.kind().is_incident() {
             return false;
         }
-        let number = event_number(&delivery.event.id);
+        let number = delivery.event.number();
         let Ok(events) = self
             .storage
             .events(&delivery.event.token, snitch_core::snitch::EVENTS_KEPT)
@@ -365,7 +356,7 @@ impl Dispatcher {
         };
         let newer: Vec<String> = events
             .into_iter()
-            .filter(|e| event_number(&e.id) > number)
+            .filter(|e| e.number() > number)
             .map(|e| e.id)
             .collect();
         if newer.is_empty() {

@@ -14,8 +14,7 @@ use async_trait::async_trait;
 use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
 use reqwest::{Client, Method};
 use snitch_core::{
-    Channel, ChannelConfig, ChannelKey, ChannelKind, ChannelSettings, Delivery, Notifier,
-    NotifyError,
+    Channel, ChannelConfig, ChannelKind, ChannelSettings, Delivery, Notifier, NotifyError,
 };
 
 use super::render::{self, Message, VendorBody, VendorRequest};
@@ -216,15 +215,6 @@ impl ChannelNotifier {
     }
 }
 
-/// The n of an event id `<token>-<n>`.
-fn event_number(event_id: &str) -> u64 {
-    event_id
-        .rsplit('-')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 #[async_trait]
 impl Notifier for ChannelNotifier {
     async fn send(&self, delivery: &Delivery) -> Result<String, NotifyError> {
@@ -236,8 +226,14 @@ impl Notifier for ChannelNotifier {
         else {
             return Err(NotifyError::permanent("not a channel delivery"));
         };
-        let message = message_for(delivery, channel_id, key, self.dashboard.as_deref());
-        let number = event_number(&delivery.event.id);
+        let message = render::message_of(
+            &delivery.event,
+            channel_id,
+            key,
+            &delivery.id,
+            self.dashboard.as_deref(),
+        );
+        let number = delivery.event.number();
         let paging = settings.kind().is_incident();
         if paging && self.superseded(channel_id, &message.incident, number) {
             return Ok("not sent: a later event of this snitch was delivered first".to_owned());
@@ -257,15 +253,3 @@ impl Notifier for ChannelNotifier {
         sent
     }
 }
-
-fn message_for(
-    delivery: &Delivery,
-    channel_id: &str,
-    key: &ChannelKey,
-    dashboard: Option<&str>,
-) -> Message {
-    render::message_of(&delivery.event, channel_id, key, &delivery.id, dashboard)
-}
-
-/// A shareable notifier, as the dispatcher and the API's test endpoint both hold it.
-pub type SharedChannelNotifier = Arc<ChannelNotifier>;
