@@ -7,20 +7,11 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
-use sha2::Sha256;
 use snitch_core::{badge_state, BadgeState, ServiceError, Snitch};
 
 use crate::api::{ApiState, Authed};
 use crate::{openapi, ApiError};
-
-/// Everything but unreserved characters, for a tag as one path segment.
-const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'~');
 
 /// How long a badge may be cached: a state change shows within about this long.
 pub const BADGE_MAX_AGE_SECS: u32 = 30;
@@ -35,13 +26,7 @@ enum Format {
 /// The reference of one snitch in its badge URL: the HMAC-SHA256 of its token under the
 /// badge key, 16 hex digits. It names the snitch to the badge route and cannot check in.
 pub fn snitch_badge_ref(badge_key: &str, token: &str) -> String {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(badge_key.as_bytes())
-        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
-    mac.update(token.as_bytes());
-    mac.finalize().into_bytes()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::derived::keyed_hex(badge_key.as_bytes(), token.as_bytes(), 8)
 }
 
 fn split_format(file: &str) -> Option<(&str, Format)> {
@@ -191,7 +176,8 @@ pub(crate) async fn badge_urls(
     let mut badges = serde_json::Map::new();
     badges.insert("all".into(), both(format!("/badge/{key}/all")));
     for tag in tags {
-        let encoded: String = percent_encoding::utf8_percent_encode(tag, SEGMENT).collect();
+        let encoded: String =
+            percent_encoding::utf8_percent_encode(tag, crate::derived::PATH_SEGMENT).collect();
         badges.insert(tag.into(), both(format!("/badge/{key}/{encoded}")));
     }
     let per_snitch: Vec<Value> = snitches

@@ -14,6 +14,7 @@ mod api;
 mod auth_limit;
 pub mod badge;
 mod check_in;
+mod derived;
 mod error;
 mod health;
 mod history;

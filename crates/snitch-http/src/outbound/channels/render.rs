@@ -8,9 +8,7 @@
 //! wrote can mention `@channel`, `@everyone` or a person.
 
 use chrono::{DateTime, Utc};
-use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
-use sha2::Sha256;
 use snitch_core::runs::AlertReason;
 use snitch_core::{ChannelKey, ChannelKind, ChannelSettings, Event, EventKind, NotifyError};
 
@@ -103,11 +101,7 @@ pub fn derived_ref(key: &ChannelKey, token: &str) -> String {
 }
 
 fn keyed_hex(key: &ChannelKey, data: &[u8]) -> String {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key.expose().as_bytes())
-        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
-    mac.update(data);
-    let bytes = mac.finalize().into_bytes();
-    bytes[..16].iter().map(|b| format!("{b:02x}")).collect()
+    crate::derived::keyed_hex(key.expose().as_bytes(), data, 16)
 }
 
 fn at_utc(t: DateTime<Utc>) -> String {
@@ -373,9 +367,11 @@ pub fn requests(
             body: VendorBody::Form(pushover(settings, message)?),
         },
         ChannelKind::Matrix => {
-            let room: String =
-                percent_encoding::utf8_percent_encode(setting(settings, "room_id")?, SEGMENT)
-                    .collect();
+            let room: String = percent_encoding::utf8_percent_encode(
+                setting(settings, "room_id")?,
+                crate::derived::PATH_SEGMENT,
+            )
+            .collect();
             VendorRequest {
                 method: "PUT",
                 url: format!(
@@ -403,13 +399,6 @@ pub fn requests(
     };
     Ok(vec![one])
 }
-
-/// Everything but unreserved characters, for one path segment (a Matrix room id).
-const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'~');
 
 fn slack(m: &Message) -> Value {
     // User text goes into plain_text objects, which Slack never parses; the top-level
