@@ -148,6 +148,30 @@ pub struct SqliteStorage {
 }
 
 impl SqliteStorage {
+    /// Runs `write` (an insert or upsert of something of `case`) through the writer, once
+    /// the case is known to be stored: [`StorageError::UnknownCase`] otherwise, and
+    /// [`StorageError::DuplicateToken`] when it takes a unique value already held.
+    async fn write_of_case<'q>(
+        &self,
+        case: &CaseId,
+        write: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    ) -> Result<(), StorageError> {
+        let mut w = self.writer.begin().await?;
+        let known: bool = sqlx::query_scalar(&CASE_EXISTS)
+            .bind(case.as_str())
+            .fetch_one(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        if !known {
+            return Err(StorageError::UnknownCase(case.clone()));
+        }
+        match write.execute(&mut *w.tx).await {
+            Ok(_) => w.commit().await,
+            Err(e) if is_unique_violation(&e) => Err(StorageError::DuplicateToken),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
     /// Runs `statement` (a delete by case `?1` and id `?2`) through the writer: whether it
     /// removed a row.
     async fn delete_of_case(
@@ -664,28 +688,13 @@ impl Storage for SqliteStorage {
     }
 
     async fn insert_webhook(&self, hook: &Webhook) -> Result<(), StorageError> {
-        let mut w = self.writer.begin().await?;
-        let case: bool = sqlx::query_scalar(&CASE_EXISTS)
-            .bind(hook.case_id.as_str())
-            .fetch_one(&mut *w.tx)
-            .await
-            .map_err(backend)?;
-        if !case {
-            return Err(StorageError::UnknownCase(hook.case_id.clone()));
-        }
-        let inserted = sqlx::query(&INSERT_WEBHOOK)
+        let insert = sqlx::query(&INSERT_WEBHOOK)
             .bind(&hook.id)
             .bind(hook.case_id.as_str())
             .bind(hook.url.as_str())
             .bind(hook.secret.as_ref().map(|s| s.expose()))
-            .bind(Lite::time(hook.created_at))
-            .execute(&mut *w.tx)
-            .await;
-        match inserted {
-            Ok(_) => w.commit().await,
-            Err(e) if is_unique_violation(&e) => Err(StorageError::DuplicateToken),
-            Err(e) => Err(backend(e)),
-        }
+            .bind(Lite::time(hook.created_at));
+        self.write_of_case(&hook.case_id, insert).await
     }
 
     async fn webhooks(&self, case: &CaseId) -> Result<Vec<Webhook>, StorageError> {
@@ -698,24 +707,9 @@ impl Storage for SqliteStorage {
     }
 
     async fn insert_channel(&self, channel: &ChannelConfig) -> Result<(), StorageError> {
-        let mut w = self.writer.begin().await?;
-        let case: bool = sqlx::query_scalar(&CASE_EXISTS)
-            .bind(channel.case_id.as_str())
-            .fetch_one(&mut *w.tx)
-            .await
-            .map_err(backend)?;
-        if !case {
-            return Err(StorageError::UnknownCase(channel.case_id.clone()));
-        }
         let fields = ChannelFields::<Lite>::of(channel);
-        let inserted = bind_channel!(sqlx::query(&INSERT_CHANNEL), fields)
-            .execute(&mut *w.tx)
-            .await;
-        match inserted {
-            Ok(_) => w.commit().await,
-            Err(e) if is_unique_violation(&e) => Err(StorageError::DuplicateToken),
-            Err(e) => Err(backend(e)),
-        }
+        let insert = bind_channel!(sqlx::query(&INSERT_CHANNEL), fields);
+        self.write_of_case(&channel.case_id, insert).await
     }
 
     async fn channels(&self, case: &CaseId) -> Result<Vec<ChannelConfig>, StorageError> {
@@ -735,25 +729,8 @@ impl Storage for SqliteStorage {
     }
 
     async fn set_badge_key(&self, case: &CaseId, key: &str) -> Result<(), StorageError> {
-        let mut w = self.writer.begin().await?;
-        let known: bool = sqlx::query_scalar(&CASE_EXISTS)
-            .bind(case.as_str())
-            .fetch_one(&mut *w.tx)
-            .await
-            .map_err(backend)?;
-        if !known {
-            return Err(StorageError::UnknownCase(case.clone()));
-        }
-        let set = sqlx::query(&SET_BADGE_KEY)
-            .bind(case.as_str())
-            .bind(key)
-            .execute(&mut *w.tx)
-            .await;
-        match set {
-            Ok(_) => w.commit().await,
-            Err(e) if is_unique_violation(&e) => Err(StorageError::DuplicateToken),
-            Err(e) => Err(backend(e)),
-        }
+        let set = sqlx::query(&SET_BADGE_KEY).bind(case.as_str()).bind(key);
+        self.write_of_case(case, set).await
     }
 
     async fn badge_key(&self, case: &CaseId) -> Result<Option<String>, StorageError> {
