@@ -106,6 +106,24 @@ pub struct PgStorage {
 }
 
 impl PgStorage {
+    /// Runs `write` (an insert or upsert of something of `case`): a violation of its
+    /// `unique` constraint is [`StorageError::DuplicateToken`], of its foreign key to the
+    /// cases (`case_fkey`) [`StorageError::UnknownCase`].
+    async fn write_of_case<'q>(
+        &self,
+        case: &CaseId,
+        write: sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>,
+        unique: &str,
+        case_fkey: &str,
+    ) -> Result<(), StorageError> {
+        match write.execute(&self.pool).await {
+            Ok(_) => Ok(()),
+            Err(e) if violates(&e, unique) => Err(StorageError::DuplicateToken),
+            Err(e) if violates(&e, case_fkey) => Err(StorageError::UnknownCase(case.clone())),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
     /// Runs `statement` (a delete by case `$1` and id `$2`): whether it removed a row.
     async fn delete_of_case(
         &self,
@@ -672,22 +690,19 @@ impl Storage for PgStorage {
     }
 
     async fn insert_webhook(&self, hook: &Webhook) -> Result<(), StorageError> {
-        let inserted = sqlx::query(&INSERT_WEBHOOK)
+        let insert = sqlx::query(&INSERT_WEBHOOK)
             .bind(&hook.id)
             .bind(hook.case_id.as_str())
             .bind(hook.url.as_str())
             .bind(hook.secret.as_ref().map(|s| s.expose()))
-            .bind(hook.created_at)
-            .execute(&self.pool)
-            .await;
-        match inserted {
-            Ok(_) => Ok(()),
-            Err(e) if violates(&e, "webhooks_pkey") => Err(StorageError::DuplicateToken),
-            Err(e) if violates(&e, "webhooks_case_id_fkey") => {
-                Err(StorageError::UnknownCase(hook.case_id.clone()))
-            }
-            Err(e) => Err(backend(e)),
-        }
+            .bind(hook.created_at);
+        self.write_of_case(
+            &hook.case_id,
+            insert,
+            "webhooks_pkey",
+            "webhooks_case_id_fkey",
+        )
+        .await
     }
 
     async fn webhooks(&self, case: &CaseId) -> Result<Vec<Webhook>, StorageError> {
@@ -701,17 +716,14 @@ impl Storage for PgStorage {
 
     async fn insert_channel(&self, channel: &ChannelConfig) -> Result<(), StorageError> {
         let fields = ChannelFields::of(channel);
-        let inserted = bind_channel!(sqlx::query(&INSERT_CHANNEL), fields)
-            .execute(&self.pool)
-            .await;
-        match inserted {
-            Ok(_) => Ok(()),
-            Err(e) if violates(&e, "channels_pkey") => Err(StorageError::DuplicateToken),
-            Err(e) if violates(&e, "channels_case_id_fkey") => {
-                Err(StorageError::UnknownCase(channel.case_id.clone()))
-            }
-            Err(e) => Err(backend(e)),
-        }
+        let insert = bind_channel!(sqlx::query(&INSERT_CHANNEL), fields);
+        self.write_of_case(
+            &channel.case_id,
+            insert,
+            "channels_pkey",
+            "channels_case_id_fkey",
+        )
+        .await
     }
 
     async fn channels(&self, case: &CaseId) -> Result<Vec<ChannelConfig>, StorageError> {
@@ -731,17 +743,9 @@ impl Storage for PgStorage {
     async fn set_badge_key(&self, case: &CaseId, key: &str) -> Result<(), StorageError> {
         let set = sqlx::query(sql::SET_BADGE_KEY)
             .bind(case.as_str())
-            .bind(key)
-            .execute(&self.pool)
-            .await;
-        match set {
-            Ok(_) => Ok(()),
-            Err(e) if violates(&e, "badge_keys_key_key") => Err(StorageError::DuplicateToken),
-            Err(e) if violates(&e, "badge_keys_case_id_fkey") => {
-                Err(StorageError::UnknownCase(case.clone()))
-            }
-            Err(e) => Err(backend(e)),
-        }
+            .bind(key);
+        self.write_of_case(case, set, "badge_keys_key_key", "badge_keys_case_id_fkey")
+            .await
     }
 
     async fn badge_key(&self, case: &CaseId) -> Result<Option<String>, StorageError> {
