@@ -16,6 +16,7 @@ pub mod check_in_step;
 pub mod clock;
 #[cfg(feature = "test-support")]
 pub mod contract;
+pub mod email;
 pub mod error;
 pub mod liveness;
 pub mod machine;
@@ -39,6 +40,7 @@ pub use channel::{
 };
 pub use check_in_step::PendingCheckIns;
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use email::{email_check_in, EmailKeywords, EmailVerdict, KeywordScope};
 pub use error::ServiceError;
 pub use liveness::{CaseOutage, Outage};
 pub use notifier::{Notifier, NotifyError};
