@@ -50,7 +50,7 @@ pub use outbox::{
 };
 pub use runs::{AlertReason, CheckInBody, CheckInKind, OpenRun, Run, RunId};
 pub use schedule::{CronSchedule, ExpectedRuns, ScheduleError};
-pub use service::{SnitchFields, SnitchService, SweepReport};
+pub use service::{EmailKeywordsInput, SnitchFields, SnitchService, SweepReport};
 pub use snitch::{
     CheckIn, Event, EventKind, InvalidSnitch, Pause, PauseUntil, Snitch, SnitchRecord, SnitchState,
 };

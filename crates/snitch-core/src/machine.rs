@@ -672,6 +672,7 @@ mod tests {
             failure_tolerance: 0,
             missed_tolerance: 0,
             max_runtime_seconds: None,
+            email_keywords: Default::default(),
             created_at: at("2026-11-22T00:00:00Z"),
             state: initial_state(),
             version: 1,

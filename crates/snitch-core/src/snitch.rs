@@ -2,6 +2,7 @@
 
 use crate::cadence::Cadence;
 use crate::calendar::{Interval, Timestamp};
+use crate::email::EmailKeywords;
 use crate::runs::{AlertReason, CheckInBody, CheckInKind, OpenRun, Run, RunId, OPEN_RUNS_MAX};
 use crate::types::{
     AlertEmails, AlertType, CaseId, CheckInMessage, Notes, Outcome, SnitchName, Status, Tags, Token,
@@ -49,6 +50,9 @@ pub struct Snitch {
     /// How long a run may stay open, in seconds; `None`: the cadence's default
     /// (docs/rules.md#runs).
     pub(crate) max_runtime_seconds: Option<u32>,
+    /// The words that decide what a check-in e-mail means; empty: every e-mail is a
+    /// success (docs/rules.md#e-mail-check-ins).
+    pub(crate) email_keywords: EmailKeywords,
     /// When it was created.
     pub(crate) created_at: Timestamp,
     /// Where the state machine stands.
@@ -292,6 +296,7 @@ impl Snitch {
             && self.failure_tolerance == other.failure_tolerance
             && self.missed_tolerance == other.missed_tolerance
             && self.max_runtime_seconds == other.max_runtime_seconds
+            && self.email_keywords == other.email_keywords
     }
 
     /// The instant at which the deadline sweep must look at this snitch: its deadline, or
@@ -349,6 +354,7 @@ impl Snitch {
             failure_tolerance: 0,
             missed_tolerance: 0,
             max_runtime_seconds: None,
+            email_keywords: EmailKeywords::default(),
             created_at,
             state: SnitchState::default(),
             version: 1,
@@ -418,6 +424,12 @@ impl Snitch {
     /// How long a run may stay open, in seconds, when set (docs/rules.md#runs).
     pub fn max_runtime_seconds(&self) -> Option<u32> {
         self.max_runtime_seconds
+    }
+
+    /// The words that decide what a check-in e-mail means; empty: every e-mail is a
+    /// success.
+    pub fn email_keywords(&self) -> &EmailKeywords {
+        &self.email_keywords
     }
 
     /// How long a run that starts at `at` may stay open: the setting, or the cadence's
@@ -516,6 +528,7 @@ impl Snitch {
             failure_tolerance: record.failure_tolerance,
             missed_tolerance: record.missed_tolerance,
             max_runtime_seconds: record.max_runtime_seconds,
+            email_keywords: record.email_keywords,
             created_at: record.created_at,
             state: SnitchState {
                 status: record.status,
@@ -554,6 +567,7 @@ impl Snitch {
             failure_tolerance: self.failure_tolerance,
             missed_tolerance: self.missed_tolerance,
             max_runtime_seconds: self.max_runtime_seconds,
+            email_keywords: self.email_keywords.clone(),
             created_at: self.created_at,
             version: self.version,
             status: state.status,
@@ -597,6 +611,7 @@ pub struct SnitchRecord {
     pub failure_tolerance: u16,
     pub missed_tolerance: u16,
     pub max_runtime_seconds: Option<u32>,
+    pub email_keywords: EmailKeywords,
     pub created_at: Timestamp,
     pub version: u64,
     pub status: Status,

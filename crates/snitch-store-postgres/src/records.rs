@@ -82,6 +82,7 @@ pub(crate) struct SnitchColumns {
     failure_tolerance: Vec<i32>,
     missed_tolerance: Vec<i32>,
     max_runtime_seconds: Vec<Option<i32>>,
+    email_keywords: Vec<Option<String>>,
     status: Vec<&'static str>,
     checked_in_at: Vec<Option<DateTime<Utc>>>,
     last_check_in_at: Vec<Option<DateTime<Utc>>>,
@@ -124,6 +125,7 @@ impl SnitchColumns {
             columns.failure_tolerance.reserve_exact(n);
             columns.missed_tolerance.reserve_exact(n);
             columns.max_runtime_seconds.reserve_exact(n);
+            columns.email_keywords.reserve_exact(n);
         }
         columns.status.reserve_exact(n);
         columns.checked_in_at.reserve_exact(n);
@@ -160,6 +162,7 @@ impl SnitchColumns {
             self.failure_tolerance.push(f.failure_tolerance);
             self.missed_tolerance.push(f.missed_tolerance);
             self.max_runtime_seconds.push(f.max_runtime_seconds);
+            self.email_keywords.push(f.email_keywords.clone());
         }
         self.status.push(f.status);
         self.checked_in_at.push(f.checked_in_at);
@@ -198,6 +201,7 @@ impl SnitchColumns {
                 .bind(self.failure_tolerance)
                 .bind(self.missed_tolerance)
                 .bind(self.max_runtime_seconds)
+                .bind(self.email_keywords)
         } else {
             q
         };

@@ -42,7 +42,7 @@ fn trim_at(keep: i32) -> i32 {
 }
 
 /// The SQL types of [`SNITCH_FIELDS`], in their order.
-pub(crate) const SNITCH_FIELD_TYPES: [&str; 30] = [
+pub(crate) const SNITCH_FIELD_TYPES: [&str; 31] = [
     "text",        // name
     "text[]",      // tags
     "text",        // notes
@@ -53,6 +53,7 @@ pub(crate) const SNITCH_FIELD_TYPES: [&str; 30] = [
     "integer",     // failure_tolerance
     "integer",     // missed_tolerance
     "integer",     // max_runtime_seconds
+    "text",        // email_keywords
     "text",        // status
     "timestamptz", // checked_in_at
     "timestamptz", // last_check_in_at
@@ -226,7 +227,7 @@ static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
 /// check-in that keeps the status, the usual case): the snitches and their check-ins
 /// only, each field as a typed array (`unnest`), which Postgres reads without parsing
 /// text per row. `$1` tokens, `$2` expected versions, `$3` check-ins added, `$4` history
-/// lengths, then [`SNITCH_FIELDS`] from the `from`th on (`$5`–`$34` for all of them),
+/// lengths, then [`SNITCH_FIELDS`] from the `from`th on (`$5`–`$35` for all of them),
 /// then the check-ins (token, time, exit status, message; in order). Rows are updated
 /// in token order ([`update_expected`]).
 /// Answers, for each snitch of the round, its token, its stored check-in count if it was

@@ -225,6 +225,23 @@ mod beyond_the_contract {
             matches!(listed, Err(StorageError::Corrupt(_))),
             "{listed:?}"
         );
+        // E-mail keywords that are no JSON, search nowhere known, or hold an empty keyword.
+        for spoiled in [
+            "not json",
+            r#"{"failure":["x"],"success":[],"start":[],"search":"headers"}"#,
+            r#"{"failure":[" "],"success":[],"start":[],"search":"both"}"#,
+        ] {
+            sqlx::query("UPDATE snitch.snitches SET interval = 'hourly', email_keywords = $1")
+                .bind(spoiled)
+                .execute(&pool)
+                .await
+                .expect("spoil the row");
+            let read = store.snitch(&token(1)).await;
+            assert!(
+                matches!(read, Err(StorageError::Corrupt(_))),
+                "{spoiled}: {read:?}"
+            );
+        }
     }
 
     /// A database that cannot be reached is a `Backend` failure, which may be retried.

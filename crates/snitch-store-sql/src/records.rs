@@ -18,9 +18,10 @@ use snitch_core::runs::{CheckInBody, CheckInKind, OpenRun, Run, RunId};
 use snitch_core::{
     AlertEmails, AlertReason, AlertType, ApiKeyRecord, Attempt, Cadence, Case, CaseId, Channel,
     ChannelConfig, ChannelKey, ChannelKind, ChannelSettings, CheckIn, CheckInMessage, CronSchedule,
-    Delivery, DeliveryState, EmailAddress, Event, EventFilter, EventKind, ExpectedRuns, Notes,
-    Outcome, Pause, PauseUntil, Plan, Snitch, SnitchName, SnitchRecord, Status, StorageError, Tag,
-    Tags, Token, Validation, Webhook, WebhookSecret, WebhookUrl,
+    Delivery, DeliveryState, EmailAddress, EmailKeywords, Event, EventFilter, EventKind,
+    ExpectedRuns, KeywordScope, Notes, Outcome, Pause, PauseUntil, Plan, Snitch, SnitchName,
+    SnitchRecord, Status, StorageError, Tag, Tags, Token, Validation, Webhook, WebhookSecret,
+    WebhookUrl,
 };
 use sqlx::types::Json;
 
@@ -99,11 +100,11 @@ pub fn members<D: Dialect>(case: &Case) -> D::Texts {
 
 /// How many of [`SNITCH_FIELDS`], at its start, are the settings a user gives; the rest
 /// are the snitch's state.
-pub const SETTINGS_FIELDS: usize = 10;
+pub const SETTINGS_FIELDS: usize = 11;
 
 /// The columns a save may change, in the order [`bind_snitch_fields!`](crate::bind_snitch_fields)
 /// binds them.
-pub const SNITCH_FIELDS: [&str; 30] = [
+pub const SNITCH_FIELDS: [&str; 31] = [
     "name",
     "tags",
     "notes",
@@ -114,6 +115,7 @@ pub const SNITCH_FIELDS: [&str; 30] = [
     "failure_tolerance",
     "missed_tolerance",
     "max_runtime_seconds",
+    "email_keywords",
     "status",
     "checked_in_at",
     "last_check_in_at",
@@ -139,7 +141,7 @@ pub const SNITCH_FIELDS: [&str; 30] = [
 /// Every column [`SnitchRow`] reads.
 pub const SNITCH_COLUMNS: &str = "token, case_id, created_at, name, tags, notes, \
     interval, alert_type, alert_email, schedule, failure_tolerance, missed_tolerance, \
-    max_runtime_seconds, status, checked_in_at, last_check_in_at, anchor_at, deadline_at, \
+    max_runtime_seconds, email_keywords, status, checked_in_at, last_check_in_at, anchor_at, deadline_at, \
     pause_until_kind, pause_until_at, pause_resume_status, pause_checked_in, smart_offsets_ms, \
     last_errored_alert_at, error_announced, last_recovery_alert_at, consecutive_failures, \
     consecutive_misses, runs, check_in_seq, event_seq, version";
@@ -313,6 +315,46 @@ pub fn runs(text: Option<&str>) -> Result<(Vec<OpenRun>, Option<Run>), StorageEr
     Ok((open, last))
 }
 
+/// A snitch's e-mail keywords as its `email_keywords` column holds them: one JSON
+/// object; a snitch without keywords (the default) stores NULL.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredEmailKeywords {
+    #[serde(default)]
+    failure: Vec<String>,
+    #[serde(default)]
+    success: Vec<String>,
+    #[serde(default)]
+    start: Vec<String>,
+    search: String,
+}
+
+/// The `email_keywords` column of a snitch: NULL when it has none.
+pub fn email_keywords_text(keywords: &EmailKeywords) -> Option<String> {
+    if *keywords == EmailKeywords::default() {
+        return None;
+    }
+    let stored = StoredEmailKeywords {
+        failure: keywords.failure().to_vec(),
+        success: keywords.success().to_vec(),
+        start: keywords.start().to_vec(),
+        search: keywords.scope().name().to_owned(),
+    };
+    Some(serde_json::to_string(&stored).expect("plain data serializes"))
+}
+
+/// The e-mail keywords of an `email_keywords` column, re-parsed.
+pub fn email_keywords(text: Option<&str>) -> Result<EmailKeywords, StorageError> {
+    let Some(text) = text else {
+        return Ok(EmailKeywords::default());
+    };
+    let stored: StoredEmailKeywords =
+        serde_json::from_str(text).map_err(|e| corrupt("email_keywords", e))?;
+    let scope = KeywordScope::parse(&stored.search).map_err(invalid("email_keywords"))?;
+    EmailKeywords::parse(&stored.failure, &stored.success, &stored.start, scope)
+        .map_err(invalid("email_keywords"))
+}
+
 const UNTIL_HEALTHY: &str = "healthy";
 const UNTIL_UNPAUSED: &str = "unpaused";
 const UNTIL_AT: &str = "at";
@@ -336,6 +378,7 @@ pub struct SnitchFields<'a, D: Dialect> {
     pub failure_tolerance: i32,
     pub missed_tolerance: i32,
     pub max_runtime_seconds: Option<i32>,
+    pub email_keywords: Option<String>,
     pub status: &'static str,
     pub checked_in_at: Option<D::Time>,
     pub last_check_in_at: Option<D::Time>,
@@ -381,6 +424,7 @@ impl<'a, D: Dialect> SnitchFields<'a, D> {
             max_runtime_seconds: s
                 .max_runtime_seconds()
                 .map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
+            email_keywords: email_keywords_text(s.email_keywords()),
             status: state.status().as_str(),
             checked_in_at: opt_time::<D>(state.checked_in_at()),
             last_check_in_at: opt_time::<D>(state.last_check_in_at()),
@@ -423,6 +467,7 @@ macro_rules! bind_snitch_fields {
             .$bind(f.failure_tolerance)
             .$bind(f.missed_tolerance)
             .$bind(f.max_runtime_seconds)
+            .$bind(f.email_keywords)
             .$bind(f.status)
             .$bind(f.checked_in_at)
             .$bind(f.last_check_in_at)
@@ -463,6 +508,7 @@ pub struct SnitchRow<D: Dialect> {
     pub failure_tolerance: i32,
     pub missed_tolerance: i32,
     pub max_runtime_seconds: Option<i32>,
+    pub email_keywords: Option<String>,
     pub status: String,
     pub checked_in_at: Option<D::Time>,
     pub last_check_in_at: Option<D::Time>,
@@ -527,6 +573,7 @@ impl<D: Dialect> SnitchRow<D> {
                 .max_runtime_seconds
                 .map(|n| u32::try_from(n).map_err(|e| corrupt("max_runtime_seconds", e)))
                 .transpose()?,
+            email_keywords: email_keywords(self.email_keywords.as_deref())?,
             created_at: D::instant("created_at", self.created_at)?,
             status: status("status", &self.status)?,
             checked_in_at: opt_instant::<D>("checked_in_at", self.checked_in_at)?,

@@ -151,6 +151,23 @@ async fn unreadable_rows_are_corrupt() {
         .expect("spoil the row");
     let read = store.snitch(&token(1)).await;
     assert!(matches!(read, Err(StorageError::Corrupt(_))), "{read:?}");
+    // E-mail keywords that are no JSON, search nowhere known, or hold an empty keyword.
+    for spoiled in [
+        "not json",
+        r#"{"failure":["x"],"success":[],"start":[],"search":"headers"}"#,
+        r#"{"failure":[" "],"success":[],"start":[],"search":"both"}"#,
+    ] {
+        sqlx::query("UPDATE snitch_snitches SET tags = '[]', email_keywords = ?")
+            .bind(spoiled)
+            .execute(&pool)
+            .await
+            .expect("spoil the row");
+        let read = store.snitch(&token(1)).await;
+        assert!(
+            matches!(read, Err(StorageError::Corrupt(_))),
+            "{spoiled}: {read:?}"
+        );
+    }
 }
 
 /// A closed pool is a `Backend` failure, which may be retried.

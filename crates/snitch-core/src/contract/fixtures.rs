@@ -11,6 +11,7 @@ use chrono::{Duration, TimeZone, Utc};
 
 use crate::cadence::Cadence;
 use crate::calendar::{Interval, Timestamp};
+use crate::email::{EmailKeywords, KeywordScope};
 use crate::machine;
 use crate::schedule::{CronSchedule, ExpectedRuns};
 use crate::snitch::{CheckIn, PauseUntil, Snitch};
@@ -51,6 +52,7 @@ pub fn snitch(case: &Case, n: u64, created_at: Timestamp) -> Snitch {
         failure_tolerance: 0,
         missed_tolerance: 0,
         max_runtime_seconds: None,
+        email_keywords: Default::default(),
         created_at,
         state: machine::initial_state(),
         version: 1,
@@ -183,7 +185,21 @@ pub fn rich_snitch(case: &Case, n: u64) -> Snitch {
     s.missed_tolerance = crate::snitch::TOLERANCE_MAX;
     s.state.consecutive_failures = 2;
     s.state.consecutive_misses = 1;
+    s.email_keywords = rich_email_keywords();
     s
+}
+
+/// E-mail keywords in every list, with quotes, a backslash, braces, the word NULL and
+/// non-ASCII text, looked for in the subject only.
+pub fn rich_email_keywords() -> EmailKeywords {
+    let words = |list: &[&str]| list.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+    EmailKeywords::parse(
+        &words(&["FAILED", r#"say "no""#, "échec ✗"]),
+        &words(&["O'Brien's OK", r"back\slash {x}", "NULL"]),
+        &words(&["Start"]),
+        KeywordScope::Subject,
+    )
+    .expect("valid keywords")
 }
 
 /// A limit no test reaches.

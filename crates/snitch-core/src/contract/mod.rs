@@ -100,6 +100,7 @@ macro_rules! storage_contract_tests {
             concurrent_saves_from_one_read_let_exactly_one_win,
             save_all_answers_each_change_of_a_mixed_batch,
             new_settings_saved_beside_check_ins_are_kept,
+            email_keywords_round_trip_through_create_update_and_read,
             stepping_in_place_saves_what_a_read_and_save_would,
             // History.
             check_ins_are_newest_first_and_limited,
@@ -1077,6 +1078,112 @@ pub async fn new_settings_saved_beside_check_ins_are_kept(store: Arc<dyn Storage
     assert_eq!(a_now.tags(), update.snitch().tags());
     assert_eq!(a_now.alert_email(), update.snitch().alert_email());
     assert_eq!(stored(&store, b.token()).await.as_ref(), Some(b2.snitch()));
+}
+
+/// A snitch's e-mail keywords, set through the service, read back exactly (quotes, an
+/// apostrophe, a backslash, non-ASCII) after a create, an update, check-ins that keep
+/// the settings and a save that changes them; an update without them keeps them, and
+/// empty lists clear them.
+pub async fn email_keywords_round_trip_through_create_update_and_read(store: Arc<dyn Storage>) {
+    use crate::email::KeywordScope;
+    use crate::service::EmailKeywordsInput;
+    let (service, acme) = service_with_case(&store).await;
+    let words = |list: &[&str]| list.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+    let given = EmailKeywordsInput {
+        failure: words(&["FAILED", r#"say "no""#]),
+        success: words(&["O'Brien's OK", "réussi ✓", r"back\slash {x}"]),
+        start: words(&["NULL"]),
+        search: Some("body".into()),
+    };
+    let fields = SnitchFields {
+        name: Some("mailed job".into()),
+        interval: Some("hourly".into()),
+        email_keywords: Some(given.clone()),
+        ..SnitchFields::default()
+    };
+    let made = service.create(&acme, &fields).await.expect("create");
+    let keywords = made.email_keywords().clone();
+    assert_eq!(keywords.failure(), given.failure.as_slice());
+    assert_eq!(keywords.success(), given.success.as_slice());
+    assert_eq!(keywords.start(), given.start.as_slice());
+    assert_eq!(keywords.scope(), KeywordScope::Body);
+    let token = made.token.clone();
+    assert_eq!(stored(&store, &token).await.as_ref(), Some(&made));
+    assert_eq!(
+        store.snitches(&acme.id, &[]).await.expect("list"),
+        [made.clone()]
+    );
+
+    // A check-in's save (settings kept) and an update of other fields keep them.
+    let checked = service
+        .check_in(token.as_str(), Outcome::Success, None)
+        .await
+        .expect("check in");
+    assert_eq!(checked.email_keywords(), &keywords);
+    let renamed = SnitchFields {
+        name: Some("renamed".into()),
+        ..SnitchFields::default()
+    };
+    let renamed = service
+        .update(&acme, token.as_str(), &renamed)
+        .await
+        .expect("rename");
+    assert_eq!(renamed.email_keywords(), &keywords);
+    assert_eq!(stored(&store, &token).await.as_ref(), Some(&renamed));
+
+    // An update replaces them.
+    let other = EmailKeywordsInput {
+        failure: words(&["échec"]),
+        search: Some("subject".into()),
+        ..EmailKeywordsInput::default()
+    };
+    let update = SnitchFields {
+        email_keywords: Some(other),
+        ..SnitchFields::default()
+    };
+    let changed = service
+        .update(&acme, token.as_str(), &update)
+        .await
+        .expect("update");
+    assert_eq!(changed.email_keywords().failure(), ["échec"]);
+    assert!(changed.email_keywords().success().is_empty());
+    assert_eq!(changed.email_keywords().scope(), KeywordScope::Subject);
+    assert_eq!(stored(&store, &token).await.as_ref(), Some(&changed));
+
+    // Bad keywords are a problem of `email_keywords`, and change nothing.
+    let bad = SnitchFields {
+        email_keywords: Some(EmailKeywordsInput {
+            success: vec!["a\u{7}b".to_owned()],
+            search: Some("headers".into()),
+            ..EmailKeywordsInput::default()
+        }),
+        ..SnitchFields::default()
+    };
+    match service.update(&acme, token.as_str(), &bad).await {
+        Err(ServiceError::Invalid(v)) => {
+            assert!(v.iter().all(|p| p.attribute == "email_keywords"), "{v:?}")
+        }
+        other => panic!("expected 422, got {other:?}"),
+    }
+    assert_eq!(stored(&store, &token).await.as_ref(), Some(&changed));
+
+    // Empty lists clear them, whatever the search says.
+    let clear = SnitchFields {
+        email_keywords: Some(EmailKeywordsInput {
+            search: Some("body".into()),
+            ..EmailKeywordsInput::default()
+        }),
+        ..SnitchFields::default()
+    };
+    let cleared = service
+        .update(&acme, token.as_str(), &clear)
+        .await
+        .expect("clear");
+    assert_eq!(
+        cleared.email_keywords(),
+        &crate::email::EmailKeywords::default()
+    );
+    assert_eq!(stored(&store, &token).await.as_ref(), Some(&cleared));
 }
 
 /// A store keeps the most recent `CHECK_INS_KEPT` check-ins and drops older ones.

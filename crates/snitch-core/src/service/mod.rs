@@ -14,6 +14,7 @@ use crate::calendar::Timestamp;
 use crate::check_in_queue::{answer, CheckInQueues, Entry, Leadership, SharedError, Turn};
 use crate::check_in_step::{prepare, PendingCheckIns};
 use crate::clock::{to_millis, Clock};
+use crate::email::{EmailKeywords, KeywordScope};
 use crate::error::ServiceError;
 use crate::liveness::{heartbeat_interval, CaseOutage, Outage, DEFAULT_OUTAGE_THRESHOLD};
 use crate::machine::{self, Step};
@@ -81,6 +82,41 @@ pub struct SnitchFields {
     pub missed_tolerance: Option<i64>,
     /// How long a run may stay open before it times out, in seconds (60 to 2,419,200).
     pub max_runtime_seconds: Option<i64>,
+    /// The words that decide what a check-in e-mail means; all lists empty: none (every
+    /// e-mail is a success).
+    pub email_keywords: Option<EmailKeywordsInput>,
+}
+
+/// The e-mail keywords of a create or update request, as the client sent them: three
+/// lists and where to look (`both`, the default, `subject` or `body`). Problems are
+/// reported under `email_keywords`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EmailKeywordsInput {
+    /// Words that make an e-mail a failed run.
+    pub failure: Vec<String>,
+    /// Words that make an e-mail a successful run.
+    pub success: Vec<String>,
+    /// Words that make an e-mail a run's start.
+    pub start: Vec<String>,
+    /// Where keywords are looked for; `None`: `both`.
+    pub search: Option<String>,
+}
+
+impl EmailKeywordsInput {
+    /// The keywords these lists make: none (the default) when every list is empty,
+    /// whatever `search` says, once it is valid.
+    fn parse(&self) -> Result<EmailKeywords, Validation> {
+        let scope = match self.search.as_deref() {
+            None => KeywordScope::default(),
+            Some(raw) => KeywordScope::parse(raw)?,
+        };
+        let keywords = EmailKeywords::parse(&self.failure, &self.success, &self.start, scope)?;
+        Ok(if keywords.is_empty() {
+            EmailKeywords::default()
+        } else {
+            keywords
+        })
+    }
 }
 
 /// The fields of [`SnitchFields`] that passed validation.
@@ -95,6 +131,7 @@ struct ParsedFields {
     failure_tolerance: Option<u16>,
     missed_tolerance: Option<u16>,
     max_runtime_seconds: Option<u32>,
+    email_keywords: Option<EmailKeywords>,
 }
 
 impl SnitchFields {
@@ -135,6 +172,10 @@ impl SnitchFields {
                     .check(crate::runs::check_max_runtime(seconds))
                     .map(|_| seconds)
             }),
+            email_keywords: self
+                .email_keywords
+                .as_ref()
+                .and_then(|k| problems.check(k.parse())),
         }
     }
 
@@ -529,6 +570,7 @@ impl SnitchService {
             failure_tolerance: parsed.failure_tolerance.unwrap_or(0),
             missed_tolerance: parsed.missed_tolerance.unwrap_or(0),
             max_runtime_seconds: parsed.max_runtime_seconds,
+            email_keywords: parsed.email_keywords.unwrap_or_default(),
             created_at: now,
             state: machine::initial_state(),
             version: 1,
@@ -575,6 +617,9 @@ impl SnitchService {
             }
             if let Some(alert_email) = &parsed.alert_email {
                 next.alert_email = alert_email.clone();
+            }
+            if let Some(keywords) = &parsed.email_keywords {
+                next.email_keywords = keywords.clone();
             }
             next.failure_tolerance = parsed.failure_tolerance.unwrap_or(s.failure_tolerance);
             next.missed_tolerance = parsed.missed_tolerance.unwrap_or(s.missed_tolerance);
