@@ -269,10 +269,7 @@ mod tests {
         let body_only =
             EmailKeywords::parse(&words(&["fail"]), &words(&["ok"]), &[], KeywordScope::Body)
                 .unwrap();
-        assert_eq!(
-            body_only.classify("fail", "all ok"),
-            EmailVerdict::Success
-        );
+        assert_eq!(body_only.classify("fail", "all ok"), EmailVerdict::Success);
         assert_eq!(KeywordScope::parse("subject"), Ok(KeywordScope::Subject));
         assert!(KeywordScope::parse("headers").is_err());
     }
@@ -286,8 +283,8 @@ mod tests {
             (vec!["x".repeat(EMAIL_KEYWORD_MAX_CHARS + 1)], "longer"),
             (too_many, "more than"),
         ] {
-            let problem = EmailKeywords::parse(&failure, &[], &[], KeywordScope::Both)
-                .expect_err(why);
+            let problem =
+                EmailKeywords::parse(&failure, &[], &[], KeywordScope::Both).expect_err(why);
             assert_eq!(problem.attribute, "email_keywords");
             assert!(problem.message.contains(why), "{}", problem.message);
         }

@@ -51,7 +51,7 @@ pub struct Snitch {
     /// (docs/rules.md#runs).
     pub(crate) max_runtime_seconds: Option<u32>,
     /// The words that decide what a check-in e-mail means; empty: every e-mail is a
-    /// success (docs/rules.md#e-mail-check-ins).
+    /// success ([`crate::email`]).
     pub(crate) email_keywords: EmailKeywords,
     /// When it was created.
     pub(crate) created_at: Timestamp,

@@ -181,6 +181,38 @@ pub struct RunSettings {
     /// default 0).
     #[schema(minimum = 0, maximum = 720)]
     pub missed_tolerance: Option<i64>,
+    /// The words that decide what a check-in e-mail means; `null` or `{}` (or every list
+    /// empty): none, every e-mail is a success. An update without it keeps them.
+    pub email_keywords: Option<EmailKeywordsRequest>,
+}
+
+/// E-mail keywords as create and update take them: three lists (absent or `null`:
+/// empty) and where to look. Matching ignores case; failure wins over success, success
+/// over start; with keywords set, an e-mail that matches none is kept as output only.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EmailKeywordsRequest {
+    /// Words that make an e-mail a failed run (at most 10, each 1 to 100 characters).
+    #[schema(max_items = 10, example = json!(["failed", "error"]))]
+    pub failure: Option<Vec<String>>,
+    /// Words that make an e-mail a successful run.
+    #[schema(max_items = 10, example = json!(["completed"]))]
+    pub success: Option<Vec<String>>,
+    /// Words that make an e-mail a run's start.
+    #[schema(max_items = 10, example = json!(["starting"]))]
+    pub start: Option<Vec<String>>,
+    /// Where to look: `both` (default), `subject` or `body`.
+    pub search: Option<KeywordSearch>,
+}
+
+/// Where e-mail keywords are looked for.
+#[allow(missing_docs)]
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KeywordSearch {
+    Both,
+    Subject,
+    Body,
 }
 
 /// The 17 intervals (variants named as the API spells them).

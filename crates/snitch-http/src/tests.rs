@@ -60,6 +60,7 @@ async fn fixture_with(auth_failures: AuthFailureLimit) -> Fixture {
             maintenance: false,
             channel_tester: None,
             public_base: None,
+            check_in_email_domain: None,
         },
     );
     Fixture {
@@ -524,6 +525,72 @@ async fn snitch_json_has_the_check_in_url_and_type() {
     assert_eq!(body["check_in_url"], format!("https://nosnch.test/{token}"));
     assert_eq!(body["type"], serde_json::json!({"interval": "daily"}));
     assert_eq!(body["href"], uri);
+}
+
+#[tokio::test]
+async fn email_keywords_are_set_shown_refused_and_cleared_through_the_api() {
+    let f = fixture().await;
+    let body = serde_json::json!({
+        "name": "mailed", "interval": "daily",
+        "email_keywords": {"failure": ["FAILED", "é \"x\" 'y'"], "search": "subject"},
+    });
+    let req = authed(Method::POST, "/v1/snitches", body.to_string());
+    let (status, _, made) = answer(&f.api, req).await;
+    assert_eq!(status, StatusCode::OK, "{made}");
+    let made = json(&made);
+    assert_eq!(
+        made["email_keywords"],
+        serde_json::json!({"failure": ["FAILED", "é \"x\" 'y'"], "success": [], "start": [], "search": "subject"})
+    );
+    // No domain configured: no check-in e-mail address.
+    assert!(made.get("check_in_email").is_none(), "{made}");
+    let uri = format!("/v1/snitches/{}", made["token"].as_str().expect("token"));
+
+    // A bad list is a 422 of the DMS shape under `email_keywords`, and changes nothing.
+    let bad = serde_json::json!({"email_keywords": {"failure": [" "], "start": [1]}});
+    let (status, _, body) = answer(&f.api, authed(Method::PATCH, &uri, bad.to_string())).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let body = json(&body);
+    assert_eq!(body["type"], "resource_invalid");
+    assert_eq!(
+        body["validations"],
+        serde_json::json!([{"attribute": "email_keywords", "message": "start must be an array of strings"}])
+    );
+    let bad = serde_json::json!({"email_keywords": {"failure": [" "]}});
+    let (status, _, body) = answer(&f.api, authed(Method::PATCH, &uri, bad.to_string())).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(json(&body)["validations"][0]["attribute"], "email_keywords");
+
+    // An update without them keeps them; `null` clears them, and they are not shown.
+    let rename = serde_json::json!({"name": "renamed"});
+    let (_, _, kept) = answer(&f.api, authed(Method::PATCH, &uri, rename.to_string())).await;
+    assert_eq!(json(&kept)["email_keywords"], made["email_keywords"]);
+    let clear = serde_json::json!({"email_keywords": null});
+    let (status, _, cleared) = answer(&f.api, authed(Method::PATCH, &uri, clear.to_string())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(json(&cleared).get("email_keywords").is_none(), "{cleared}");
+}
+
+#[tokio::test]
+async fn snitch_json_has_the_check_in_email_when_a_domain_is_set() {
+    let f = fixture().await;
+    let token = f.snitch(&[]).await;
+    let keys = Arc::new(ApiKeys::new());
+    keys.add_plain(KEY, f.case.id.clone()).expect("long enough");
+    let api = api_router(ApiState::new(
+        f.service.clone(),
+        keys,
+        ApiConfig::default().with_check_in_email_domain(Some(" Check-Ins.Example.COM ".into())),
+    ));
+    let uri = format!("/v1/snitches/{token}");
+    let (status, _, body) = answer(&api, authed(Method::GET, &uri, Body::empty())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        json(&body)["check_in_email"],
+        format!("{token}@check-ins.example.com")
+    );
+    let none = ApiConfig::default().with_check_in_email_domain(Some(String::new()));
+    assert_eq!(none.check_in_email_domain, None);
 }
 
 #[tokio::test]

@@ -5,8 +5,8 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 use snitch_core::{
-    CaseOutage, Channel, Delivery, Event, EventKind, Snitch, SnitchFields, Tag, Timestamp,
-    Validations, Webhook,
+    CaseOutage, Channel, Delivery, EmailKeywords, EmailKeywordsInput, Event, EventKind, Snitch,
+    SnitchFields, Tag, Timestamp, Validations, Webhook,
 };
 use utoipa::ToSchema;
 
@@ -51,6 +51,11 @@ pub struct SnitchJson {
     pub checked_in_at: Option<String>,
     /// Where the job checks in.
     pub check_in_url: String,
+    /// Where the job may check in by e-mail (`<token>@<domain>`); only on a server that
+    /// receives check-in e-mails.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "c2354d53d2@check-ins.example.com")]
+    pub check_in_email: Option<String>,
     /// The interval's name (also under `type`), or `cron` for a snitch with a schedule.
     #[schema(value_type = String, example = "daily")]
     pub interval: &'static str,
@@ -104,6 +109,79 @@ pub struct SnitchJson {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<RunJson>)]
     pub last_run: Option<Option<RunJson>>,
+    /// The words that decide what a check-in e-mail means; only when some are set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub email_keywords: Option<EmailKeywordsJson>,
+}
+
+/// A snitch's e-mail keywords (docs/api.md#snitch-json): what makes a check-in e-mail a
+/// failed run, a successful one or a run's start, and where to look for them. Matching
+/// ignores case; failure wins over success, success over start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[schema(as = EmailKeywords)]
+#[non_exhaustive]
+pub struct EmailKeywordsJson {
+    /// Words that make an e-mail a failed run (at most 10, each 1 to 100 characters).
+    #[schema(max_items = 10, example = json!(["failed", "error"]))]
+    pub failure: Vec<String>,
+    /// Words that make an e-mail a successful run.
+    #[schema(max_items = 10, example = json!(["completed"]))]
+    pub success: Vec<String>,
+    /// Words that make an e-mail a run's start.
+    #[schema(max_items = 10, example = json!(["starting"]))]
+    pub start: Vec<String>,
+    /// Where to look: `both` (the subject and the body, the default), `subject` or
+    /// `body`.
+    #[schema(value_type = String, example = "both")]
+    pub search: &'static str,
+}
+
+impl EmailKeywordsJson {
+    /// The JSON of `keywords`; `None` when none is set.
+    pub fn new(keywords: &EmailKeywords) -> Option<Self> {
+        (!keywords.is_empty()).then(|| EmailKeywordsJson {
+            failure: keywords.failure().to_vec(),
+            success: keywords.success().to_vec(),
+            start: keywords.start().to_vec(),
+            search: keywords.scope().name(),
+        })
+    }
+}
+
+/// Where a snitch's check-ins are addressed: the check-in URLs' base and, on a server
+/// that receives check-in e-mails, their domain.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckInTargets<'a> {
+    /// The base of check-in URLs.
+    pub base: &'a str,
+    /// The domain of check-in e-mail addresses, lowercase.
+    pub email_domain: Option<&'a str>,
+}
+
+impl<'a> CheckInTargets<'a> {
+    /// Check-in URLs under `base`, no e-mail address.
+    pub fn new(base: &'a str) -> Self {
+        CheckInTargets {
+            base,
+            email_domain: None,
+        }
+    }
+
+    /// With e-mail addresses at `domain`, when some.
+    pub fn with_email_domain(mut self, domain: Option<&'a str>) -> Self {
+        self.email_domain = domain;
+        self
+    }
+
+    /// The check-in URL of `token`.
+    pub fn url(&self, token: &str) -> String {
+        format!("{}/{token}", self.base.trim_end_matches('/'))
+    }
+
+    /// The check-in e-mail address of `token`, when e-mails are received.
+    pub fn email(&self, token: &str) -> Option<String> {
+        self.email_domain.map(|domain| format!("{token}@{domain}"))
+    }
 }
 
 /// A run as the API, webhooks and the dashboard show it (docs/rules.md#runs).
@@ -140,8 +218,8 @@ impl RunJson {
 }
 
 impl SnitchJson {
-    /// The JSON of `s` at `now`, its check-in URL under `check_in_base`.
-    pub fn new(s: &Snitch, check_in_base: &str, now: snitch_core::Timestamp) -> Self {
+    /// The JSON of `s` at `now`, its check-in URL (and e-mail address) at `targets`.
+    pub fn new(s: &Snitch, targets: CheckInTargets<'_>, now: snitch_core::Timestamp) -> Self {
         let runs = s.cadence().expected_runs();
         // Shown where a Dead Man's Snitch client cannot be surprised by them.
         let tolerances = runs.is_some() || s.failure_tolerance() > 0 || s.missed_tolerance() > 0;
@@ -159,7 +237,8 @@ impl SnitchJson {
             status: s.status().as_str(),
             notes: s.notes().as_str().to_owned(),
             checked_in_at: format_opt(s.state().checked_in_at()),
-            check_in_url: format!("{}/{}", check_in_base.trim_end_matches('/'), s.token()),
+            check_in_url: targets.url(s.token().as_str()),
+            check_in_email: targets.email(s.token().as_str()),
             interval: s.cadence().name(),
             type_: TypeJson {
                 interval: s.cadence().name(),
@@ -191,6 +270,7 @@ impl SnitchJson {
             }),
             running: reports_runs.then_some(state.running()),
             last_run: reports_runs.then(|| state.last_run().map(RunJson::new)),
+            email_keywords: EmailKeywordsJson::new(s.email_keywords()),
         }
     }
 }
@@ -245,8 +325,69 @@ pub fn snitch_fields(body: Option<&Value>) -> Result<SnitchFields, Validations> 
         Some(Value::String(s)) => Some(s.split(',').map(str::to_owned).collect()),
         Some(value) => strings(value, "alert_email", &mut problems),
     };
+    fields.email_keywords = match object.get("email_keywords") {
+        None => None,
+        // `null` (as `{}`) means none.
+        Some(Value::Null) => Some(EmailKeywordsInput::default()),
+        Some(value) => email_keywords(value, &mut problems),
+    };
     problems.into_result()?;
     Ok(fields)
+}
+
+/// The keys an `email_keywords` object may have.
+const EMAIL_KEYWORDS_KEYS: [&str; 4] = ["failure", "success", "start", "search"];
+
+/// An `email_keywords` object: three lists of strings (absent or `null`: empty) and
+/// `search` (absent or `null`: `both`); every problem is one of `email_keywords`.
+fn email_keywords(value: &Value, problems: &mut Validations) -> Option<EmailKeywordsInput> {
+    const ATTRIBUTE: &str = "email_keywords";
+    let Value::Object(object) = value else {
+        problems.push(
+            ATTRIBUTE,
+            "must be an object of failure, success and start keywords and search",
+        );
+        return None;
+    };
+    if object
+        .keys()
+        .any(|k| !EMAIL_KEYWORDS_KEYS.contains(&k.as_str()))
+    {
+        problems.push(
+            ATTRIBUTE,
+            "may only have failure, success, start and search",
+        );
+        return None;
+    }
+    let mut valid = true;
+    let mut list = |key: &str| match object.get(key) {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) if items.iter().all(Value::is_string) => items
+            .iter()
+            .filter_map(|i| i.as_str().map(str::to_owned))
+            .collect(),
+        Some(_) => {
+            problems.push(ATTRIBUTE, format!("{key} must be an array of strings"));
+            valid = false;
+            Vec::new()
+        }
+    };
+    let (failure, success, start) = (list("failure"), list("success"), list("start"));
+    let search = match object.get("search") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            problems.push(ATTRIBUTE, "search must be one of both, subject, body");
+            valid = false;
+            None
+        }
+    };
+    valid.then_some(EmailKeywordsInput {
+        failure,
+        success,
+        start,
+        search,
+    })
 }
 
 const SECONDS: &str = "must be a whole number of seconds";
@@ -699,6 +840,127 @@ mod tests {
         assert_eq!(
             f.alert_email,
             Some(vec!["a@x.test".to_owned(), "b@x.test".to_owned()])
+        );
+    }
+
+    fn words(list: &[&str]) -> Vec<String> {
+        list.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    #[test]
+    fn email_keywords_are_read_as_an_object_of_lists_and_search() {
+        let body = json!({"email_keywords": {
+            "failure": ["FAILED", "say \"no\""],
+            "success": ["O'Brien's OK", "réussi ✓"],
+            "search": "subject",
+        }});
+        let f = snitch_fields(Some(&body)).expect("valid");
+        assert_eq!(
+            f.email_keywords,
+            Some(EmailKeywordsInput {
+                failure: words(&["FAILED", "say \"no\""]),
+                success: words(&["O'Brien's OK", "réussi ✓"]),
+                start: vec![],
+                search: Some("subject".into()),
+            })
+        );
+        // `null` lists are empty, a `null` search the default.
+        let body = json!({"email_keywords": {"start": ["go"], "failure": null, "search": null}});
+        let f = snitch_fields(Some(&body)).expect("valid");
+        let given = f.email_keywords.expect("given");
+        assert_eq!((given.start, given.search), (words(&["go"]), None));
+        // `null` and `{}` mean none; absent, unchanged.
+        for none in [json!(null), json!({})] {
+            let f = snitch_fields(Some(&json!({"email_keywords": none}))).expect("valid");
+            assert_eq!(f.email_keywords, Some(EmailKeywordsInput::default()));
+        }
+        let f = snitch_fields(Some(&json!({"name": "n"}))).expect("valid");
+        assert_eq!(f.email_keywords, None);
+    }
+
+    #[test]
+    fn email_keywords_of_another_shape_are_problems_of_email_keywords() {
+        for (keywords, message) in [
+            (json!("failed"), "must be an object"),
+            (json!(["failed"]), "must be an object"),
+            (
+                json!({"failure": "failed"}),
+                "failure must be an array of strings",
+            ),
+            (
+                json!({"success": ["ok", 1]}),
+                "success must be an array of strings",
+            ),
+            (
+                json!({"start": [null]}),
+                "start must be an array of strings",
+            ),
+            (json!({"search": 1}), "search must be one of"),
+            (json!({"failure": ["x"], "subject": ["y"]}), "may only have"),
+        ] {
+            let body = json!({"name": 5, "email_keywords": keywords});
+            let problems = snitch_fields(Some(&body)).expect_err("invalid");
+            let found: Vec<_> = problems
+                .iter()
+                .map(|v| (v.attribute.as_str(), v.message.as_str()))
+                .collect();
+            assert_eq!(found.len(), 2, "{keywords}: {found:?}");
+            assert_eq!(found[0].0, "name");
+            assert_eq!(found[1].0, "email_keywords", "{keywords}");
+            assert!(
+                found[1].1.starts_with(message),
+                "{keywords}: {}",
+                found[1].1
+            );
+        }
+    }
+
+    fn a_snitch() -> Snitch {
+        let case = snitch_core::CaseId::parse("acme").expect("valid");
+        let token = snitch_core::Token::parse("tok00000000000000001").expect("valid");
+        let name = snitch_core::SnitchName::parse("job").expect("valid");
+        let at = chrono::DateTime::from_timestamp(1_800_000_000, 0).expect("valid");
+        Snitch::new(token, case, name, snitch_core::Interval::Daily, at)
+    }
+
+    #[test]
+    fn email_keywords_and_the_check_in_email_are_shown_only_when_set() {
+        let s = a_snitch();
+        let now = s.created_at();
+        let plain = serde_json::to_value(SnitchJson::new(
+            &s,
+            CheckInTargets::new("https://nosnch.test/"),
+            now,
+        ))
+        .expect("JSON");
+        let object = plain.as_object().expect("object");
+        assert!(!object.contains_key("email_keywords"), "{plain}");
+        assert!(!object.contains_key("check_in_email"), "{plain}");
+        assert_eq!(
+            plain["check_in_url"],
+            "https://nosnch.test/tok00000000000000001"
+        );
+
+        let keywords = EmailKeywords::parse(
+            &words(&["FAILED"]),
+            &[],
+            &words(&["début"]),
+            snitch_core::KeywordScope::Body,
+        )
+        .expect("valid");
+        let shown = EmailKeywordsJson::new(&keywords).expect("set");
+        assert_eq!(
+            serde_json::to_value(&shown).expect("JSON"),
+            json!({"failure": ["FAILED"], "success": [], "start": ["début"], "search": "body"})
+        );
+        assert_eq!(EmailKeywordsJson::new(&EmailKeywords::default()), None);
+
+        let targets = CheckInTargets::new("https://nosnch.test")
+            .with_email_domain(Some("check-ins.example.com"));
+        let with_email = serde_json::to_value(SnitchJson::new(&s, targets, now)).expect("JSON");
+        assert_eq!(
+            with_email["check_in_email"],
+            "tok00000000000000001@check-ins.example.com"
         );
     }
 

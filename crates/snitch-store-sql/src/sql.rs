@@ -245,7 +245,7 @@ mod tests {
         );
         assert_eq!(Question::parameters(4, 3), "?4, ?5, ?6");
         assert!(update_snitch::<Question>().ends_with(
-            "wake_at = ?32, sweep_lease_until = NULL WHERE token = ?1 AND version = ?2"
+            "wake_at = ?33, sweep_lease_until = NULL WHERE token = ?1 AND version = ?2"
         ));
     }
 }

@@ -22,7 +22,7 @@ use snitch_core::{Case, ServiceError, SnitchService};
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::auth_limit::{self, keyed_limiter, FailureLimiter, KeyedLimiter, LimitClock};
-use crate::wire::SnitchJson;
+use crate::wire::{CheckInTargets, SnitchJson};
 use crate::{
     history, observe, openapi, refusal, ApiError, ApiKeys, AuthFailureLimit, KeyDigest, Metrics,
     Refusal, MAX_BODY_BYTES,
@@ -78,6 +78,9 @@ pub struct ApiConfig {
     /// The server's public URL (`base_url`): `/v1/badges` gives absolute URLs under it;
     /// none, paths.
     pub public_base: Option<String>,
+    /// The domain check-in e-mails are received at, lowercase: snitches then show
+    /// `check_in_email` (`<token>@<domain>`); none, they do not.
+    pub check_in_email_domain: Option<String>,
 }
 
 impl Default for ApiConfig {
@@ -91,6 +94,7 @@ impl Default for ApiConfig {
             maintenance: false,
             channel_tester: None,
             public_base: None,
+            check_in_email_domain: None,
         }
     }
 }
@@ -126,6 +130,15 @@ impl ApiConfig {
         self
     }
 
+    /// Check-in e-mail addresses at `domain` (stored lowercase); none: snitches show no
+    /// `check_in_email`.
+    pub fn with_check_in_email_domain(mut self, domain: Option<String>) -> Self {
+        self.check_in_email_domain = domain
+            .map(|d| d.trim().to_lowercase())
+            .filter(|d| !d.is_empty());
+        self
+    }
+
     /// Channel tests go through `tester`.
     pub fn with_channel_tester(mut self, tester: SharedChannelTester) -> Self {
         self.channel_tester = Some(tester);
@@ -152,6 +165,7 @@ pub(crate) struct ApiInner {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) channel_tester: Option<SharedChannelTester>,
     pub(crate) public_base: Option<String>,
+    pub(crate) check_in_email_domain: Option<String>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -192,6 +206,7 @@ impl ApiState {
                 metrics,
                 channel_tester: config.channel_tester,
                 public_base: config.public_base,
+                check_in_email_domain: config.check_in_email_domain,
             }),
         }
     }
@@ -212,7 +227,13 @@ impl ApiState {
     }
 
     fn json(&self, snitch: &snitch_core::Snitch) -> SnitchJson {
-        SnitchJson::new(snitch, &self.inner.check_in_base, self.inner.service.now())
+        SnitchJson::new(snitch, self.check_in_targets(), self.inner.service.now())
+    }
+
+    /// Where snitches' check-ins are addressed: URLs, and e-mail when received.
+    pub(crate) fn check_in_targets(&self) -> CheckInTargets<'_> {
+        CheckInTargets::new(&self.inner.check_in_base)
+            .with_email_domain(self.inner.check_in_email_domain.as_deref())
     }
 }
 

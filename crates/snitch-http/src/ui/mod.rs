@@ -35,7 +35,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use maud::Markup;
-use snitch_core::{ServiceError, SnitchFields, SnitchService, Validations};
+use snitch_core::{EmailKeywordsInput, ServiceError, SnitchFields, SnitchService, Validations};
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::{refusal, ApiState, Refusal, MAX_BODY_BYTES};
@@ -483,6 +483,10 @@ fn snitch_fields(form: &Form) -> (SnitchFields, SnitchForm) {
         alert_email: form.get("alert_email").to_owned(),
         notes: form.get("notes").to_owned(),
         tags: form.get("tags").to_owned(),
+        failure_keywords: form.get("failure_keywords").to_owned(),
+        success_keywords: form.get("success_keywords").to_owned(),
+        start_keywords: form.get("start_keywords").to_owned(),
+        keyword_search: form.get("keyword_search").to_owned(),
     };
     let list = |raw: &str| -> Vec<String> {
         raw.split(',')
@@ -519,6 +523,13 @@ fn snitch_fields(form: &Form) -> (SnitchFields, SnitchForm) {
         max_runtime_seconds: whole_number(&typed.max_runtime_seconds),
         failure_tolerance: whole_number(&typed.failure_tolerance),
         missed_tolerance: whole_number(&typed.missed_tolerance),
+        // Empty lists clear them.
+        email_keywords: Some(EmailKeywordsInput {
+            failure: list(&typed.failure_keywords),
+            success: list(&typed.success_keywords),
+            start: list(&typed.start_keywords),
+            search: Some(typed.keyword_search.trim().to_owned()).filter(|s| !s.is_empty()),
+        }),
         ..SnitchFields::default()
     };
     (fields, typed)
@@ -654,11 +665,13 @@ async fn snitch_page(
         now,
         TIMELINE_PERIODS,
     );
-    let check_in_url =
-        crate::wire::SnitchJson::new(&snitch, &ui.api.inner.check_in_base, now).check_in_url;
+    let targets = ui.api.check_in_targets();
+    let check_in_url = targets.url(snitch.token().as_str());
+    let check_in_email = targets.email(snitch.token().as_str());
     let view = pages::SnitchView {
         snitch: &snitch,
         check_in_url: &check_in_url,
+        check_in_email: check_in_email.as_deref(),
         check_ins: &check_ins,
         events: &events,
         timeline: &cells,

@@ -132,6 +132,7 @@ fn field_label(attribute: &str) -> &str {
         "secret" => "Secret",
         "kind" => "Kind",
         "events" => "Events",
+        "email_keywords" => "E-mail keywords",
         other => other,
     }
 }
@@ -351,7 +352,24 @@ pub(crate) struct SnitchForm {
     pub alert_email: String,
     pub notes: String,
     pub tags: String,
+    /// E-mail keywords, comma-separated, and where to look for them.
+    pub failure_keywords: String,
+    pub success_keywords: String,
+    pub start_keywords: String,
+    pub keyword_search: String,
 }
+
+/// The e-mail keywords of a list, comma-separated, as the form shows them.
+fn keyword_text(keywords: &[String]) -> String {
+    keywords.join(", ")
+}
+
+/// Where e-mail keywords may be looked for, with its words in the form.
+const KEYWORD_SEARCHES: [(&str, &str); 3] = [
+    ("both", "in the subject and the body"),
+    ("subject", "in the subject only"),
+    ("body", "in the body only"),
+];
 
 impl SnitchForm {
     pub(crate) fn of(s: &Snitch) -> Self {
@@ -396,6 +414,10 @@ impl SnitchForm {
                 .map(|t| t.as_str())
                 .collect::<Vec<_>>()
                 .join(", "),
+            failure_keywords: keyword_text(s.email_keywords().failure()),
+            success_keywords: keyword_text(s.email_keywords().success()),
+            start_keywords: keyword_text(s.email_keywords().start()),
+            keyword_search: s.email_keywords().scope().name().to_owned(),
         }
     }
 }
@@ -487,6 +509,25 @@ pub(crate) fn snitch_form(
             label for="notes" { "Notes" }
             textarea #notes name="notes" rows="4" aria-describedby=[described("notes")] { (form.notes) }
             (field_problem("notes", p("notes")))
+            fieldset.keywords {
+                legend { "E-mail keywords (comma-separated; all empty: every check-in e-mail is a success)" }
+                @for (id, label, value) in [
+                    ("failure_keywords", "Failure keywords", &form.failure_keywords),
+                    ("success_keywords", "Success keywords", &form.success_keywords),
+                    ("start_keywords", "Start keywords", &form.start_keywords),
+                ] {
+                    label for=(id) { (label) }
+                    input id=(id) type="text" name=(id) value=(value)
+                        aria-invalid=[p("email_keywords").map(|_| "true")] aria-describedby=[described("email_keywords")];
+                }
+                label for="keyword_search" { "Look for them" }
+                select #keyword_search name="keyword_search" aria-describedby=[described("email_keywords")] {
+                    @for (value, words) in KEYWORD_SEARCHES {
+                        option value=(value) selected[form.keyword_search == value || (form.keyword_search.is_empty() && value == "both")] { (words) }
+                    }
+                }
+            }
+            (field_problem("email_keywords", p("email_keywords")))
             div.row {
                 button type="submit" { @if token.is_some() { "Save" } @else { "Create snitch" } }
                 @match token {
@@ -499,12 +540,45 @@ pub(crate) fn snitch_form(
     layout(frame, Nav::Snitches, &title, body)
 }
 
+/// A snitch's e-mail keywords in words, for its page.
+fn email_keywords_text(keywords: &snitch_core::EmailKeywords) -> Markup {
+    if keywords.is_empty() {
+        return html! { "none: every check-in e-mail is a success" };
+    }
+    let lists = [
+        ("failure", keywords.failure()),
+        ("success", keywords.success()),
+        ("start", keywords.start()),
+    ];
+    let searched = KEYWORD_SEARCHES
+        .iter()
+        .find(|(name, _)| *name == keywords.scope().name())
+        .map_or("", |(_, words)| words);
+    html! {
+        ul.keywords {
+            @for (which, words) in lists {
+                @if !words.is_empty() {
+                    li { (which) ": "
+                        @for (n, w) in words.iter().enumerate() {
+                            @if n > 0 { ", " }
+                            code { (w) }
+                        }
+                    }
+                }
+            }
+        }
+        "looked for " (searched)
+    }
+}
+
 /// How many of a schedule's next runs a snitch's page lists.
 const NEXT_RUNS_SHOWN: usize = 5;
 
 pub(crate) struct SnitchView<'a> {
     pub snitch: &'a Snitch,
     pub check_in_url: &'a str,
+    /// The check-in e-mail address, on a server that receives check-in e-mails.
+    pub check_in_email: Option<&'a str>,
     pub check_ins: &'a [CheckIn],
     pub events: &'a [(Event, Vec<Delivery>)],
     pub timeline: &'a [Cell],
@@ -567,6 +641,7 @@ pub(crate) fn snitch(frame: &Frame, view: &SnitchView) -> Markup {
                 @if s.alert_email().is_empty() { "the case's team" }
                 @else { (s.alert_email().iter().map(|e| e.as_str()).collect::<Vec<_>>().join(", ")) }
             }
+            dt { "E-mail keywords" } dd { (email_keywords_text(s.email_keywords())) }
             dt { "Created" } dd { (time(s.created_at())) }
         }
         @if !s.notes().as_str().is_empty() {
@@ -581,6 +656,16 @@ pub(crate) fn snitch(frame: &Frame, view: &SnitchView) -> Markup {
             span.copied role="status" aria-live="polite" {}
         }
         p.hint { "Jobs check in with " code { "curl -fsS " (view.check_in_url) "?m=done" } "; " code { "s=1" } " reports an error." }
+        @if let Some(address) = view.check_in_email {
+            h2 { "Check-in e-mail" }
+            div.row.copy {
+                label.visually-hidden for="check-in-email" { "Check-in e-mail address" }
+                input #check-in-email type="text" readonly value=(address);
+                button type="button" data-copy="check-in-email" { "Copy" }
+                span.copied role="status" aria-live="polite" {}
+            }
+            p.hint { "An e-mail to this address is a check-in: its subject the message, its body the output, the e-mail keywords its outcome." }
+        }
         h2 { "Actions" }
         div.actions {
             a.button href={ (here) "/edit" } { "Edit" }

@@ -1179,6 +1179,173 @@ async fn runs_are_charted_with_their_output_and_a_schedule_is_previewed_as_typed
     assert_eq!(made.failure_tolerance(), 2);
 }
 
+/// A fixture whose server receives check-in e-mails at `domain`.
+async fn fixture_with_email_domain(domain: &str) -> Fixture {
+    let storage = Arc::new(MemoryStorage::new());
+    let service = SnitchService::new(storage, Arc::new(SystemClock));
+    let case = Case::new(CaseId::parse("acme").expect("valid"));
+    service.storage().upsert_case(&case).await.expect("case");
+    let keys = Arc::new(ApiKeys::new());
+    keys.add_plain(KEY, case.id.clone()).expect("long enough");
+    let api = ApiState::new(
+        service.clone(),
+        keys.clone(),
+        ApiConfig::default()
+            .with_check_in_base("https://nosnch.test")
+            .with_check_in_email_domain(Some(domain.to_owned())),
+    );
+    let ui = UiState::new(api.clone(), UiConfig::default());
+    Fixture {
+        app: api_router(api.clone()).merge(ui_router(ui)),
+        service,
+        case,
+        keys,
+        api,
+    }
+}
+
+#[tokio::test]
+async fn the_form_saves_e_mail_keywords_shows_them_and_names_their_problems() {
+    let f = fixture_with_email_domain("Mail.Example.TEST").await;
+    let b = sign_in(&f.app).await;
+    let form = vec![
+        ("csrf", b.csrf.as_str()),
+        ("name", "mailed"),
+        ("interval", "daily"),
+        ("alert_type", "basic"),
+        ("failure_keywords", "FAILED, <b>échec</b>"),
+        ("success_keywords", " O'Brien's \"OK\" , "),
+        ("start_keywords", ""),
+        ("keyword_search", "subject"),
+    ];
+    let answer = send(&f.app, post("/ui/snitches", Some(&b.cookie), &form)).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    let made = f
+        .service
+        .list(&f.case, &[])
+        .await
+        .expect("list")
+        .pop()
+        .expect("made");
+    let keywords = made.email_keywords();
+    assert_eq!(keywords.failure(), ["FAILED", "<b>échec</b>"]);
+    assert_eq!(keywords.success(), ["O'Brien's \"OK\""]);
+    assert!(keywords.start().is_empty());
+    assert_eq!(keywords.scope(), snitch_core::KeywordScope::Subject);
+
+    // The page shows them, escaped, and the check-in e-mail beside the check-in URL.
+    let token = made.token().as_str().to_owned();
+    let here = format!("/ui/snitches/{token}");
+    let page = send(&f.app, get(&here, Some(&b.cookie))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("E-mail keywords"), "{}", page.body);
+    assert!(
+        page.body.contains("&lt;b&gt;échec&lt;/b&gt;"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("<b>échec"), "escaped");
+    assert!(page.body.contains("in the subject only"), "{}", page.body);
+    let address =
+        format!("id=\"check-in-email\" type=\"text\" readonly value=\"{token}@mail.example.test\"");
+    assert!(page.body.contains(&address), "{}", page.body);
+    assert!(page.body.contains("id=\"check-in-url\""));
+
+    // The edit form shows them as typed lists and the search chosen.
+    let edit_page = send(&f.app, get(&format!("{here}/edit"), Some(&b.cookie))).await;
+    assert!(
+        edit_page
+            .body
+            .contains("value=\"FAILED, &lt;b&gt;échec&lt;/b&gt;\""),
+        "{}",
+        edit_page.body
+    );
+    assert!(
+        edit_page
+            .body
+            .contains("<option value=\"subject\" selected>"),
+        "{}",
+        edit_page.body
+    );
+
+    // A keyword too long is named next to the keyword fields; nothing changes.
+    let long = "x".repeat(snitch_core::email::EMAIL_KEYWORD_MAX_CHARS + 1);
+    let mut edit = form.clone();
+    edit[6] = ("start_keywords", long.as_str());
+    let answer = send(
+        &f.app,
+        post(&format!("{here}/edit"), Some(&b.cookie), &edit),
+    )
+    .await;
+    assert_eq!(
+        answer.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        answer.body
+    );
+    assert!(
+        answer
+            .body
+            .contains("E-mail keywords start has a keyword longer"),
+        "{}",
+        answer.body
+    );
+    assert!(
+        answer.body.contains("id=\"email_keywords-problem\""),
+        "{}",
+        answer.body
+    );
+    assert!(
+        answer.body.contains(&long),
+        "what was typed stays in the form"
+    );
+    let kept = f.service.get(&f.case, &token).await.expect("read");
+    assert_eq!(kept.email_keywords(), keywords);
+
+    // Emptying the lists clears them.
+    let mut clear = form.clone();
+    clear[4] = ("failure_keywords", "");
+    clear[5] = ("success_keywords", " , ");
+    let answer = send(
+        &f.app,
+        post(&format!("{here}/edit"), Some(&b.cookie), &clear),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    let cleared = f.service.get(&f.case, &token).await.expect("read");
+    assert!(cleared.email_keywords().is_empty());
+    let page = send(&f.app, get(&here, Some(&b.cookie))).await;
+    assert!(
+        page.body
+            .contains("none: every check-in e-mail is a success"),
+        "{}",
+        page.body
+    );
+}
+
+#[tokio::test]
+async fn without_an_e_mail_domain_the_page_shows_no_check_in_e_mail() {
+    let f = fixture().await;
+    let b = sign_in(&f.app).await;
+    let fields = SnitchFields {
+        name: Some("plain".into()),
+        interval: Some("daily".into()),
+        ..SnitchFields::default()
+    };
+    let s = f.service.create(&f.case, &fields).await.expect("create");
+    let page = send(
+        &f.app,
+        get(
+            &format!("/ui/snitches/{}", s.token().as_str()),
+            Some(&b.cookie),
+        ),
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("id=\"check-in-url\""));
+    assert!(!page.body.contains("check-in-email"), "{}", page.body);
+}
+
 // ---------------------------------------------------------------------------------------
 // Channels
 // ---------------------------------------------------------------------------------------
