@@ -11,6 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 url=$(bash scripts/ensure-postgres.sh | sed -n 's/^DATABASE_URL=//p')
 export DATABASE_URL="${DATABASE_URL:-$url}"
+# The mail clients of the e-mail check-in tests (swaks, python3, openssl).
+bash scripts/ensure-mail-tools.sh
 
 # The quick tier: every crate's unit tests and the integration tests that run in-process
 # on the memory, SQLite and (template-copied) PostgreSQL stores. Left to the whole suite:

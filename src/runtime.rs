@@ -121,6 +121,7 @@ pub struct SnitchBuilder {
     sweep_batch: usize,
     metrics: Option<Arc<Metrics>>,
     dashboard_url: Option<String>,
+    check_in_email_domain: Option<String>,
     #[cfg(feature = "ui")]
     ui: snitch_http::ui::UiConfig,
 }
@@ -204,6 +205,13 @@ impl SnitchBuilder {
     /// Sends e-mail deliveries through `notifier`.
     pub fn email_notifier(mut self, notifier: Arc<dyn Notifier>) -> Self {
         self.email = EmailChoice::Custom(notifier);
+        self
+    }
+
+    /// The domain of check-in e-mail addresses, when an e-mail listener receives them: the
+    /// snitch JSON and the dashboard then show `<token>@<domain>`.
+    pub fn check_in_email_domain(mut self, domain: Option<String>) -> Self {
+        self.check_in_email_domain = domain;
         self
     }
 
@@ -326,6 +334,7 @@ impl SnitchBuilder {
             sweep_batch,
             metrics,
             dashboard_url,
+            check_in_email_domain,
             #[cfg(feature = "ui")]
             ui,
         } = self;
@@ -410,6 +419,7 @@ impl SnitchBuilder {
         keys.refresh().await?;
         let api_config = ApiConfig::default()
             .with_public_base(dashboard_url.clone())
+            .with_check_in_email_domain(check_in_email_domain)
             .with_check_in_base(check_in_base)
             .with_rate_limit(rate_limit)
             .with_auth_failures(auth_failures)
@@ -499,6 +509,7 @@ impl SnitchRuntime {
             ping_body_limit: snitch_core::runs::PING_BODY_LIMIT_DEFAULT,
             sweep_batch: snitch_core::service::SWEEP_BATCH,
             dashboard_url: None,
+            check_in_email_domain: None,
             metrics: None,
             #[cfg(feature = "ui")]
             ui: snitch_http::ui::UiConfig::default(),

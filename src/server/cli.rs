@@ -243,6 +243,9 @@ async fn serve(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(addr) = running.metrics_addr {
         println!("Snitch metrics:   http://{addr}/metrics");
     }
+    if let (Some(addr), Some(domain)) = (running.email_addr, &config.check_in_email_domain) {
+        println!("Snitch e-mail check-ins: <token>@{domain} (SMTP on {addr})");
+    }
     if let Some(key) = &running.demo_key {
         println!("No case configured: made case \"demo\" with this API key (shown once):");
         println!("  {key}");

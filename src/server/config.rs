@@ -121,6 +121,27 @@ pub struct Config {
     /// How many due snitches the sweep claims and saves at a time: 1 to 100,000.
     #[serde(default = "default_sweep_batch")]
     pub sweep_batch: usize,
+    /// Where check-ins by e-mail are received (SMTP), e.g. `0.0.0.0:25`; absent (the
+    /// default): nowhere. Needs `check_in_email_domain` (docs/rules.md#e-mail-check-ins).
+    pub email_listen: Option<SocketAddr>,
+    /// The domain of check-in addresses, `<token>@<domain>`: a domain whose MX record
+    /// points at `email_listen`.
+    pub check_in_email_domain: Option<String>,
+    /// The largest check-in e-mail, in bytes (advertised with `SIZE`): 1,024 to
+    /// 67,108,864; default 4 MiB.
+    #[serde(default = "default_email_max_bytes")]
+    pub email_max_bytes: usize,
+    /// How long the e-mail listener waits for each command, in seconds (a connection
+    /// lasts ten times that at most).
+    #[serde(default = "default_email_timeout_secs")]
+    pub email_timeout_secs: u64,
+    /// Messages (and refused recipients) one client address may send a minute.
+    #[serde(default = "default_email_messages_per_minute")]
+    pub email_messages_per_minute: u32,
+    /// A PEM certificate chain: with `email_tls_key`, the listener offers STARTTLS.
+    pub email_tls_cert: Option<PathBuf>,
+    /// The PEM private key of `email_tls_cert`.
+    pub email_tls_key: Option<PathBuf>,
     /// Where `GET /metrics` (Prometheus) is served, with `/healthz` and `/readyz`;
     /// absent: nowhere. Keep it to operators (e.g. `127.0.0.1:9090`).
     pub metrics_listen: Option<SocketAddr>,
@@ -289,6 +310,15 @@ fn default_check_in_history() -> usize {
 fn default_ping_body_limit() -> usize {
     snitch_core::runs::PING_BODY_LIMIT_DEFAULT
 }
+fn default_email_max_bytes() -> usize {
+    4 * 1024 * 1024
+}
+fn default_email_timeout_secs() -> u64 {
+    60
+}
+fn default_email_messages_per_minute() -> u32 {
+    60
+}
 fn default_sweep_batch() -> usize {
     snitch_core::service::SWEEP_BATCH
 }
@@ -306,7 +336,7 @@ impl Default for Config {
 }
 
 /// The top-level keys that an environment variable `SNITCH_<KEY>` can set.
-const ENV_KEYS: [&str; 33] = [
+const ENV_KEYS: [&str; 40] = [
     "listen",
     "check_in_listen",
     "base_url",
@@ -340,6 +370,13 @@ const ENV_KEYS: [&str; 33] = [
     "sweep_batch",
     "metrics_listen",
     "log_format",
+    "email_listen",
+    "check_in_email_domain",
+    "email_max_bytes",
+    "email_timeout_secs",
+    "email_messages_per_minute",
+    "email_tls_cert",
+    "email_tls_key",
 ];
 
 impl Config {
@@ -384,6 +421,9 @@ impl Config {
                 | "delivery_cap_per_destination"
                 | "check_in_history"
                 | "ping_body_limit"
+                | "email_max_bytes"
+                | "email_timeout_secs"
+                | "email_messages_per_minute"
                 | "sweep_batch" => value
                     .trim()
                     .parse::<i64>()
@@ -445,6 +485,7 @@ impl Config {
         if !(1..=100_000).contains(&self.sweep_batch) {
             return bad("sweep_batch must be from 1 to 100000".into());
         }
+        self.check_email()?;
         self.store_location()?;
         self.check_features(cfg!(feature = "smtp"), cfg!(feature = "webhooks"))?;
         let mut names = std::collections::HashSet::new();
@@ -452,6 +493,48 @@ impl Config {
             if !names.insert(case.name.as_str()) {
                 return bad(format!("case {:?} is configured twice", case.name));
             }
+        }
+        Ok(())
+    }
+
+    /// The e-mail listener's settings: a domain that is one, limits in range, a
+    /// certificate with its key.
+    fn check_email(&self) -> Result<(), ServerError> {
+        let bad = |m: &str| Err(ServerError::Config(m.to_owned()));
+        if let Some(domain) = &self.check_in_email_domain {
+            let domain = domain.trim().trim_end_matches('.');
+            let label_ok = |l: &str| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+                    && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            };
+            if domain.len() > 253 || !domain.split('.').all(label_ok) {
+                return bad(
+                    "check_in_email_domain must be a domain name, e.g. checkin.example.com",
+                );
+            }
+        }
+        if self.email_listen.is_some() && self.check_in_email_domain.is_none() {
+            return bad(
+                "email_listen needs check_in_email_domain (the domain of check-in addresses)",
+            );
+        }
+        if !(1024..=64 * 1024 * 1024).contains(&self.email_max_bytes) {
+            return bad("email_max_bytes must be from 1024 to 67108864");
+        }
+        if self.email_timeout_secs == 0 || self.email_messages_per_minute == 0 {
+            return bad("email_timeout_secs and email_messages_per_minute must be at least 1");
+        }
+        if self.email_tls_cert.is_some() != self.email_tls_key.is_some() {
+            return bad("email_tls_cert and email_tls_key go together");
+        }
+        if self.email_listen.is_some() && !cfg!(feature = "email-check-ins") {
+            return bad(
+                "email_listen needs the `email-check-ins` feature, which this build of Snitch \
+                 was compiled without",
+            );
         }
         Ok(())
     }
@@ -549,7 +632,13 @@ impl Config {
             .check_in_history(self.check_in_history)
             .ping_body_limit(self.ping_body_limit)
             .sweep_batch(self.sweep_batch)
-            .dashboard_url(self.base_url.clone());
+            .dashboard_url(self.base_url.clone())
+            // Addresses are shown only where a listener receives them.
+            .check_in_email_domain(
+                self.email_listen
+                    .and(self.check_in_email_domain.clone())
+                    .filter(|_| cfg!(feature = "email-check-ins")),
+            );
         #[cfg(feature = "smtp")]
         let builder = match &self.smtp_url {
             Some(url) => builder.smtp(url, &self.mail_from),
@@ -559,6 +648,29 @@ impl Config {
         let builder = builder.ui(snitch_http::ui::UiConfig::default()
             .with_secure_cookies(self.base_url().starts_with("https://")));
         builder
+    }
+
+    /// The e-mail listener's options, with its TLS files read; `None` when no
+    /// `check_in_email_domain` is set.
+    #[cfg(feature = "email-check-ins")]
+    pub fn email_options(
+        &self,
+    ) -> Result<Option<snitch_http::inbound::email::EmailOptions>, ServerError> {
+        use snitch_http::inbound::email::{tls_config_from_pem, EmailOptions};
+        let Some(domain) = &self.check_in_email_domain else {
+            return Ok(None);
+        };
+        let per_minute = NonZeroU32::new(self.email_messages_per_minute).unwrap_or(NonZeroU32::MIN);
+        let options = EmailOptions::new(domain)
+            .with_max_message_bytes(self.email_max_bytes)
+            .with_command_timeout(Duration::from_secs(self.email_timeout_secs))
+            .with_messages_per_minute(per_minute);
+        Ok(Some(match (&self.email_tls_cert, &self.email_tls_key) {
+            (Some(cert), Some(key)) => {
+                options.with_tls(tls_config_from_pem(cert, key).map_err(ServerError::Config)?)
+            }
+            _ => options,
+        }))
     }
 
     /// How long no server may be alive before the gap is an outage.

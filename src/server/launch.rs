@@ -28,6 +28,8 @@ pub struct Running {
     pub check_in_addr: SocketAddr,
     /// Where `GET /metrics` is served (`metrics_listen`), if anywhere.
     pub metrics_addr: Option<SocketAddr>,
+    /// Where check-ins by e-mail are received (`email_listen`), if anywhere.
+    pub email_addr: Option<SocketAddr>,
     /// The key of the `demo` case made when no case is configured: shown once.
     pub demo_key: Option<String>,
     /// The service, for operations without HTTP.
@@ -152,6 +154,30 @@ pub async fn launch_with_clock(
         },
         None => None,
     };
+    #[cfg(feature = "email-check-ins")]
+    let email = match (config.email_listen, config.email_options()) {
+        (_, Err(e)) => {
+            snitch.shutdown().await;
+            return Err(e);
+        }
+        (Some(addr), Ok(Some(options))) => match TcpListener::bind(addr).await {
+            Ok(listener) => Some((listener, options)),
+            Err(e) => {
+                snitch.shutdown().await;
+                return Err(ServerError::Config(format!(
+                    "email_listen {addr} cannot be bound: {e}"
+                )));
+            }
+        },
+        _ => None,
+    };
+    #[cfg(feature = "email-check-ins")]
+    let email_addr = email
+        .as_ref()
+        .map(|(listener, _)| listener.local_addr())
+        .transpose()?;
+    #[cfg(not(feature = "email-check-ins"))]
+    let email_addr = None;
     let metrics_addr = metrics_listener
         .as_ref()
         .map(TcpListener::local_addr)
@@ -202,8 +228,23 @@ pub async fn launch_with_clock(
         // Operators only: a few connections are plenty.
         let mut metrics_options = options;
         metrics_options.max_connections = options.max_connections.min(64);
-        tokio::spawn(serve(listener, app, metrics_options, stopped(stop_rx)))
+        tokio::spawn(serve(
+            listener,
+            app,
+            metrics_options,
+            stopped(stop_rx.clone()),
+        ))
     });
+
+    #[cfg(feature = "email-check-ins")]
+    let email_server = email.map(|(listener, options)| {
+        let listener_of_mail =
+            snitch_http::inbound::email::EmailCheckIns::new(snitch.service().clone(), options)
+                .with_metrics(snitch.metrics().clone());
+        tokio::spawn(listener_of_mail.serve(listener, stopped(stop_rx.clone())))
+    });
+    #[cfg(not(feature = "email-check-ins"))]
+    let email_server: Option<JoinHandle<std::io::Result<()>>> = None;
 
     let service = snitch.service().clone();
     let api_state = snitch.api_state_for_launch();
@@ -213,6 +254,9 @@ pub async fn launch_with_clock(
         let _ = stop_tx.send(true);
         let mut results = vec![api_server.await, check_in_server.await];
         if let Some(server) = metrics_server {
+            results.push(server.await);
+        }
+        if let Some(server) = email_server {
             results.push(server.await);
         }
         // The scheduler, the dispatcher (deliveries in flight are recorded) and the key
@@ -229,6 +273,7 @@ pub async fn launch_with_clock(
         api_addr,
         check_in_addr,
         metrics_addr,
+        email_addr,
         demo_key,
         service,
         api: api_state,

@@ -18,6 +18,7 @@ mod derived;
 mod error;
 mod health;
 mod history;
+pub mod inbound;
 mod keys;
 mod metrics;
 mod observe;

@@ -33,6 +33,7 @@ use crate::webhook::{Webhook, WebhookSecret, WebhookUrl};
 mod badges;
 mod channels;
 mod check_in;
+mod email;
 mod sweep;
 
 pub use channels::{ChannelInput, ListedChannel};
