@@ -112,13 +112,19 @@ pub(crate) type Client = Option<IpAddr>;
 /// The client of a request, from its `ConnectInfo<SocketAddr>`.
 pub(crate) fn client_of(extensions: &Extensions) -> Client {
     let ConnectInfo(addr) = extensions.get::<ConnectInfo<SocketAddr>>()?;
-    Some(match addr.ip() {
+    Some(client_address(addr.ip()))
+}
+
+/// The address a client is limited by: itself, or its /64 for IPv6 (one host usually
+/// holds a whole /64); an IPv4-mapped address is its IPv4 one.
+pub(crate) fn client_address(ip: IpAddr) -> IpAddr {
+    match ip {
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
             Some(v4) => IpAddr::V4(v4),
             None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & (u128::MAX << 64))),
         },
         v4 => v4,
-    })
+    }
 }
 
 /// The smallest number of tracked clients at which stale entries are swept.

@@ -36,6 +36,9 @@ pub const EMAIL_MAX_RECIPIENTS: usize = 20;
 const REFUSED_RECIPIENTS_PER_CONNECTION: usize = 5;
 /// How many malformed or out-of-order commands one connection may send before it is closed.
 const BAD_COMMANDS_PER_CONNECTION: usize = 10;
+/// Every this many connections, the per-address allowances that are full again are
+/// forgotten (the memory of a flood from many addresses is given back).
+const SWEEP_EVERY: u64 = 1024;
 /// How long a sender may take for the TLS handshake after `STARTTLS`.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -55,8 +58,8 @@ pub struct EmailOptions {
     pub max_connections: usize,
     /// Connections one client address may hold at once.
     pub max_connections_per_address: usize,
-    /// Messages (and refused recipients) one client address may send a minute, after a
-    /// burst of the same number.
+    /// Messages (and refused recipients) one client address (IPv6: its /64) may send a
+    /// minute, after a burst of the same number.
     pub messages_per_minute: NonZeroU32,
     /// `STARTTLS` with this configuration (see [`tls_config_from_pem`]); none: not offered.
     pub tls: Option<Arc<rustls::ServerConfig>>,
@@ -224,6 +227,7 @@ impl EmailCheckIns {
         shutdown: impl Future<Output = ()> + Send,
     ) -> std::io::Result<()> {
         tokio::pin!(shutdown);
+        let mut accepted_count: u64 = 0;
         loop {
             let accepted = tokio::select! {
                 () = &mut shutdown => return Ok(()),
@@ -239,6 +243,12 @@ impl EmailCheckIns {
                     continue;
                 }
             };
+            accepted_count += 1;
+            if accepted_count.is_multiple_of(SWEEP_EVERY) {
+                // Addresses whose allowance is full again need no entry.
+                self.inner.attempts.retain_recent();
+                self.inner.attempts.shrink_to_fit();
+            }
             let inner = Arc::clone(&self.inner);
             tokio::spawn(async move { inner.connection(stream, peer).await });
         }
@@ -298,7 +308,7 @@ impl Inner {
     }
 
     async fn connection(self: Arc<Self>, mut stream: TcpStream, peer: SocketAddr) {
-        let ip = peer.ip();
+        let ip = crate::auth_limit::client_address(peer.ip());
         let Ok(_permit) = Arc::clone(&self.connections).try_acquire_owned() else {
             let _ = write_reply(
                 &mut stream,
