@@ -39,7 +39,6 @@
 #![warn(missing_docs)]
 
 mod bulk_insert;
-mod check_in_cache;
 mod group_commit;
 mod read_batch;
 mod records;
@@ -70,6 +69,7 @@ use records::{
     DeliveryRow, EventRecord, Pg, SnitchFields, SnitchRow, WebhookRow, DELIVERY_COLUMNS,
     DELIVERY_FIELDS, SNITCH_COLUMNS, SNITCH_FIELDS,
 };
+use snitch_store_sql::check_in_cache::CheckInCache;
 pub(crate) use snitch_store_sql::{backend, limit};
 use snitch_store_sql::{
     bind_channel, bind_delivery, bind_event, bind_snitch_fields, corrupt, count, fetch,
@@ -102,7 +102,7 @@ pub struct PgStorage {
     pool: PgPool,
     saves: Arc<GroupCommit>,
     reads: Arc<read_batch::Reads>,
-    cache: Arc<check_in_cache::CheckInCache>,
+    cache: Arc<CheckInCache>,
 }
 
 impl PgStorage {
@@ -152,10 +152,7 @@ impl PgStorage {
         PgStorage {
             saves: Arc::new(GroupCommit::new(pool.clone(), options)),
             reads: Arc::new(read_batch::Reads::new(pool.clone())),
-            cache: Arc::new(check_in_cache::CheckInCache::new(
-                options.cache_capacity,
-                options.case_ttl,
-            )),
+            cache: Arc::new(CheckInCache::new(options.cache_capacity, options.case_ttl)),
             pool,
         }
     }

@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 #[cfg(feature = "test-support")]
+pub mod check_in_cache;
 pub mod claims;
 pub mod fetch;
 #[cfg(feature = "test-support")]

@@ -53,6 +53,7 @@ use snitch_core::{
     ClaimLimits, Delivery, Event, Outage, Snitch, Storage, StorageError, StoreStats, Tag,
     Timestamp, Token, Webhook,
 };
+use snitch_store_sql::check_in_cache::CheckInCache;
 use snitch_store_sql::records::{
     self, after_attempt, ApiKeyRow, AttemptRecord, CaseRow, ChannelFields, ChannelRow,
     CheckInRecord, DeliveryFields, DeliveryRow, EventRecord, SnitchFields, SnitchRow, WebhookRow,
@@ -137,7 +138,8 @@ async fn pool_with(
 
 /// A [`Storage`] in a SQLite database.
 ///
-/// Clones share the pool, the writer's turn and the group commit of saves. Saves need a
+/// Clones share the pool, the writer's turn, the group commit of saves and the check-in
+/// cache. Saves need a
 /// Tokio runtime: the first one spawns the task that groups them, and it ends when the
 /// last clone is dropped. A save whose caller stops waiting is not withdrawn: it may still
 /// commit.
@@ -145,6 +147,7 @@ async fn pool_with(
 pub struct SqliteStorage {
     pool: SqlitePool,
     writer: Arc<Writer>,
+    cache: Arc<CheckInCache>,
 }
 
 impl SqliteStorage {
@@ -201,8 +204,56 @@ impl SqliteStorage {
     pub fn with_options(pool: SqlitePool, options: SqliteStorageOptions) -> Self {
         SqliteStorage {
             writer: Arc::new(Writer::new(pool.clone(), options)),
+            cache: Arc::new(CheckInCache::new(options.cache_capacity, options.case_ttl)),
             pool,
         }
+    }
+
+    /// Keeps the check-in cache right after a save: the saved snitch, or nothing when
+    /// the stored version is not known.
+    fn cache_outcome(&self, change: &Change, result: &Result<(), StorageError>) {
+        match result {
+            Ok(()) => self.cache.saved(change),
+            Err(StorageError::Conflict | StorageError::NotFound) => {
+                self.cache.forget(change.snitch().token().as_str());
+            }
+            // The write failed: what is on disk is not known (see `check_in_cache`).
+            Err(_) => self.cache.clear(),
+        }
+    }
+
+    /// The delete of a snitch and everything of it, in one write transaction.
+    async fn delete_snitch_rows(&self, token: &Token) -> Result<bool, StorageError> {
+        let mut w = self.writer.begin().await?;
+        let found: bool = sqlx::query_scalar(&SNITCH_EXISTS)
+            .bind(token.as_str())
+            .fetch_one(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        if !found {
+            return Ok(false);
+        }
+        sqlx::query(&DELETE_FINISHED_DELIVERIES_OF)
+            .bind(token.as_str())
+            .execute(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        // Explicitly, whether or not the host's pool enforces foreign keys.
+        for table in ["snitch_check_ins", "snitch_events", "snitch_snitches"] {
+            sqlx::query(&format!("DELETE FROM {table} WHERE token = ?1"))
+                .bind(token.as_str())
+                .execute(&mut *w.tx)
+                .await
+                .map_err(backend)?;
+        }
+        w.commit().await?;
+        Ok(true)
+    }
+
+    /// How many check-in reads the store's check-in cache answered (see
+    /// [`SqliteStorageOptions::cache_capacity`]).
+    pub fn check_in_cache_hits(&self) -> u64 {
+        self.cache.hits()
     }
 
     /// The pool the store reads from.
@@ -397,7 +448,7 @@ pub(crate) async fn save_change(
 impl Storage for SqliteStorage {
     async fn upsert_case(&self, case: &Case) -> Result<(), StorageError> {
         let mut w = self.writer.begin().await?;
-        sqlx::query(&UPSERT_CASE)
+        let written = sqlx::query(&UPSERT_CASE)
             .bind(case.id.as_str())
             .bind(records::members::<Lite>(case))
             .bind(i64::from(case.plan.max_snitches))
@@ -405,8 +456,15 @@ impl Storage for SqliteStorage {
             .bind(case.on_hold)
             .execute(&mut *w.tx)
             .await
-            .map_err(backend)?;
-        w.commit().await
+            .map_err(backend);
+        let result = match written {
+            Ok(_) => w.commit().await,
+            Err(e) => Err(e),
+        };
+        // Whether or not it committed, the held copy may be out of date.
+        self.cache
+            .forget_case(case.id.as_str(), snitch_core::clock::monotonic_now());
+        result
     }
 
     async fn case(&self, id: &CaseId) -> Result<Option<Case>, StorageError> {
@@ -574,34 +632,16 @@ impl Storage for SqliteStorage {
     }
 
     async fn save(&self, change: &Change) -> Result<(), StorageError> {
-        self.writer.save(change).await
+        let result = self.writer.save(change).await;
+        self.cache_outcome(change, &result);
+        result
     }
 
     async fn delete_snitch(&self, token: &Token) -> Result<bool, StorageError> {
-        let mut w = self.writer.begin().await?;
-        let found: bool = sqlx::query_scalar(&SNITCH_EXISTS)
-            .bind(token.as_str())
-            .fetch_one(&mut *w.tx)
-            .await
-            .map_err(backend)?;
-        if !found {
-            return Ok(false);
-        }
-        sqlx::query(&DELETE_FINISHED_DELIVERIES_OF)
-            .bind(token.as_str())
-            .execute(&mut *w.tx)
-            .await
-            .map_err(backend)?;
-        // Explicitly, whether or not the host's pool enforces foreign keys.
-        for table in ["snitch_check_ins", "snitch_events", "snitch_snitches"] {
-            sqlx::query(&format!("DELETE FROM {table} WHERE token = ?1"))
-                .bind(token.as_str())
-                .execute(&mut *w.tx)
-                .await
-                .map_err(backend)?;
-        }
-        w.commit().await?;
-        Ok(true)
+        let deleted = self.delete_snitch_rows(token).await;
+        // Gone or not, the held copy is no longer known to be the stored one.
+        self.cache.forget(token.as_str());
+        deleted
     }
 
     async fn due(&self, now: Timestamp, limit_to: usize) -> Result<Vec<Snitch>, StorageError> {
@@ -948,8 +988,21 @@ impl Storage for SqliteStorage {
         &self,
         token: &Token,
     ) -> Result<Option<(Snitch, Option<Case>)>, StorageError> {
-        // Two indexed reads on a local file: a join would save little.
-        snitch_core::storage::fallback::snitch_with_case(self, token).await
+        // The check-in's read: from the cache when it holds both (see `check_in_cache`
+        // for why a stale entry is harmless). Otherwise two indexed reads on a local
+        // file: a join would save little.
+        let now = snitch_core::clock::monotonic_now();
+        if let Some(held) = self.cache.get(token.as_str(), now) {
+            return Ok(Some(held));
+        }
+        let read = snitch_core::storage::fallback::snitch_with_case(self, token)
+            .await
+            .inspect_err(|_| self.cache.clear())?;
+        match &read {
+            Some((snitch, case)) => self.cache.read(snitch, case.as_ref(), now),
+            None => self.cache.forget(token.as_str()),
+        }
+        Ok(read)
     }
 
     async fn step_in_place(

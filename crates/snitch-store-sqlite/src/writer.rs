@@ -58,14 +58,25 @@ pub struct SqliteStorageOptions {
     pub max_wait: Duration,
     /// The most changes in one transaction (at least 1; 1 turns grouping off).
     pub max_batch: usize,
+    /// How many snitches (and cases) the check-in cache holds: a check-in of a snitch
+    /// held there is its save alone, not a read and a save (`snitch_store_sql`'s
+    /// `check_in_cache`). 0 turns the cache off. A held snitch is about a kilobyte.
+    pub cache_capacity: usize,
+    /// How long a cached case (plan, members) serves check-ins after it was read: a
+    /// change written by another process on the same file (an admin command) reaches
+    /// this store's check-ins within it; one made through this store at once.
+    pub case_ttl: Duration,
 }
 
 impl Default for SqliteStorageOptions {
-    /// Batches of up to 512 changes, with no extra wait.
+    /// Batches of up to 512 changes, with no extra wait; a check-in cache of 100,000
+    /// snitches whose cases serve for a second.
     fn default() -> Self {
         SqliteStorageOptions {
             max_wait: Duration::ZERO,
             max_batch: 512,
+            cache_capacity: 100_000,
+            case_ttl: Duration::from_secs(1),
         }
     }
 }
@@ -82,6 +93,20 @@ impl SqliteStorageOptions {
     #[must_use]
     pub fn with_max_batch(mut self, max_batch: usize) -> Self {
         self.max_batch = max_batch.max(1);
+        self
+    }
+
+    /// These options with [`SqliteStorageOptions::cache_capacity`] set (0: no cache).
+    #[must_use]
+    pub fn with_cache_capacity(mut self, capacity: usize) -> Self {
+        self.cache_capacity = capacity;
+        self
+    }
+
+    /// These options with [`SqliteStorageOptions::case_ttl`] set.
+    #[must_use]
+    pub fn with_case_ttl(mut self, ttl: Duration) -> Self {
+        self.case_ttl = ttl;
         self
     }
 }

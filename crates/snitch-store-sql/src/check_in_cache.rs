@@ -1,19 +1,19 @@
-//! The check-in path's cache: the snitches this store last read or saved, and their
-//! cases, so a check-in of a snitch it knows costs one statement (the save), not a read
-//! and a save.
+//! The check-in path's cache, shared by the SQL stores: the snitches a store last read or
+//! saved, and their cases, so a check-in of a snitch it knows costs its save alone, not a
+//! read and a save.
 //!
-//! Only [`crate::PgStorage::snitch_with_case`], the read of a check-in, answers from it;
-//! every other read goes to the database. It is safe because a check-in's change carries
+//! Only a store's `snitch_with_case`, the read of a check-in, answers from it; every
+//! other read goes to the database. It is safe because a check-in's change carries
 //! the version it was computed from, and a save applies only over that version: when
 //! another server (or anything outside this store) changed the snitch since, the save is
 //! refused as a [`snitch_core::StorageError::Conflict`], the entry is dropped, and the
-//! service computes the check-in again from a fresh read. So a stale entry costs one
+//! service computes the check-in again from a fresh read. (Another server on Postgres;
+//! an admin command on the same SQLite file.) So a stale entry costs one
 //! refused save, never a wrong state. A snitch deleted elsewhere makes the save find
 //! nothing (`NotFound`), as it would after a fresh read.
 //!
-//! A case has no version a save checks, so a cached case is used for at most
-//! [`PgStorageOptions::case_ttl`](crate::PgStorageOptions::case_ttl) after the read that
-//! fetched it, and dropped at once when this store changes it (a read that began before
+//! A case has no version a save checks, so a cached case is used for at most the store's
+//! `case_ttl` after the read that fetched it, and dropped at once when this store changes it (a read that began before
 //! the change puts no case back): a plan or members changed through another server apply
 //! to this server's check-ins within that time.
 //!
@@ -53,7 +53,8 @@ struct Entries {
 }
 
 #[derive(Debug)]
-pub(crate) struct CheckInCache {
+/// The check-in path's cache of snitches and cases (see the module's documentation).
+pub struct CheckInCache {
     /// The most snitches (and cases) held; 0 turns the cache off.
     capacity: usize,
     case_ttl: Duration,
@@ -62,7 +63,9 @@ pub(crate) struct CheckInCache {
 }
 
 impl CheckInCache {
-    pub(crate) fn new(capacity: usize, case_ttl: Duration) -> Self {
+    /// A cache of at most `capacity` snitches (and cases; 0: off) whose cases serve for
+    /// `case_ttl` after they were read.
+    pub fn new(capacity: usize, case_ttl: Duration) -> Self {
         CheckInCache {
             capacity,
             case_ttl,
@@ -72,7 +75,7 @@ impl CheckInCache {
     }
 
     /// How many reads the cache answered.
-    pub(crate) fn hits(&self) -> u64 {
+    pub fn hits(&self) -> u64 {
         self.hits.load(Ordering::Relaxed)
     }
 
@@ -81,7 +84,7 @@ impl CheckInCache {
     }
 
     /// The snitch and its case, when both are held and the case is fresh enough.
-    pub(crate) fn get(&self, token: &str, now: Instant) -> Option<(Snitch, Option<Case>)> {
+    pub fn get(&self, token: &str, now: Instant) -> Option<(Snitch, Option<Case>)> {
         if self.capacity == 0 {
             return None;
         }
@@ -96,7 +99,7 @@ impl CheckInCache {
     }
 
     /// Keeps what a read that began at `read_at` found.
-    pub(crate) fn read(&self, snitch: &Snitch, case: Option<&Case>, read_at: Instant) {
+    pub fn read(&self, snitch: &Snitch, case: Option<&Case>, read_at: Instant) {
         if self.capacity == 0 {
             return;
         }
@@ -122,7 +125,7 @@ impl CheckInCache {
     }
 
     /// Keeps the snitch a save committed.
-    pub(crate) fn saved(&self, change: &Change) {
+    pub fn saved(&self, change: &Change) {
         if self.capacity == 0 {
             return;
         }
@@ -137,7 +140,7 @@ impl CheckInCache {
 
     /// Drops a snitch whose stored version is not known (a refused or failed save, a
     /// delete).
-    pub(crate) fn forget(&self, token: &str) {
+    pub fn forget(&self, token: &str) {
         if self.capacity == 0 {
             return;
         }
@@ -145,7 +148,7 @@ impl CheckInCache {
     }
 
     /// Drops a case this store changed at `now`.
-    pub(crate) fn forget_case(&self, case_id: &str, now: Instant) {
+    pub fn forget_case(&self, case_id: &str, now: Instant) {
         if self.capacity == 0 {
             return;
         }
@@ -155,7 +158,7 @@ impl CheckInCache {
     }
 
     /// Drops everything: the database failed, and may have lost commits (a failover).
-    pub(crate) fn clear(&self) {
+    pub fn clear(&self) {
         if self.capacity == 0 {
             return;
         }
