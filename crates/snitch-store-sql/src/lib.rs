@@ -20,8 +20,8 @@
 
 #![warn(missing_docs)]
 
-#[cfg(feature = "test-support")]
 pub mod check_in_cache;
+#[cfg(feature = "test-support")]
 pub mod claims;
 pub mod fetch;
 #[cfg(feature = "test-support")]
