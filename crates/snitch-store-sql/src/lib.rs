@@ -1,6 +1,6 @@
 //! What Snitch's two SQL stores (`snitch-store-sqlite`, `snitch-store-postgres`) share,
 //! so that each of them holds only its dialect: the SQL text that differs, its type
-//! mappings, and (Postgres) its set-based batches and caches.
+//! mappings, and (Postgres) its set-based batches and read batches.
 //!
 //! - [`Dialect`]: how a store keeps instants and lists, names its tables and numbers its
 //!   parameters. Statements both stores run are written once here, in the canonical form
@@ -11,6 +11,8 @@
 //! - [`queue`]: the self-respawning queue of group commit, which each store drains in
 //!   batches its own way.
 //! - [`fetch`]: running a query and turning its rows into domain values.
+//! - [`check_in_cache`]: the snitches a store last read or saved, so a check-in's read is
+//!   answered without the database (safe behind the save's version check).
 //! - `claims` (feature `test-support`): the property test that a store's fair delivery
 //!   claim picks what [`snitch_core::ClaimLimits::select`] picks.
 //! - `group_commit_tests` (feature `test-support`): what group commit must do, for both
