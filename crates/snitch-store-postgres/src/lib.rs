@@ -157,19 +157,6 @@ impl PgStorage {
         }
     }
 
-    /// Keeps the check-in cache right after a save: the saved snitch, or nothing when
-    /// the stored version is not known.
-    fn cache_outcome(&self, change: &Change, result: &Result<(), StorageError>) {
-        match result {
-            Ok(()) => self.cache.saved(change),
-            Err(StorageError::Conflict | StorageError::NotFound) => {
-                self.cache.forget(change.snitch().token().as_str());
-            }
-            // The database failed: it may have lost commits (see `check_in_cache`).
-            Err(_) => self.cache.clear(),
-        }
-    }
-
     /// The pool the store runs on.
     pub fn pool(&self) -> &PgPool {
         &self.pool
@@ -546,7 +533,7 @@ impl Storage for PgStorage {
 
     async fn save(&self, change: &Change) -> Result<(), StorageError> {
         let result = self.saves.save(change).await;
-        self.cache_outcome(change, &result);
+        self.cache.after_save(change, &result);
         result
     }
 
@@ -555,7 +542,7 @@ impl Storage for PgStorage {
     async fn save_all(&self, changes: &[Change]) -> Vec<Result<(), StorageError>> {
         futures::future::join_all(changes.iter().map(|change| async move {
             let result = self.saves.save(change).await;
-            self.cache_outcome(change, &result);
+            self.cache.after_save(change, &result);
             result
         }))
         .await

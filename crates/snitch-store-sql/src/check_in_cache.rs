@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use snitch_core::{Case, Change, Snitch};
+use snitch_core::{Case, Change, Snitch, StorageError};
 
 /// A case as read, and when the read began.
 #[derive(Debug)]
@@ -135,6 +135,19 @@ impl CheckInCache {
             // in place (its state alone when the settings are kept), not copied whole.
             Some(held) if held.version() == change.expected_version() => change.apply_to(held),
             _ => keep_snitch(&mut entries, change.snitch(), self.capacity),
+        }
+    }
+
+    /// Keeps the cache right after a save of `change` ended with `result`: the saved
+    /// snitch; nothing of it when its stored version is not known (refused, gone); nothing
+    /// at all when the database failed (it may have lost commits).
+    pub fn after_save(&self, change: &Change, result: &Result<(), StorageError>) {
+        match result {
+            Ok(()) => self.saved(change),
+            Err(StorageError::Conflict | StorageError::NotFound) => {
+                self.forget(change.snitch().token().as_str());
+            }
+            Err(_) => self.clear(),
         }
     }
 

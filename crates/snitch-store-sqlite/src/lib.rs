@@ -209,19 +209,6 @@ impl SqliteStorage {
         }
     }
 
-    /// Keeps the check-in cache right after a save: the saved snitch, or nothing when
-    /// the stored version is not known.
-    fn cache_outcome(&self, change: &Change, result: &Result<(), StorageError>) {
-        match result {
-            Ok(()) => self.cache.saved(change),
-            Err(StorageError::Conflict | StorageError::NotFound) => {
-                self.cache.forget(change.snitch().token().as_str());
-            }
-            // The write failed: what is on disk is not known (see `check_in_cache`).
-            Err(_) => self.cache.clear(),
-        }
-    }
-
     /// The delete of a snitch and everything of it, in one write transaction.
     async fn delete_snitch_rows(&self, token: &Token) -> Result<bool, StorageError> {
         let mut w = self.writer.begin().await?;
@@ -756,7 +743,7 @@ impl Storage for SqliteStorage {
 
     async fn save(&self, change: &Change) -> Result<(), StorageError> {
         let result = self.writer.save(change).await;
-        self.cache_outcome(change, &result);
+        self.cache.after_save(change, &result);
         result
     }
 
