@@ -21,7 +21,7 @@ use smtp_proto::{EhloResponse, Error as SmtpError, Request};
 use snitch_core::{EmailVerdict, ServiceError, SnitchService, Token};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{timeout_at, Instant};
 use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
@@ -30,6 +30,10 @@ use crate::metrics::{CheckInOutcome, Metrics};
 
 /// The largest message accepted by default (advertised with `SIZE`).
 pub const EMAIL_MAX_MESSAGE_BYTES_DEFAULT: usize = 4 * 1024 * 1024;
+/// How many bytes of messages all connections may hold at once by default.
+pub const EMAIL_MAX_BUFFERED_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
+/// The steps, in KiB, in which a message being read takes its share of that budget.
+const BUFFER_STEP_KIB: u32 = 64;
 /// The most recipients one message may have.
 pub const EMAIL_MAX_RECIPIENTS: usize = 20;
 /// How many unknown or foreign recipients one connection may try before it is closed.
@@ -56,6 +60,11 @@ pub struct EmailOptions {
     pub session_timeout: Duration,
     /// Connections served at once, in all; more get `421` at once.
     pub max_connections: usize,
+    /// Bytes of messages all connections may hold at once (never less than one message
+    /// of `max_message_bytes`): a message that finds no room is read to its end and
+    /// answered `452`, so its sender tries again later. What bounds the listener's memory
+    /// under a flood from many addresses.
+    pub max_buffered_bytes: usize,
     /// Connections one client address may hold at once.
     pub max_connections_per_address: usize,
     /// Messages (and refused recipients) one client address (IPv6: its /64) may send a
@@ -73,6 +82,7 @@ impl std::fmt::Debug for EmailOptions {
             .field("command_timeout", &self.command_timeout)
             .field("session_timeout", &self.session_timeout)
             .field("max_connections", &self.max_connections)
+            .field("max_buffered_bytes", &self.max_buffered_bytes)
             .field(
                 "max_connections_per_address",
                 &self.max_connections_per_address,
@@ -85,8 +95,8 @@ impl std::fmt::Debug for EmailOptions {
 
 impl EmailOptions {
     /// Defaults for check-in addresses under `domain`: 4 MiB messages, a minute per
-    /// command, ten minutes per connection, 256 connections (8 per address), 60 messages a
-    /// minute per address, no STARTTLS.
+    /// command, ten minutes per connection, 256 connections (8 per address), 64 MiB of
+    /// messages held at once, 60 messages a minute per address, no STARTTLS.
     pub fn new(domain: &str) -> Self {
         EmailOptions {
             domain: domain.trim().trim_end_matches('.').to_ascii_lowercase(),
@@ -95,6 +105,7 @@ impl EmailOptions {
             session_timeout: Duration::from_secs(600),
             max_connections: 256,
             max_connections_per_address: 8,
+            max_buffered_bytes: EMAIL_MAX_BUFFERED_BYTES_DEFAULT,
             messages_per_minute: NonZeroU32::new(60).unwrap_or(NonZeroU32::MIN),
             tls: None,
         }
@@ -129,6 +140,13 @@ impl EmailOptions {
     pub fn with_connections(mut self, total: usize, per_address: usize) -> Self {
         self.max_connections = total.max(1);
         self.max_connections_per_address = per_address.max(1);
+        self
+    }
+
+    /// These options with at most `bytes` of messages held at once.
+    #[must_use]
+    pub fn with_max_buffered_bytes(mut self, bytes: usize) -> Self {
+        self.max_buffered_bytes = bytes;
         self
     }
 
@@ -186,6 +204,9 @@ struct Inner {
     options: EmailOptions,
     metrics: Option<Arc<Metrics>>,
     connections: Arc<Semaphore>,
+    /// The budget of message bytes, in KiB.
+    buffered: Arc<Semaphore>,
+    buffered_kib: u32,
     per_address: Mutex<HashMap<IpAddr, usize>>,
     attempts: DefaultKeyedRateLimiter<IpAddr>,
 }
@@ -194,10 +215,17 @@ impl EmailCheckIns {
     /// A listener recording check-ins through `service`.
     pub fn new(service: SnitchService, options: EmailOptions) -> Self {
         let quota = Quota::per_minute(options.messages_per_minute);
+        // Room for one whole message at least, and for the step a message reads in.
+        let budget = options
+            .max_buffered_bytes
+            .max(options.max_message_bytes + 1024 * BUFFER_STEP_KIB as usize);
+        let buffered_kib = u32::try_from(budget.div_ceil(1024)).unwrap_or(u32::MAX >> 4);
         EmailCheckIns {
             inner: Arc::new(Inner {
                 service,
                 connections: Arc::new(Semaphore::new(options.max_connections)),
+                buffered: Arc::new(Semaphore::new(buffered_kib as usize)),
+                buffered_kib,
                 per_address: Mutex::new(HashMap::new()),
                 attempts: RateLimiter::keyed(quota),
                 options,
@@ -217,6 +245,12 @@ impl EmailCheckIns {
                 ..inner
             }),
         }
+    }
+
+    /// Bytes of messages held now, in steps of 64 KiB (for tests and operators).
+    pub fn buffered_bytes(&self) -> usize {
+        let free = self.inner.buffered.available_permits();
+        (self.inner.buffered_kib as usize).saturating_sub(free) * 1024
     }
 
     /// Serves connections from `listener` until `shutdown` completes; then stops
@@ -623,7 +657,13 @@ impl<'a> Session<'a> {
                             options.max_message_bytes
                         ),
                     ),
-                    Message::Whole(raw) => self.store(raw).await,
+                    Message::NoRoom => reply(
+                        452,
+                        "4.3.1",
+                        "too many messages are being received; try again later",
+                    ),
+                    // The message's share of the budget is given back once it is stored.
+                    Message::Whole(raw, _share) => self.store(raw).await,
                 };
                 self.reset();
                 Step::Reply(answer)
@@ -688,7 +728,10 @@ impl<'a> Session<'a> {
         let limit = self.inner.options.max_message_bytes;
         let mut receiver = DataReceiver::new();
         let mut kept = Vec::new();
-        let mut too_large = false;
+        // The share of the budget the message holds, taken as it grows.
+        let mut held: Option<OwnedSemaphorePermit> = None;
+        let mut held_kib = 0u32;
+        let (mut too_large, mut no_room) = (false, false);
         loop {
             let done = {
                 let mut bytes = self.pending.iter();
@@ -702,11 +745,33 @@ impl<'a> Session<'a> {
                 too_large = true;
                 kept.clear();
             }
+            let needed = u32::try_from(kept.len().div_ceil(1024)).unwrap_or(u32::MAX);
+            if !no_room && needed > held_kib {
+                let more = (needed - held_kib).max(BUFFER_STEP_KIB);
+                match Arc::clone(&self.inner.buffered).try_acquire_many_owned(more) {
+                    Ok(permit) => {
+                        match &mut held {
+                            Some(held) => held.merge(permit),
+                            None => held = Some(permit),
+                        }
+                        held_kib += more;
+                    }
+                    Err(_) => no_room = true,
+                }
+            }
+            if no_room {
+                // Read on to the end, holding nothing.
+                kept = Vec::new();
+                held = None;
+                held_kib = 0;
+            }
             if done {
                 return Some(if too_large {
                     Message::TooLarge
+                } else if no_room {
+                    Message::NoRoom
                 } else {
-                    Message::Whole(kept)
+                    Message::Whole(kept, held)
                 });
             }
             if !self.fill(stream).await {
@@ -765,8 +830,11 @@ enum Refused {
 }
 
 enum Message {
-    Whole(Vec<u8>),
+    /// The message, and its share of the buffer budget.
+    Whole(Vec<u8>, Option<OwnedSemaphorePermit>),
     TooLarge,
+    /// No room in the buffer budget: not kept.
+    NoRoom,
 }
 
 enum Step {
