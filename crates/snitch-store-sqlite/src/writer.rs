@@ -34,7 +34,7 @@ use snitch_core::{Change, StorageError};
 use snitch_store_sql::backend;
 use snitch_store_sql::queue::{answer_all, Job, SaveQueue};
 use sqlx::sqlite::SqlitePool;
-use sqlx::{Executor, Sqlite, Transaction};
+use sqlx::{Sqlite, Transaction};
 use tokio::sync::{mpsc, Mutex as AsyncMutex, OwnedMutexGuard};
 use tokio::time::{timeout_at, Instant};
 
@@ -259,7 +259,12 @@ async fn commit(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: Vec<Job>) 
 async fn apply(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: &[Job]) -> Results {
     let mut write = begin(pool, turn).await.map_err(BatchError)?;
     let tx = &mut write.tx;
-    tx.execute("SAVEPOINT change").await.map_err(batch_error)?;
+    // Through `sqlx::query`, so each statement is prepared once per connection and kept
+    // (a bare string is parsed again every time: a few percent of a check-in).
+    sqlx::query("SAVEPOINT change")
+        .execute(&mut **tx)
+        .await
+        .map_err(batch_error)?;
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
         let result = crate::save_change(tx, &job.change).await;
@@ -269,7 +274,10 @@ async fn apply(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: &[Job]) -> 
             Ok(()) => "RELEASE SAVEPOINT change; SAVEPOINT change",
             Err(_) => "ROLLBACK TO SAVEPOINT change",
         };
-        tx.execute(next).await.map_err(batch_error)?;
+        sqlx::query(next)
+            .execute(&mut **tx)
+            .await
+            .map_err(batch_error)?;
         results.push(result);
     }
     // The last savepoint holds no work; it commits with the rest.
