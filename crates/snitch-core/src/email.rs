@@ -3,6 +3,8 @@
 //! decoding live in the adapter; this module sees a subject and a body already decoded
 //! to text.
 
+use std::sync::Arc;
+
 use crate::runs::{CheckInBody, CheckInKind};
 use crate::snitch::CheckIn;
 use crate::types::{CheckInMessage, Outcome};
@@ -55,8 +57,17 @@ impl KeywordScope {
 /// A snitch's words that decide what a check-in e-mail means: failure, success or a
 /// run's start. Matching ignores case; a keyword matches anywhere in the searched text.
 /// Empty lists (the default): every message is a success.
+///
+/// One pointer wide, shared by clones: every snitch carries one, and a snitch is moved
+/// and cloned on each check-in, where the lists themselves are rarely read.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct EmailKeywords {
+    /// `None`: no keyword (the lists are never all empty inside).
+    lists: Option<Arc<KeywordLists>>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct KeywordLists {
     failure: Vec<String>,
     success: Vec<String>,
     start: Vec<String>,
@@ -91,13 +102,18 @@ impl EmailKeywords {
         let failure = Self::list("failure", failure)?;
         let success = Self::list("success", success)?;
         let start = Self::list("start", start)?;
+        if failure.is_empty() && success.is_empty() && start.is_empty() {
+            return Ok(EmailKeywords::default());
+        }
         let fold = |list: &[String]| list.iter().map(|k| k.to_lowercase()).collect();
         Ok(EmailKeywords {
-            folded: [fold(&failure), fold(&success), fold(&start)],
-            failure,
-            success,
-            start,
-            scope,
+            lists: Some(Arc::new(KeywordLists {
+                folded: [fold(&failure), fold(&success), fold(&start)],
+                failure,
+                success,
+                start,
+                scope,
+            })),
         })
     }
 
@@ -128,41 +144,41 @@ impl EmailKeywords {
 
     /// Whether no keyword is set (every message is then a success).
     pub fn is_empty(&self) -> bool {
-        self.failure.is_empty() && self.success.is_empty() && self.start.is_empty()
+        self.lists.is_none()
     }
 
     /// The failure keywords, as given.
     pub fn failure(&self) -> &[String] {
-        &self.failure
+        self.lists.as_ref().map_or(&[], |l| &l.failure)
     }
 
     /// The success keywords, as given.
     pub fn success(&self) -> &[String] {
-        &self.success
+        self.lists.as_ref().map_or(&[], |l| &l.success)
     }
 
     /// The start keywords, as given.
     pub fn start(&self) -> &[String] {
-        &self.start
+        self.lists.as_ref().map_or(&[], |l| &l.start)
     }
 
     /// Where keywords are looked for.
     pub fn scope(&self) -> KeywordScope {
-        self.scope
+        self.lists.as_ref().map_or(KeywordScope::Both, |l| l.scope)
     }
 
     /// What a message with `subject` and `body` means: failure keywords first, then
     /// success, then start (healthchecks' order); with keywords set and none found, the
     /// message is [`EmailVerdict::Unmatched`].
     pub fn classify(&self, subject: &str, body: &str) -> EmailVerdict {
-        if self.is_empty() {
+        let Some(lists) = &self.lists else {
             return EmailVerdict::Success;
-        }
-        let subject = match self.scope {
+        };
+        let subject = match lists.scope {
             KeywordScope::Both | KeywordScope::Subject => subject.to_lowercase(),
             KeywordScope::Body => String::new(),
         };
-        let body = match self.scope {
+        let body = match lists.scope {
             KeywordScope::Both | KeywordScope::Body => body.to_lowercase(),
             KeywordScope::Subject => String::new(),
         };
@@ -170,7 +186,7 @@ impl EmailKeywords {
             list.iter()
                 .any(|k| subject.contains(k.as_str()) || body.contains(k.as_str()))
         };
-        let [failure, success, start] = &self.folded;
+        let [failure, success, start] = &lists.folded;
         if found(failure) {
             EmailVerdict::Failure
         } else if found(success) {
