@@ -502,25 +502,11 @@ impl Storage for PgStorage {
         &self,
         token: &Token,
     ) -> Result<Option<(Snitch, Option<Case>)>, StorageError> {
-        // The check-in's read: from the cache when it holds both (see `check_in_cache`
-        // for why a stale entry is harmless).
-        let now = snitch_core::clock::monotonic_now();
-        if let Some(held) = self.cache.get(token.as_str(), now) {
-            return Ok(Some(held));
-        }
-        let read = self
-            .reads
-            .snitch_with_case(token.as_str())
+        // From the cache when it holds both (see `check_in_cache` for why a stale entry
+        // is harmless).
+        self.cache
+            .read_through(token.as_str(), self.reads.snitch_with_case(token.as_str()))
             .await
-            .inspect_err(|_| {
-                // The database failed: it may have lost commits (see `check_in_cache`).
-                self.cache.clear();
-            })?;
-        match &read {
-            Some((snitch, case)) => self.cache.read(snitch, case.as_ref(), now),
-            None => self.cache.forget(token.as_str()),
-        }
-        Ok(read)
     }
 
     async fn snitches(&self, case: &CaseId, tags: &[Tag]) -> Result<Vec<Snitch>, StorageError> {

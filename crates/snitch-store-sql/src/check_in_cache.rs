@@ -26,6 +26,7 @@
 //! When full, a new snitch takes the place of an arbitrary held one.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -83,8 +84,29 @@ impl CheckInCache {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// A check-in's read of `token`: from the cache when it holds the snitch and a fresh
+    /// enough case, else `read` (the database's), whose answer is kept, or the held copy
+    /// dropped when there is no such snitch. A failed read drops everything: the database
+    /// may have lost commits.
+    pub async fn read_through(
+        &self,
+        token: &str,
+        read: impl Future<Output = Result<Option<(Snitch, Option<Case>)>, StorageError>>,
+    ) -> Result<Option<(Snitch, Option<Case>)>, StorageError> {
+        let now = snitch_core::clock::monotonic_now();
+        if let Some(held) = self.get(token, now) {
+            return Ok(Some(held));
+        }
+        let read = read.await.inspect_err(|_| self.clear())?;
+        match &read {
+            Some((snitch, case)) => self.read(snitch, case.as_ref(), now),
+            None => self.forget(token),
+        }
+        Ok(read)
+    }
+
     /// The snitch and its case, when both are held and the case is fresh enough.
-    pub fn get(&self, token: &str, now: Instant) -> Option<(Snitch, Option<Case>)> {
+    fn get(&self, token: &str, now: Instant) -> Option<(Snitch, Option<Case>)> {
         if self.capacity == 0 {
             return None;
         }
@@ -99,7 +121,7 @@ impl CheckInCache {
     }
 
     /// Keeps what a read that began at `read_at` found.
-    pub fn read(&self, snitch: &Snitch, case: Option<&Case>, read_at: Instant) {
+    fn read(&self, snitch: &Snitch, case: Option<&Case>, read_at: Instant) {
         if self.capacity == 0 {
             return;
         }

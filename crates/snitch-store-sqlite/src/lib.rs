@@ -1098,21 +1098,15 @@ impl Storage for SqliteStorage {
         &self,
         token: &Token,
     ) -> Result<Option<(Snitch, Option<Case>)>, StorageError> {
-        // The check-in's read: from the cache when it holds both (see `check_in_cache`
-        // for why a stale entry is harmless). Otherwise two indexed reads on a local
-        // file: a join would save little.
-        let now = snitch_core::clock::monotonic_now();
-        if let Some(held) = self.cache.get(token.as_str(), now) {
-            return Ok(Some(held));
-        }
-        let read = snitch_core::storage::fallback::snitch_with_case(self, token)
+        // From the cache when it holds both (see `check_in_cache` for why a stale entry
+        // is harmless). Otherwise two indexed reads on a local file: a join would save
+        // little.
+        self.cache
+            .read_through(
+                token.as_str(),
+                snitch_core::storage::fallback::snitch_with_case(self, token),
+            )
             .await
-            .inspect_err(|_| self.cache.clear())?;
-        match &read {
-            Some((snitch, case)) => self.cache.read(snitch, case.as_ref(), now),
-            None => self.cache.forget(token.as_str()),
-        }
-        Ok(read)
     }
 
     async fn step_in_place(
