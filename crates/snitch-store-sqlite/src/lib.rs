@@ -212,12 +212,7 @@ impl SqliteStorage {
     /// The delete of a snitch and everything of it, in one write transaction.
     async fn delete_snitch_rows(&self, token: &Token) -> Result<bool, StorageError> {
         let mut w = self.writer.begin().await?;
-        let found: bool = sqlx::query_scalar(&SNITCH_EXISTS)
-            .bind(token.as_str())
-            .fetch_one(&mut *w.tx)
-            .await
-            .map_err(backend)?;
-        if !found {
+        if !snitch_exists(&mut w.tx, token.as_str()).await? {
             return Ok(false);
         }
         sqlx::query(&DELETE_FINISHED_DELIVERIES_OF)
@@ -275,54 +270,57 @@ static INSERT_SNITCH: LazyLock<String> = LazyLock::new(|| {
 });
 
 static UPDATE_SNITCH: LazyLock<String> = LazyLock::new(sql::update_snitch::<Lite>);
-/// A change that is one check-in and nothing else (most of them) in one round trip to the
-/// connection's thread instead of three: the snitch's update, its check-in and the trim
-/// of its history, the last two only when the update applied (`changes()`: the rows the
-/// statement before changed). The update's `RETURNING` row tells that it did.
+/// `?` marks for `n` positional parameters.
+fn marks(n: usize) -> String {
+    vec!["?"; n].join(", ")
+}
+/// The update that opens a change saved in one round trip (see [`SAVE_ONE_CHECK_IN`],
+/// [`SAVE_ONE_EVENT`]): the snitch's fields, then its token and expected version. Its
+/// `RETURNING` row tells that it applied; the statements after it that must not run
+/// otherwise are guarded by `changes()` (the rows the statement before changed).
 ///
-/// Parameters: `?1` token, `?2`-`?7` the check-in, `?8` how many to keep, `?9` the
-/// expected version, then the snitch's fields. (sqlx binds a parameter number a statement
-/// skips as if it were positional, and stops at the end of the arguments: the numbers
-/// each statement skips must stay few, so the shared ones come first.)
+/// Parameters are positional (`?`), bound in the order they appear across the statements:
+/// sqlx binds a parameter number a statement skips as if it were positional, so numbered
+/// ones cannot be shared between statements.
+static UPDATE_RETURNING: LazyLock<String> = LazyLock::new(|| {
+    let sets: Vec<String> = SNITCH_FIELDS.iter().map(|f| format!("{f} = ?")).collect();
+    format!(
+        "UPDATE snitch_snitches SET {}, sweep_lease_until = NULL \
+         WHERE token = ? AND version = ? RETURNING 1;",
+        sets.join(", ")
+    )
+});
+/// A change that is one check-in and nothing else (most of them) in one round trip to the
+/// connection's thread instead of three: the update, then the check-in and the trim of
+/// the history (token, token, how many to keep), only when the update applied.
 static SAVE_ONE_CHECK_IN: LazyLock<String> = LazyLock::new(|| {
-    let sets: Vec<String> = SNITCH_FIELDS
-        .iter()
-        .enumerate()
-        .map(|(i, field)| format!("{field} = ${}", i + 10))
-        .collect();
-    lite(&format!(
-        "UPDATE snitch.snitches SET {sets}, sweep_lease_until = NULL \
-         WHERE token = $1 AND version = $9 RETURNING 1; \
-         INSERT INTO snitch.check_ins (token, at, exit_status, message, number, details, body) \
-         SELECT $1, $2, $3, $4, $5, $6, $7 WHERE changes() = 1; \
-         DELETE FROM snitch.check_ins WHERE changes() = 1 AND token = $1 AND seq <= \
-         (SELECT seq FROM snitch.check_ins WHERE token = $1 ORDER BY seq DESC LIMIT 1 \
-         OFFSET $8)",
-        sets = sets.join(", ")
-    ))
+    format!(
+        "{update} \
+         INSERT INTO snitch_check_ins (token, at, exit_status, message, number, details, body) \
+         SELECT ?, ?, ?, ?, ?, ?, ? WHERE changes() = 1; \
+         DELETE FROM snitch_check_ins WHERE changes() = 1 AND token = ? AND seq <= \
+         (SELECT seq FROM snitch_check_ins WHERE token = ? ORDER BY seq DESC LIMIT 1 \
+         OFFSET ?)",
+        update = *UPDATE_RETURNING
+    )
 });
 /// The most deliveries of a change saved by [`SAVE_ONE_EVENT`] (a case's webhooks, its
 /// e-mail and its channels); a change with more goes statement by statement.
 const ONE_EVENT_MAX_DELIVERIES: usize = 8;
 /// A change that is one event and its deliveries (a sweep's missing, most often) in one
-/// round trip to the connection's thread instead of four or more: the snitch's update, the
-/// event (only when the update applied), the history's trim, then the deliveries. The
-/// update's `RETURNING` row tells that it applied; when it did not, the writer rolls the
-/// change's savepoint back, deliveries included. Indexed by the number of deliveries.
-///
-/// Parameters are positional (`?`), bound in the order they appear across the statements.
+/// round trip instead of four or more: the update, the event (only when the update
+/// applied), the history's trim, then the deliveries. When the update did not apply, the
+/// writer rolls the change's savepoint back, deliveries included. Indexed by the number
+/// of deliveries.
 static SAVE_ONE_EVENT: LazyLock<Vec<String>> = LazyLock::new(|| {
-    let marks = |n: usize| vec!["?"; n].join(", ");
-    let sets: Vec<String> = SNITCH_FIELDS.iter().map(|f| format!("{f} = ?")).collect();
     let evicted = "SELECT id FROM snitch_events WHERE token = ? AND seq <= \
         (SELECT seq FROM snitch_events WHERE token = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)";
     let head = format!(
-        "UPDATE snitch_snitches SET {sets}, sweep_lease_until = NULL \
-         WHERE token = ? AND version = ? RETURNING 1; \
+        "{update} \
          INSERT INTO snitch_events ({EVENT_COLUMNS}) SELECT {event} WHERE changes() = 1; \
          DELETE FROM snitch_deliveries WHERE state <> 'pending' AND event_id IN ({evicted}); \
          DELETE FROM snitch_events WHERE id IN ({evicted});",
-        sets = sets.join(", "),
+        update = *UPDATE_RETURNING,
         event = marks(EVENT_COLUMNS.split(", ").count()),
     );
     let delivery = format!(
@@ -415,22 +413,41 @@ async fn insert_check_ins(
     Ok(())
 }
 
+/// Whether the snitch `token` is stored.
+async fn snitch_exists(conn: &mut SqliteConnection, token: &str) -> Result<bool, StorageError> {
+    sqlx::query_scalar(&SNITCH_EXISTS)
+        .bind(token)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(backend)
+}
+
 /// Why an update of the snitch `token` over its expected version changed no row: another
 /// version is stored ([`StorageError::Conflict`]) or none ([`StorageError::NotFound`]).
 async fn not_applied(
     conn: &mut SqliteConnection,
     token: &str,
 ) -> Result<StorageError, StorageError> {
-    let exists: bool = sqlx::query_scalar(&SNITCH_EXISTS)
-        .bind(token)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(backend)?;
-    Ok(if exists {
+    Ok(if snitch_exists(conn, token).await? {
         StorageError::Conflict
     } else {
         StorageError::NotFound
     })
+}
+
+/// Runs a change saved in one round trip (its query opens with [`UPDATE_RETURNING`]):
+/// saved when the update returned its row, else why not.
+async fn save_in_one_trip<'q>(
+    conn: &mut SqliteConnection,
+    token: &str,
+    query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+) -> Result<(), StorageError> {
+    let applied = query.fetch_all(&mut *conn).await.map_err(backend)?;
+    if applied.is_empty() {
+        Err(not_applied(conn, token).await?)
+    } else {
+        Ok(())
+    }
 }
 
 /// Applies one change in the caller's transaction: the new state, then its check-ins,
@@ -452,7 +469,9 @@ pub(crate) async fn save_change(
             && change.deliveries().is_empty()
         {
             let c = CheckInRecord::<Lite>::of(check_in);
-            let query = sqlx::query(&SAVE_ONE_CHECK_IN)
+            let query = bind_snitch_fields!(sqlx::query(&SAVE_ONE_CHECK_IN), fields, bind, Json)
+                .bind(token)
+                .bind(expected)
                 .bind(token)
                 .bind(c.at)
                 .bind(c.exit_status)
@@ -460,17 +479,10 @@ pub(crate) async fn save_change(
                 .bind(c.number)
                 .bind(c.details)
                 .bind(c.body)
-                .bind(limit(change.keep_check_ins().max(1)))
-                .bind(expected);
-            let applied = bind_snitch_fields!(query, fields, bind, Json)
-                .fetch_all(&mut *conn)
-                .await
-                .map_err(backend)?;
-            return if applied.is_empty() {
-                Err(not_applied(conn, token).await?)
-            } else {
-                Ok(())
-            };
+                .bind(token)
+                .bind(token)
+                .bind(limit(change.keep_check_ins().max(1)));
+            return save_in_one_trip(conn, token, query).await;
         }
     }
     if let [event] = change.events() {
@@ -494,12 +506,7 @@ pub(crate) async fn save_change(
             for d in change.deliveries().iter().map(DeliveryFields::<Lite>::of) {
                 query = bind_delivery!(query, d, bind);
             }
-            let applied = query.fetch_all(&mut *conn).await.map_err(backend)?;
-            return if applied.is_empty() {
-                Err(not_applied(conn, token).await?)
-            } else {
-                Ok(())
-            };
+            return save_in_one_trip(conn, token, query).await;
         }
     }
     let updated = bind_snitch_fields!(
@@ -695,12 +702,7 @@ impl Storage for SqliteStorage {
                 }
                 held.insert(case, count);
             }
-            let taken: bool = sqlx::query_scalar(&SNITCH_EXISTS)
-                .bind(snitch.token().as_str())
-                .fetch_one(&mut *w.tx)
-                .await
-                .map_err(backend)?;
-            if taken {
+            if snitch_exists(&mut w.tx, snitch.token().as_str()).await? {
                 return Err(StorageError::DuplicateToken);
             }
             let count = held.entry(case).or_default();
