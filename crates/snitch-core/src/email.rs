@@ -200,15 +200,15 @@ impl EmailKeywords {
 }
 
 /// The check-in an e-mail becomes: its subject is the message, its body's text the run's
-/// output (the first `body_limit` bytes), its outcome what `keywords` make of them. Its
-/// time is set when it is saved.
+/// output (the first `body_limit` bytes), its outcome the `verdict` its snitch's keywords
+/// gave ([`EmailKeywords::classify`]). Its time is set when it is saved.
 pub fn email_check_in(
-    keywords: &EmailKeywords,
+    verdict: EmailVerdict,
     subject: &str,
     body: &str,
     body_limit: usize,
 ) -> CheckIn {
-    let (kind, outcome) = match keywords.classify(subject, body) {
+    let (kind, outcome) = match verdict {
         EmailVerdict::Success => (CheckInKind::End, Outcome::Success),
         EmailVerdict::Failure => (
             CheckInKind::End,
@@ -311,17 +311,20 @@ mod tests {
     #[test]
     fn a_message_becomes_a_check_in_of_its_verdict() {
         let k = keywords(&["failed"], &["ok"], &["start"]);
-        let failed = email_check_in(&k, " Backup failed ", "disk full", 10_000);
+        let check_in = |subject: &str, body: &str, limit: usize| {
+            email_check_in(k.classify(subject, body), subject, body, limit)
+        };
+        let failed = check_in(" Backup failed ", "disk full", 10_000);
         assert_eq!(failed.kind, CheckInKind::End);
         assert!(!failed.outcome.is_success());
         assert_eq!(failed.message.unwrap().as_str(), "Backup failed");
         assert_eq!(failed.body.unwrap().as_str(), "disk full");
-        assert_eq!(email_check_in(&k, "start", "", 10).kind, CheckInKind::Start);
-        let ignored = email_check_in(&k, "weekly report", "", 10);
+        assert_eq!(check_in("start", "", 10).kind, CheckInKind::Start);
+        let ignored = check_in("weekly report", "", 10);
         assert_eq!(ignored.kind, CheckInKind::Log);
         assert!(ignored.message.is_some() && ignored.body.is_none());
         // The body is cut at the limit, on a character boundary.
-        let cut = email_check_in(&EmailKeywords::default(), "", "ééé", 3);
+        let cut = email_check_in(EmailVerdict::Success, "", "ééé", 3);
         assert_eq!(cut.body.unwrap().as_str(), "é");
         assert!(cut.message.is_none());
     }

@@ -8,7 +8,9 @@ impl SnitchService {
     /// Whether `token` names a snitch: what an SMTP listener asks before it accepts a
     /// recipient, so that a message to no snitch is refused, not accepted and lost.
     pub async fn is_check_in_address(&self, token: &Token) -> Result<bool, ServiceError> {
-        Ok(self.storage.snitch(token).await?.is_some())
+        // The check-in's own read: a store with a check-in cache answers the reads of the
+        // message's check-in from what this one fetched.
+        Ok(self.storage.snitch_with_case(token).await?.is_some())
     }
 
     /// Records a check-in e-mail of the snitch `token`: `subject` is its message, `body`
@@ -21,14 +23,13 @@ impl SnitchService {
         subject: &str,
         body: &str,
     ) -> Result<(Snitch, EmailVerdict), ServiceError> {
-        let snitch = self
+        let (snitch, _) = self
             .storage
-            .snitch(&token)
+            .snitch_with_case(&token)
             .await?
             .ok_or(ServiceError::NotFound)?;
-        let keywords = snitch.email_keywords();
-        let verdict = keywords.classify(subject, body);
-        let report = email_check_in(keywords, subject, body, self.ping_body_limit);
+        let verdict = snitch.email_keywords().classify(subject, body);
+        let report = email_check_in(verdict, subject, body, self.ping_body_limit);
         Ok((self.report(token, report).await?, verdict))
     }
 }

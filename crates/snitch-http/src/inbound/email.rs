@@ -12,7 +12,7 @@ use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
@@ -202,7 +202,8 @@ impl std::fmt::Debug for EmailCheckIns {
 struct Inner {
     service: SnitchService,
     options: EmailOptions,
-    metrics: Option<Arc<Metrics>>,
+    /// Where check-ins are counted, once [`EmailCheckIns::with_metrics`] said.
+    metrics: OnceLock<Arc<Metrics>>,
     connections: Arc<Semaphore>,
     /// The budget of message bytes, in KiB.
     buffered: Arc<Semaphore>,
@@ -229,22 +230,17 @@ impl EmailCheckIns {
                 per_address: Mutex::new(HashMap::new()),
                 attempts: RateLimiter::keyed(quota),
                 options,
-                metrics: None,
+                metrics: OnceLock::new(),
             }),
         }
     }
 
-    /// This listener, counting its check-ins in `metrics` (`snitch_check_ins_total`).
+    /// This listener (and its clones), counting its check-ins in `metrics`
+    /// (`snitch_check_ins_total`); the first metrics given stay.
     #[must_use]
     pub fn with_metrics(self, metrics: Arc<Metrics>) -> Self {
-        let inner = Arc::into_inner(self.inner)
-            .unwrap_or_else(|| unreachable!("with_metrics is called on a listener not yet cloned"));
-        EmailCheckIns {
-            inner: Arc::new(Inner {
-                metrics: Some(metrics),
-                ..inner
-            }),
-        }
+        let _ = self.inner.metrics.set(metrics);
+        self
     }
 
     /// Bytes of messages held now, in steps of 64 KiB (for tests and operators).
@@ -368,8 +364,8 @@ impl Inner {
         if write_reply(&mut stream, &greeting).await.is_err() {
             return;
         }
-        let mut session = Session::new(&self, ip, deadline);
-        match session.run(&mut stream, false).await {
+        let mut session = Session::new(&self, ip, deadline, false);
+        match session.run(&mut stream).await {
             Ended::Closed => {}
             Ended::StartTls => {
                 let Some(tls) = self.options.tls.clone() else {
@@ -381,9 +377,8 @@ impl Inner {
                     return;
                 };
                 // RFC 3207: everything known before the handshake is forgotten.
-                let mut session = Session::new(&self, ip, deadline);
-                session.tls_active = true;
-                let _ = session.run(&mut tls_stream, true).await;
+                let mut session = Session::new(&self, ip, deadline, true);
+                let _ = session.run(&mut tls_stream).await;
             }
         }
     }
@@ -405,12 +400,12 @@ struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
-    fn new(inner: &'a Inner, ip: IpAddr, deadline: Instant) -> Self {
+    fn new(inner: &'a Inner, ip: IpAddr, deadline: Instant, tls_active: bool) -> Self {
         Session {
             inner,
             ip,
             deadline,
-            tls_active: false,
+            tls_active,
             greeted: false,
             mail_from: false,
             recipients: Vec::new(),
@@ -442,12 +437,7 @@ impl<'a> Session<'a> {
     }
 
     /// Serves commands until the connection ends or asks for TLS.
-    async fn run<S: AsyncRead + AsyncWrite + Unpin>(
-        &mut self,
-        stream: &mut S,
-        tls_active: bool,
-    ) -> Ended {
-        self.tls_active = tls_active;
+    async fn run<S: AsyncRead + AsyncWrite + Unpin>(&mut self, stream: &mut S) -> Ended {
         let mut receiver = RequestReceiver::default();
         loop {
             let parsed = {
@@ -785,7 +775,7 @@ impl<'a> Session<'a> {
         let (subject, body) = decode(&raw);
         let service = self.inner.service.clone();
         let recipients = self.recipients.clone();
-        let metrics = self.inner.metrics.clone();
+        let metrics = self.inner.metrics.get().cloned();
         // On a task of its own: a session that ends meanwhile (the client gone, a
         // shutdown) does not cut a save in half.
         let saving = tokio::spawn(async move {
