@@ -24,12 +24,17 @@ struct Two {
 
 /// Two services on their own stores (each with its own pool) over one file.
 async fn two_writers() -> Two {
+    two_writers_with(SqliteStorageOptions::default()).await
+}
+
+/// [`two_writers`], the first store with `options_a`.
+async fn two_writers_with(options_a: SqliteStorageOptions) -> Two {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory");
     let path = dir.path().join("snitch.db");
     let pool_a = connect(&path, 4).await.expect("open");
     MIGRATOR.run(&pool_a).await.expect("migrate");
     let pool_b = connect(&path, 4).await.expect("open");
-    let store_a = SqliteStorage::new(pool_a);
+    let store_a = SqliteStorage::with_options(pool_a, options_a);
     let store_b = SqliteStorage::new(pool_b);
     let acme = case("acme");
     store_a.upsert_case(&acme).await.expect("upsert");
@@ -161,21 +166,8 @@ async fn what_the_other_writer_changed_or_deleted_counts() {
 
 #[tokio::test]
 async fn a_store_without_a_cache_reads_every_time() {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory");
-    let pool = connect(&dir.path().join("snitch.db"), 4)
-        .await
-        .expect("open");
-    MIGRATOR.run(&pool).await.expect("migrate");
-    let store =
-        SqliteStorage::with_options(pool, SqliteStorageOptions::default().with_cache_capacity(0));
-    let acme = case("acme");
-    store.upsert_case(&acme).await.expect("upsert");
-    store
-        .insert_snitch(&snitch(&acme, 1, t0()), NO_LIMIT)
-        .await
-        .expect("insert");
-    let clock = Arc::new(ManualClock::new(t0()));
-    let service = SnitchService::new(Arc::new(store.clone()), clock.clone());
+    let two = two_writers_with(SqliteStorageOptions::default().with_cache_capacity(0)).await;
+    let (service, store, clock) = (&two.a, &two.store_a, &two.clock);
     for _ in 0..3 {
         clock.advance(Duration::minutes(1));
         service
