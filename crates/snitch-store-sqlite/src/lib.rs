@@ -39,6 +39,7 @@
 #![warn(missing_docs)]
 
 mod records_lite;
+mod set_based;
 mod writer;
 
 use std::collections::HashMap;
@@ -247,6 +248,12 @@ impl SqliteStorage {
     pub fn batches_committed(&self) -> u64 {
         self.writer.batches_committed()
     }
+
+    /// How many changes this store saved in a set-based round (a batch's check-ins that
+    /// only move their snitches, in one query) rather than one by one.
+    pub fn saved_in_rounds(&self) -> u64 {
+        self.writer.saved_in_rounds()
+    }
 }
 
 /// Whether `e` is a violation of a UNIQUE or PRIMARY KEY constraint.
@@ -274,10 +281,10 @@ static UPDATE_SNITCH: LazyLock<String> = LazyLock::new(sql::update_snitch::<Lite
 fn marks(n: usize) -> String {
     vec!["?"; n].join(", ")
 }
-/// The update that opens a change saved in one round trip (see [`SAVE_ONE_CHECK_IN`],
-/// [`SAVE_ONE_EVENT`]): the snitch's fields, then its token and expected version. Its
-/// `RETURNING` row tells that it applied; the statements after it that must not run
-/// otherwise are guarded by `changes()` (the rows the statement before changed).
+/// The update that opens a change saved in one round trip (see [`SAVE_ONE_EVENT`]): the
+/// snitch's fields, then its token and expected version. Its `RETURNING` row tells that it
+/// applied; the statements after it that must not run otherwise are guarded by
+/// `changes()` (the rows the statement before changed).
 ///
 /// Parameters are positional (`?`), bound in the order they appear across the statements:
 /// sqlx binds a parameter number a statement skips as if it were positional, so numbered
@@ -288,20 +295,6 @@ static UPDATE_RETURNING: LazyLock<String> = LazyLock::new(|| {
         "UPDATE snitch_snitches SET {}, sweep_lease_until = NULL \
          WHERE token = ? AND version = ? RETURNING 1;",
         sets.join(", ")
-    )
-});
-/// A change that is one check-in and nothing else (most of them) in one round trip to the
-/// connection's thread instead of three: the update, then the check-in and the trim of
-/// the history (token, token, how many to keep), only when the update applied.
-static SAVE_ONE_CHECK_IN: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "{update} \
-         INSERT INTO snitch_check_ins (token, at, exit_status, message, number, details, body) \
-         SELECT ?, ?, ?, ?, ?, ?, ? WHERE changes() = 1; \
-         DELETE FROM snitch_check_ins WHERE changes() = 1 AND token = ? AND seq <= \
-         (SELECT seq FROM snitch_check_ins WHERE token = ? ORDER BY seq DESC LIMIT 1 \
-         OFFSET ?)",
-        update = *UPDATE_RETURNING
     )
 });
 /// The most deliveries of a change saved by [`SAVE_ONE_EVENT`] (a case's webhooks, its
@@ -376,7 +369,8 @@ async fn insert_deliveries(
     Ok(())
 }
 
-/// Appends check-ins in order, then trims the history to the newest `keep`.
+/// Appends check-ins in order, then settles the history: the length kept, the history cut
+/// to it, the count of what is stored (`set_based::SETTLE_HISTORY`).
 async fn insert_check_ins(
     conn: &mut SqliteConnection,
     token: &str,
@@ -401,15 +395,13 @@ async fn insert_check_ins(
         .await
         .map_err(backend)?;
     }
-    sqlx::query(
-        "DELETE FROM snitch_check_ins WHERE token = ?1 AND seq <= \
-         (SELECT seq FROM snitch_check_ins WHERE token = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)",
-    )
-    .bind(token)
-    .bind(limit(keep))
-    .execute(&mut *conn)
-    .await
-    .map_err(backend)?;
+    sqlx::query(&set_based::SETTLE_HISTORY)
+        .bind(token)
+        .bind(limit(keep))
+        .bind(limit(newest.len()))
+        .execute(&mut *conn)
+        .await
+        .map_err(backend)?;
     Ok(())
 }
 
@@ -462,29 +454,16 @@ pub(crate) async fn save_change(
     let token = snitch.token().as_str();
     let expected = to_integer("version", change.expected_version())?;
 
-    let fields = SnitchFields::<Lite>::of(snitch)?;
-    if let [check_in] = change.check_ins() {
-        if change.events().is_empty()
-            && change.deferred_by().is_empty()
-            && change.deliveries().is_empty()
-        {
-            let c = CheckInRecord::<Lite>::of(check_in);
-            let query = bind_snitch_fields!(sqlx::query(&SAVE_ONE_CHECK_IN), fields, bind, Json)
-                .bind(token)
-                .bind(expected)
-                .bind(token)
-                .bind(c.at)
-                .bind(c.exit_status)
-                .bind(c.message)
-                .bind(c.number)
-                .bind(c.details)
-                .bind(c.body)
-                .bind(token)
-                .bind(token)
-                .bind(limit(change.keep_check_ins().max(1)));
-            return save_in_one_trip(conn, token, query).await;
-        }
+    if set_based::moves_state_only(change) {
+        // A round of one: the check-ins and the state in one query, the history trimmed
+        // lazily.
+        let mut outcome = set_based::save_round(conn, &[change])
+            .await
+            .map_err(backend)?;
+        set_based::trim(conn, std::mem::take(&mut outcome.full)).await?;
+        return outcome.results.pop().unwrap_or(Ok(()));
     }
+    let fields = SnitchFields::<Lite>::of(snitch)?;
     if let [event] = change.events() {
         if change.check_ins().is_empty()
             && change.deferred_by().is_empty()
@@ -825,9 +804,12 @@ impl Storage for SqliteStorage {
     ) -> Result<Vec<CheckIn>, StorageError> {
         let query = sqlx::query_as(
             "SELECT at, exit_status, message, number, details, body FROM snitch_check_ins \
-             WHERE token = ?1 ORDER BY seq DESC LIMIT ?2",
+             WHERE token = ?1 ORDER BY seq DESC LIMIT min(?2, \
+               coalesce((SELECT check_ins_keep FROM snitch_snitches WHERE token = ?1), 0))",
         )
         .bind(token.as_str())
+        // Saves trim the history lazily: more than the newest `check_ins_keep` (the
+        // length the last change asked for) may be stored, and are never shown.
         .bind(limit(limit_to));
         fetch::all(query, &self.pool, CheckInRecord::<Lite>::into_check_in).await
     }

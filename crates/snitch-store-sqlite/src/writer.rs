@@ -26,11 +26,14 @@
 //! shut down), pending saves get a `Backend` error instead of waiting forever, and the
 //! next save spawns a new task. It ends when the last clone of the store is dropped.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use snitch_core::{Change, StorageError};
+
+use crate::set_based;
 use snitch_store_sql::backend;
 use snitch_store_sql::queue::{answer_all, Job, SaveQueue};
 use sqlx::sqlite::SqlitePool;
@@ -153,6 +156,8 @@ pub(crate) struct Writer {
     turn: Arc<AsyncMutex<()>>,
     options: SqliteStorageOptions,
     saves: SaveQueue,
+    /// Changes committed in a set-based round rather than one by one.
+    saved_in_rounds: Arc<AtomicU64>,
 }
 
 impl Writer {
@@ -162,6 +167,7 @@ impl Writer {
             pool,
             turn: Arc::new(AsyncMutex::new(())),
             saves: SaveQueue::new(options.max_batch),
+            saved_in_rounds: Arc::new(AtomicU64::new(0)),
             options,
         }
     }
@@ -183,6 +189,7 @@ impl Writer {
                     self.options,
                     queue,
                     batches_committed,
+                    Arc::clone(&self.saved_in_rounds),
                 )
             })
             .await
@@ -190,6 +197,10 @@ impl Writer {
 
     pub(crate) fn batches_committed(&self) -> u64 {
         self.saves.batches_committed()
+    }
+
+    pub(crate) fn saved_in_rounds(&self) -> u64 {
+        self.saved_in_rounds.load(Ordering::Relaxed)
     }
 }
 
@@ -207,6 +218,7 @@ async fn run(
     options: SqliteStorageOptions,
     mut queue: mpsc::Receiver<Job>,
     batches_committed: Arc<AtomicU64>,
+    saved_in_rounds: Arc<AtomicU64>,
 ) {
     loop {
         let mut batch = Vec::with_capacity(options.max_batch);
@@ -223,19 +235,21 @@ async fn run(
                 }
             }
         }
-        if commit(&pool, &turn, batch).await {
+        if let Some(in_round) = commit(&pool, &turn, batch).await {
             batches_committed.fetch_add(1, Ordering::Relaxed);
+            saved_in_rounds.fetch_add(in_round, Ordering::Relaxed);
         }
     }
 }
 
 /// Applies the batch in one transaction and answers each change once it is over: its own
-/// result when the transaction committed, a `Backend` error otherwise.
-async fn commit(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: Vec<Job>) -> bool {
+/// result when the transaction committed, a `Backend` error otherwise. When it committed,
+/// how many changes were saved in the set-based round.
+async fn commit(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: Vec<Job>) -> Option<u64> {
     match apply(pool, turn, &batch).await {
-        Ok(results) => {
+        Ok((results, in_round)) => {
             answer_all(batch, results);
-            true
+            Some(in_round)
         }
         Err(e) => {
             let unknown = e.0.is_outcome_unknown();
@@ -248,14 +262,17 @@ async fn commit(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: Vec<Job>) 
                     StorageError::Backend(cause)
                 }));
             }
-            false
+            None
         }
     }
 }
 
-/// One transaction with a savepoint per change: the result of each change, if the
-/// transaction committed. An error here (begin, a savepoint, the commit) is the batch's:
-/// dropping the transaction rolls all of it back.
+/// One transaction: first a round (`set_based`) of the changes that only move their
+/// snitch and are its first in the batch, in one query; then the others, one after
+/// another in the order queued, each in a savepoint of its own (a change to a snitch the
+/// round moved comes after it, as queued); then the trims of histories the batch filled.
+/// The result of each change, if the transaction committed. An error here (begin, a
+/// savepoint, the commit) is the batch's: dropping the transaction rolls all of it back.
 async fn apply(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: &[Job]) -> Results {
     let mut write = begin(pool, turn).await.map_err(BatchError)?;
     let tx = &mut write.tx;
@@ -265,8 +282,42 @@ async fn apply(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: &[Job]) -> 
         .execute(&mut **tx)
         .await
         .map_err(batch_error)?;
-    let mut results = Vec::with_capacity(batch.len());
-    for job in batch {
+    let mut results: Vec<Option<Result<(), StorageError>>> = batch.iter().map(|_| None).collect();
+    let mut full = Vec::new();
+    let mut in_round = 0;
+
+    let mut seen = HashSet::with_capacity(batch.len());
+    let round: Vec<usize> = (0..batch.len())
+        .filter(|&i| {
+            let change = &batch[i].change;
+            seen.insert(change.snitch().token().as_str()) && set_based::moves_state_only(change)
+        })
+        .collect();
+    if round.len() > 1 {
+        let changes: Vec<&Change> = round.iter().map(|&i| &batch[i].change).collect();
+        // A failed statement leaves the round's changes to the path below, one by one,
+        // where the one that fails fails alone.
+        let next = match set_based::save_round(&mut **tx, &changes).await {
+            Ok(outcome) => {
+                for (&i, result) in round.iter().zip(outcome.results) {
+                    in_round += u64::from(result.is_ok());
+                    results[i] = Some(result);
+                }
+                full = outcome.full;
+                "RELEASE SAVEPOINT change; SAVEPOINT change"
+            }
+            Err(_) => "ROLLBACK TO SAVEPOINT change",
+        };
+        sqlx::query(next)
+            .execute(&mut **tx)
+            .await
+            .map_err(batch_error)?;
+    }
+
+    for (job, slot) in batch.iter().zip(results.iter_mut()) {
+        if slot.is_some() {
+            continue;
+        }
         let result = crate::save_change(tx, &job.change).await;
         // Where the next change starts: a new savepoint after this one's work, or, when
         // this one failed, the same savepoint once rolled back to (it stays set).
@@ -278,11 +329,22 @@ async fn apply(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: &[Job]) -> 
             .execute(&mut **tx)
             .await
             .map_err(batch_error)?;
-        results.push(result);
+        *slot = Some(result);
     }
-    // The last savepoint holds no work; it commits with the rest.
+
+    // Trims are no change's: one that fails is undone and left for a later save (readers
+    // never see more than is kept).
+    if !full.is_empty() && set_based::trim(&mut **tx, full).await.is_err() {
+        sqlx::query("ROLLBACK TO SAVEPOINT change")
+            .execute(&mut **tx)
+            .await
+            .map_err(batch_error)?;
+    }
+    // The last savepoint holds no work, or the trims; it commits with the rest.
     write.commit().await.map_err(BatchError)?;
-    Ok(results)
+    // Every change has its result by now: the round's, or its own above.
+    let results = results.into_iter().map(|r| r.unwrap_or(Ok(()))).collect();
+    Ok((results, in_round))
 }
 
 /// What failed a whole batch.
@@ -305,8 +367,9 @@ fn batch_error(e: sqlx::Error) -> BatchError {
     BatchError(backend(e))
 }
 
-/// Each change's result, or the error that failed the whole batch.
-type Results = Result<Vec<Result<(), StorageError>>, BatchError>;
+/// Each change's result and how many were saved in the round, or the error that failed
+/// the whole batch.
+type Results = Result<(Vec<Result<(), StorageError>>, u64), BatchError>;
 
 #[cfg(test)]
 mod tests {

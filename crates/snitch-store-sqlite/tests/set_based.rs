@@ -1,0 +1,252 @@
+//! The set-based round of the SQLite store: a batch's check-ins that only move their
+//! snitches saved in one query, and the history trimmed lazily. Batches are made whole
+//! with a long `max_wait` and a `max_batch` of exactly the saves sent, so each test knows
+//! which changes share a transaction.
+
+use std::time::Duration;
+
+use snitch_core::contract::{at, checked_in, checked_in_with, token};
+use snitch_core::{Change, CheckIn, CheckInBody, CheckInMessage, Outcome, Snitch, Storage};
+use snitch_store_sql::group_commit_tests::{acme_with_snitches, outcomes};
+use snitch_store_sqlite::{connect, SqliteStorage, SqliteStorageOptions, MIGRATOR};
+use sqlx::SqlitePool;
+
+/// A store on a fresh file whose batches hold exactly `saves` changes.
+async fn store_batching(saves: usize) -> (SqliteStorage, SqlitePool, tempfile::TempDir) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory");
+    let pool = connect(&dir.path().join("snitch.db"), 4)
+        .await
+        .expect("open");
+    MIGRATOR.run(&pool).await.expect("migrate");
+    let store = SqliteStorage::with_options(
+        pool.clone(),
+        SqliteStorageOptions::default()
+            .with_max_wait(Duration::from_secs(60))
+            .with_max_batch(saves),
+    );
+    (store, pool, dir)
+}
+
+/// Saves `snitches`' first check-ins one batch at a time (so they are healthy, and the
+/// next check-ins change nothing but their state), answering them as stored.
+async fn healthy(store: &SqliteStorage, snitches: &[Snitch]) -> Vec<Snitch> {
+    let changes: Vec<Change> = snitches.iter().map(|s| checked_in(s, at(1))).collect();
+    for result in store.save_all(&changes).await {
+        result.expect("first check-in");
+    }
+    changes.into_iter().map(|c| c.snitch().clone()).collect()
+}
+
+async fn stored_count(pool: &SqlitePool, n: u64) -> (i64, i64) {
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM snitch_check_ins WHERE token = ?1")
+        .bind(token(n).as_str())
+        .fetch_one(pool)
+        .await
+        .expect("count");
+    let counted: i64 =
+        sqlx::query_scalar("SELECT check_ins_stored FROM snitch_snitches WHERE token = ?1")
+            .bind(token(n).as_str())
+            .fetch_one(pool)
+            .await
+            .expect("counter");
+    (rows, counted)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_answers_each_change_and_applies_repeats_in_order() {
+    let (store, pool, _dir) = store_batching(3).await;
+    let (_, snitches) = acme_with_snitches(&store, 4).await;
+    let ready = healthy(&store, &snitches[..3]).await;
+    let (a, b, stale) = (&ready[0], &ready[1], &ready[2]);
+    // The stale snitch moves on in a batch before: the round's change of it is refused.
+    let moved_on = checked_in(stale, at(2));
+    SqliteStorage::new(pool.clone())
+        .save(&moved_on)
+        .await
+        .expect("moved on");
+
+    let a1 = checked_in(a, at(3));
+    let a2 = checked_in(a1.snitch(), at(4));
+    let batch = vec![
+        a1.clone(),
+        checked_in(b, at(3)),
+        checked_in(stale, at(3)),
+        // Never inserted: not found.
+        checked_in(&snitches[3], at(3)),
+        a2.clone(),
+    ];
+    let store = SqliteStorage::with_options(
+        pool.clone(),
+        SqliteStorageOptions::default()
+            .with_max_wait(Duration::from_secs(60))
+            .with_max_batch(batch.len()),
+    );
+    store
+        .delete_snitch(&snitches[3].token())
+        .await
+        .expect("delete");
+    let results = store.save_all(&batch).await;
+    assert_eq!(
+        outcomes(&results),
+        ["ok", "ok", "conflict", "not found", "ok"]
+    );
+    assert_eq!(
+        store.saved_in_rounds(),
+        2,
+        "a1 and b in the round (the refused two answered from it), a2 after it"
+    );
+    assert_eq!(
+        store.snitch(&a.token()).await.expect("read").as_ref(),
+        Some(a2.snitch())
+    );
+    assert_eq!(
+        store.snitch(&stale.token()).await.expect("read").as_ref(),
+        Some(moved_on.snitch()),
+        "the refused change wrote nothing"
+    );
+    let a_history = store.check_ins(&a.token(), 10).await.expect("read");
+    assert_eq!(
+        a_history.iter().map(|c| c.at).collect::<Vec<_>>(),
+        [at(4), at(3), at(1)]
+    );
+    let stale_history = store.check_ins(&stale.token(), 10).await.expect("read");
+    assert_eq!(
+        stale_history.iter().map(|c| c.at).collect::<Vec<_>>(),
+        [at(2), at(1)],
+        "only the check-ins that applied"
+    );
+    for n in 1..=3 {
+        let (rows, counted) = stored_count(&pool, n).await;
+        assert_eq!(rows, counted, "snitch {n} counts what it stores");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_stores_hostile_text_exactly() {
+    let texts = [
+        "quote ' and \" and \\ backslash",
+        "$.message ->> '$.token()' ; DROP TABLE snitch_check_ins; --",
+        "nul \u{0} inside, and \u{1} \u{1f} controls",
+        "emoji 🦀, RTL \u{202e}, line separator \u{2028}, BOM \u{feff}",
+        "{\"token\": \"tok00000000000000001\", \"expected\": 0}",
+        "",
+    ];
+    let (store, _pool, _dir) = store_batching(texts.len()).await;
+    let (_, snitches) = acme_with_snitches(&store, texts.len() as u64).await;
+    let ready = healthy(&store, &snitches).await;
+    let changes: Vec<Change> = ready
+        .iter()
+        .zip(texts)
+        .map(|(s, text)| {
+            checked_in_with(
+                s,
+                CheckIn::new(at(5), Outcome::Success, CheckInMessage::truncating(text))
+                    .with_body(CheckInBody::truncating(text.repeat(50).as_bytes(), 100_000)),
+            )
+        })
+        .collect();
+    let before = store.saved_in_rounds();
+    for result in store.save_all(&changes).await {
+        result.expect("saved");
+    }
+    assert_eq!(store.saved_in_rounds() - before, texts.len() as u64);
+    for (s, text) in ready.iter().zip(texts) {
+        let newest = store.check_ins(&s.token(), 1).await.expect("read");
+        assert_eq!(
+            newest[0].message,
+            CheckInMessage::truncating(text),
+            "{text:?}"
+        );
+        assert_eq!(
+            newest[0].body,
+            CheckInBody::truncating(text.repeat(50).as_bytes(), 100_000)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_history_is_trimmed_lazily_and_never_shown() {
+    const KEEP: usize = 5;
+    const SNITCHES: usize = 12;
+    let (store, pool, _dir) = store_batching(SNITCHES).await;
+    let (_, snitches) = acme_with_snitches(&store, SNITCHES as u64).await;
+    let mut current = healthy(&store, &snitches).await;
+    for minute in 2..40 {
+        let changes: Vec<Change> = current
+            .iter()
+            .map(|s| checked_in(s, at(minute)).with_keep_check_ins(KEEP))
+            .collect();
+        for result in store.save_all(&changes).await {
+            result.expect("saved");
+        }
+        current = changes.iter().map(|c| c.snitch().clone()).collect();
+        // The first check-ins (at minute 1) emitted events: saved one by one.
+        assert_eq!(
+            store.saved_in_rounds(),
+            (minute as u64 - 1) * SNITCHES as u64
+        );
+        for s in &current {
+            let shown = store.check_ins(&s.token(), 100).await.expect("read");
+            // Check-ins at minutes 1 to `minute`.
+            let held = KEEP.min(usize::try_from(minute).expect("positive"));
+            assert_eq!(shown.len(), held, "readers see the newest {KEEP} only");
+            assert_eq!(shown[0].at, at(minute));
+        }
+    }
+    let mut most = 0;
+    for n in 1..=SNITCHES as u64 {
+        let (rows, counted) = stored_count(&pool, n).await;
+        assert_eq!(rows, counted, "snitch {n} counts what it stores");
+        most = most.max(rows);
+    }
+    // Twice the history, plus what a batch adds while trims wait their turn (at most
+    // TRIMS_PER_BATCH a batch): 12 snitches filled alike are all trimmed within two
+    // batches of filling up.
+    assert!(most <= 2 * KEEP as i64 + 2, "held {most}");
+    let total: i64 = sqlx::query_scalar("SELECT count(*) FROM snitch_check_ins")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    assert!(total < (SNITCHES * (2 * KEEP + 2)) as i64, "{total} stored");
+}
+
+#[tokio::test]
+async fn a_history_stored_before_the_counts_is_counted() {
+    const COUNTED: i64 = 20270101000000;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory");
+    let pool = connect(&dir.path().join("old.db"), 2).await.expect("open");
+    let old = sqlx::migrate::Migrator {
+        migrations: std::borrow::Cow::Owned(
+            MIGRATOR
+                .iter()
+                .filter(|m| m.version < COUNTED)
+                .cloned()
+                .collect(),
+        ),
+        ..sqlx::migrate::Migrator::DEFAULT
+    };
+    old.run(&pool).await.expect("the old migrations");
+    let store = SqliteStorage::new(pool.clone());
+    let (_, snitches) = acme_with_snitches(&store, 2).await;
+    for (i, at_minute) in (1..=7).enumerate() {
+        sqlx::query(
+            "INSERT INTO snitch_check_ins (token, at, exit_status, message) \
+             VALUES (?1, ?2, NULL, ?3)",
+        )
+        .bind(snitches[0].token().as_str())
+        .bind(at(at_minute).timestamp_millis())
+        .bind(format!("old {i}"))
+        .execute(&pool)
+        .await
+        .expect("an old check-in");
+    }
+    MIGRATOR.run(&pool).await.expect("the counts");
+    assert_eq!(stored_count(&pool, 1).await, (7, 7));
+    assert_eq!(stored_count(&pool, 2).await, (0, 0));
+    let store = SqliteStorage::new(pool.clone());
+    let shown = store
+        .check_ins(&snitches[0].token(), 100)
+        .await
+        .expect("read");
+    assert_eq!(shown.len(), 7, "all kept: fewer than the default length");
+}
