@@ -297,7 +297,7 @@ async fn apply(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: &[Job]) -> 
         let changes: Vec<&Change> = round.iter().map(|&i| &batch[i].change).collect();
         // A failed statement leaves the round's changes to the path below, one by one,
         // where the one that fails fails alone.
-        let next = match set_based::save_round(&mut **tx, &changes).await {
+        let next = match set_based::save_round(tx, &changes).await {
             Ok(outcome) => {
                 for (&i, result) in round.iter().zip(outcome.results) {
                     in_round += u64::from(result.is_ok());
@@ -334,7 +334,7 @@ async fn apply(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: &[Job]) -> 
 
     // Trims are no change's: one that fails is undone and left for a later save (readers
     // never see more than is kept).
-    if !full.is_empty() && set_based::trim(&mut **tx, full).await.is_err() {
+    if !full.is_empty() && set_based::trim(tx, full).await.is_err() {
         sqlx::query("ROLLBACK TO SAVEPOINT change")
             .execute(&mut **tx)
             .await
