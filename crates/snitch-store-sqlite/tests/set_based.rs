@@ -82,7 +82,7 @@ async fn a_round_answers_each_change_and_applies_repeats_in_order() {
             .with_max_batch(batch.len()),
     );
     store
-        .delete_snitch(&snitches[3].token())
+        .delete_snitch(snitches[3].token())
         .await
         .expect("delete");
     let results = store.save_all(&batch).await;
@@ -96,20 +96,20 @@ async fn a_round_answers_each_change_and_applies_repeats_in_order() {
         "a1 and b in the round (the refused two answered from it), a2 after it"
     );
     assert_eq!(
-        store.snitch(&a.token()).await.expect("read").as_ref(),
+        store.snitch(a.token()).await.expect("read").as_ref(),
         Some(a2.snitch())
     );
     assert_eq!(
-        store.snitch(&stale.token()).await.expect("read").as_ref(),
+        store.snitch(stale.token()).await.expect("read").as_ref(),
         Some(moved_on.snitch()),
         "the refused change wrote nothing"
     );
-    let a_history = store.check_ins(&a.token(), 10).await.expect("read");
+    let a_history = store.check_ins(a.token(), 10).await.expect("read");
     assert_eq!(
         a_history.iter().map(|c| c.at).collect::<Vec<_>>(),
         [at(4), at(3), at(1)]
     );
-    let stale_history = store.check_ins(&stale.token(), 10).await.expect("read");
+    let stale_history = store.check_ins(stale.token(), 10).await.expect("read");
     assert_eq!(
         stale_history.iter().map(|c| c.at).collect::<Vec<_>>(),
         [at(2), at(1)],
@@ -151,7 +151,7 @@ async fn a_round_stores_hostile_text_exactly() {
     }
     assert_eq!(store.saved_in_rounds() - before, texts.len() as u64);
     for (s, text) in ready.iter().zip(texts) {
-        let newest = store.check_ins(&s.token(), 1).await.expect("read");
+        let newest = store.check_ins(s.token(), 1).await.expect("read");
         assert_eq!(
             newest[0].message,
             CheckInMessage::truncating(text),
@@ -186,7 +186,7 @@ async fn a_full_history_is_trimmed_lazily_and_never_shown() {
             (minute as u64 - 1) * SNITCHES as u64
         );
         for s in &current {
-            let shown = store.check_ins(&s.token(), 100).await.expect("read");
+            let shown = store.check_ins(s.token(), 100).await.expect("read");
             // Check-ins at minutes 1 to `minute`.
             let held = KEEP.min(usize::try_from(minute).expect("positive"));
             assert_eq!(shown.len(), held, "readers see the newest {KEEP} only");
@@ -245,7 +245,7 @@ async fn a_history_stored_before_the_counts_is_counted() {
     assert_eq!(stored_count(&pool, 2).await, (0, 0));
     let store = SqliteStorage::new(pool.clone());
     let shown = store
-        .check_ins(&snitches[0].token(), 100)
+        .check_ins(snitches[0].token(), 100)
         .await
         .expect("read");
     assert_eq!(shown.len(), 7, "all kept: fewer than the default length");
