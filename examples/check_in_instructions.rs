@@ -50,6 +50,11 @@ struct Args {
     /// Check-ins before it, not measured.
     #[arg(long, default_value_t = 20)]
     warm_up: usize,
+    /// Snitches checked in at once: each of the check-ins (and of the warm-up's) is one
+    /// check-in of every snitch, all awaited together, so a store that groups concurrent
+    /// saves (SQLite, Postgres) saves them in batches of this size, as under load.
+    #[arg(long, default_value_t = 1)]
+    snitches: usize,
     /// The PostgreSQL server for `postgres` [default: $DATABASE_URL, else
     /// postgres://postgres@127.0.0.1:5432/postgres].
     #[arg(long)]
@@ -131,57 +136,80 @@ fn run(
     storage: Arc<dyn Storage>,
 ) -> Result<(), BoxError> {
     let service = SnitchService::new(storage, Arc::new(SystemClock));
-    let token = runtime.block_on(async {
-        let case = Case::new(CaseId::parse("instructions").map_err(|v| v.message)?);
+    let tokens = runtime.block_on(async {
+        let mut case = Case::new(CaseId::parse("instructions").map_err(|v| v.message)?);
+        case.plan.max_snitches = u32::try_from(args.snitches).unwrap_or(u32::MAX).max(1);
         service.storage().upsert_case(&case).await?;
-        let fields = SnitchFields {
-            name: Some("nightly backup".into()),
-            interval: Some("daily".into()),
-            tags: Some(vec!["bench".into(), "prod".into()]),
-            ..Default::default()
-        };
-        let token = service.create(&case, &fields).await?.token().to_string();
-        for _ in 0..args.warm_up {
-            service.check_in(&token, Outcome::Success, None).await?;
+        let mut tokens = Vec::with_capacity(args.snitches);
+        for n in 0..args.snitches.max(1) {
+            let fields = SnitchFields {
+                name: Some(format!("nightly backup {n}")),
+                interval: Some("daily".into()),
+                tags: Some(vec!["bench".into(), "prod".into()]),
+                ..Default::default()
+            };
+            tokens.push(service.create(&case, &fields).await?.token().to_string());
         }
-        Ok::<_, BoxError>(token)
+        for _ in 0..args.warm_up {
+            check_in_all(&service, &tokens).await?;
+        }
+        Ok::<_, BoxError>(tokens)
     })?;
-    let version = |service: &SnitchService| {
+    let versions = |service: &SnitchService| {
         runtime.block_on(async {
-            let token = Token::parse(&token).map_err(|e| e.to_string())?;
-            let snitch = service.storage().snitch(&token).await?;
-            Ok::<_, BoxError>(snitch.ok_or("the snitch is not stored")?.version())
+            let mut sum = 0;
+            for token in &tokens {
+                let token = Token::parse(token).map_err(|e| e.to_string())?;
+                let snitch = service.storage().snitch(&token).await?;
+                sum += snitch.ok_or("the snitch is not stored")?.version();
+            }
+            Ok::<_, BoxError>(sum)
         })
     };
-    let before = version(&service)?;
-    measured_check_ins(runtime, &service, &token, args.check_ins)?;
+    let before = versions(&service)?;
+    measured_check_ins(runtime, &service, &tokens, args.check_ins)?;
     measurement_finished();
-    // Each check-in is one save of the snitch: the count measured is that of as many
+    // Each check-in is one save of its snitch: the count measured is that of as many
     // stored check-ins.
-    let saved = version(&service)? - before;
-    if saved != args.check_ins as u64 {
-        return Err(format!("{saved} saves for {} check-ins", args.check_ins).into());
+    let saved = versions(&service)? - before;
+    let expected = (args.check_ins * tokens.len()) as u64;
+    if saved != expected {
+        return Err(format!("{saved} saves for {expected} check-ins").into());
     }
     println!(
-        "{} check-ins measured on {:?} (after {} to warm up)",
-        args.check_ins, args.store, args.warm_up
+        "{expected} check-ins measured on {:?}, {} snitches at once (after {} rounds to warm up)",
+        args.store,
+        tokens.len(),
+        args.warm_up
     );
     Ok(())
 }
 
-/// The measured part: `count` check-ins of `token`, one after another, each awaited to
-/// its answer (stored, as the store defines it). Never inlined, so that valgrind can name
-/// it (`--dump-before`, or `--toggle-collect` for this thread alone).
+/// One check-in of each snitch, all awaited together.
+async fn check_in_all(service: &SnitchService, tokens: &[String]) -> Result<(), BoxError> {
+    let check_ins = tokens
+        .iter()
+        .map(|token| service.check_in(token, Outcome::Success, None));
+    for result in futures::future::join_all(check_ins).await {
+        result?;
+    }
+    Ok(())
+}
+
+/// The measured part: `count` rounds of one check-in of each of `tokens`, a round awaited
+/// to its answers (stored, as the store defines it) before the next. Never inlined, so
+/// that valgrind can name it (`--dump-before`, or `--toggle-collect` for this thread
+/// alone).
 #[inline(never)]
 fn measured_check_ins(
     runtime: &tokio::runtime::Runtime,
     service: &SnitchService,
-    token: &str,
+    tokens: &[String],
     count: usize,
 ) -> Result<(), BoxError> {
     runtime.block_on(async {
         for _ in 0..count {
-            service.check_in(token, Outcome::Success, None).await?;
+            check_in_all(service, tokens).await?;
         }
         Ok(())
     })

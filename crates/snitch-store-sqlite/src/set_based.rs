@@ -5,9 +5,13 @@
 //! Per change, a save statement by statement costs the writer's thread more than SQLite's
 //! own work: a round trip to the connection's thread, about forty values bound and copied,
 //! a savepoint, and a walk of the history's index to trim it. A *round* takes the changes
-//! whose snitches it holds once each, as JSON rows (one text bound per statement, read by
-//! `json_each`), and is one query of two statements: the check-ins of the snitches whose
-//! stored version is the expected one, then the update of those snitches.
+//! whose snitches it holds once each, as rows of a `VALUES` list, and is two statements:
+//! the check-ins of the snitches whose stored version is the expected one, then the update
+//! of those snitches. Rows are bound as parameters, as a statement by statement save binds
+//! them; a statement holds a power of two of rows (the rest padded with rows that match no
+//! snitch), so that a few statements, prepared once per connection, serve every batch.
+//! (JSON rows read by `json_each` cost more than the saves they replaced: SQLite renders
+//! an element's text again for each of its fields read.)
 //!
 //! History is trimmed lazily, as on Postgres: a snitch counts its stored check-ins
 //! (`check_ins_stored`) and the length its last change asked for (`check_ins_keep`), and is
@@ -17,11 +21,12 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use serde::Serialize;
 use snitch_core::{Change, StorageError};
 use snitch_store_sql::records::{CheckInRecord, SnitchFields, SETTINGS_FIELDS, SNITCH_FIELDS};
 use snitch_store_sql::{backend, limit, to_integer};
-use sqlx::sqlite::SqliteConnection;
+use sqlx::sqlite::{SqliteArguments, SqliteConnection};
+use sqlx::types::Json;
+use sqlx::{Row, Sqlite};
 
 use crate::records_lite::Lite;
 
@@ -46,33 +51,76 @@ fn keep_after_save(keep: &str, added: &str) -> String {
     )
 }
 
-/// A round: `?` the check-ins (JSON rows of [`CheckInRow`], in order), `?` the snitches
-/// (JSON rows of [`StateRow`], each token once). The check-ins go in first, for the
-/// snitches whose stored version is the expected one: the update that follows, under the
-/// same condition in the same transaction, then applies to exactly those. It answers each
-/// updated snitch's token, stored check-in count and history length.
-static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
+/// The most rows in one statement of a round; a round of more is cut into such parts
+/// (its snitches are each held once, so the parts are independent).
+const MOST_ROWS: usize = 256;
+
+/// The row counts statements are made for: powers of two up to [`MOST_ROWS`].
+fn bucket(rows: usize) -> usize {
+    rows.next_power_of_two().min(MOST_ROWS)
+}
+
+/// Index of a bucket among the statements made.
+fn bucket_index(rows: usize) -> usize {
+    bucket(rows).trailing_zeros() as usize
+}
+
+/// `rows` rows of `columns` positional parameters each: `(?, ?), (?, ?)`.
+fn values(rows: usize, columns: usize) -> String {
+    let row = format!("({})", vec!["?"; columns].join(", "));
+    vec![row; rows].join(", ")
+}
+
+/// Columns of a check-in row: token, expected version, order, then the check-in.
+const CHECK_IN_COLUMNS: usize = 9;
+/// Columns of a snitch row: token, expected version, check-ins added, length asked, then
+/// [`SNITCH_FIELDS`] after [`SETTINGS_FIELDS`].
+const STATE_COLUMNS: usize = 4 + SNITCH_FIELDS.len() - SETTINGS_FIELDS;
+
+/// The check-ins of a round, for each bucket: those of the snitches whose stored version
+/// is the expected one, in order. Rows of a snitch that is not stored at that version (or
+/// padding, all NULL) match nothing.
+static INSERT_CHECK_INS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    (0..=MOST_ROWS.trailing_zeros())
+        .map(|power| {
+            format!(
+                "INSERT INTO snitch_check_ins \
+                   (token, at, exit_status, message, number, details, body) \
+                 SELECT s.token, c.column4, c.column5, c.column6, c.column7, c.column8, \
+                   c.column9 \
+                 FROM (VALUES {}) AS c JOIN snitch_snitches AS s \
+                   ON s.token = c.column1 AND s.version = c.column2 \
+                 ORDER BY c.column3",
+                values(1 << power, CHECK_IN_COLUMNS)
+            )
+        })
+        .collect()
+});
+
+/// The update of a round's snitches, for each bucket: those whose stored version is the
+/// expected one. It runs after [`INSERT_CHECK_INS`], under the same condition in the same
+/// transaction, so it applies to exactly the snitches whose check-ins went in. It answers
+/// each updated snitch's token, stored check-in count and history length.
+static UPDATE_STATES: LazyLock<Vec<String>> = LazyLock::new(|| {
     let sets: Vec<String> = SNITCH_FIELDS[SETTINGS_FIELDS..]
         .iter()
-        .map(|field| format!("{field} = i.value ->> '$.{field}'"))
+        .enumerate()
+        .map(|(n, field)| format!("{field} = i.column{}", n + 5))
         .collect();
-    format!(
-        "INSERT INTO snitch_check_ins (token, at, exit_status, message, number, details, body) \
-         SELECT s.token, c.value ->> '$.at', c.value ->> '$.exit_status', \
-           c.value ->> '$.message', c.value ->> '$.number', c.value ->> '$.details', \
-           c.value ->> '$.body' \
-         FROM json_each(?) AS c JOIN snitch_snitches AS s \
-           ON s.token = c.value ->> '$.token' AND s.version = c.value ->> '$.expected' \
-         ORDER BY c.key; \
-         UPDATE snitch_snitches SET {sets}, sweep_lease_until = NULL, \
-           check_ins_stored = check_ins_stored + (i.value ->> '$.added'), \
-           check_ins_keep = {keep} \
-         FROM json_each(?) AS i \
-         WHERE token = i.value ->> '$.token' AND version = i.value ->> '$.expected' \
-         RETURNING token, check_ins_stored, check_ins_keep",
-        sets = sets.join(", "),
-        keep = keep_after_save("(i.value ->> '$.keep')", "(i.value ->> '$.added')"),
-    )
+    (0..=MOST_ROWS.trailing_zeros())
+        .map(|power| {
+            format!(
+                "UPDATE snitch_snitches SET {sets}, sweep_lease_until = NULL, \
+                   check_ins_stored = check_ins_stored + i.column3, check_ins_keep = {keep} \
+                 FROM (VALUES {values}) AS i \
+                 WHERE token = i.column1 AND version = i.column2 \
+                 RETURNING token, check_ins_stored, check_ins_keep",
+                sets = sets.join(", "),
+                keep = keep_after_save("i.column4", "i.column3"),
+                values = values(1 << power, STATE_COLUMNS),
+            )
+        })
+        .collect()
 });
 
 /// After a save that wrote check-ins one by one (`?1` token, `?2` the length asked, `?3`
@@ -110,9 +158,11 @@ pub(crate) const TRIMS_PER_BATCH: usize = 8;
 
 /// A snitch of a round: its token, the version it must have, the check-ins the change adds
 /// and the history length it asks for, then its state ([`SNITCH_FIELDS`] after
-/// [`SETTINGS_FIELDS`], under their column names: a round keeps the settings as stored).
-#[derive(Debug, Serialize)]
+/// [`SETTINGS_FIELDS`], in their order: a round keeps the settings as stored).
+#[derive(Debug)]
 struct StateRow<'a> {
+    /// How many check-ins of the round are this snitch's (`added`, as a count).
+    written: usize,
     token: &'a str,
     expected: i64,
     added: i64,
@@ -126,8 +176,7 @@ struct StateRow<'a> {
     pause_until_at: Option<i64>,
     pause_resume_status: Option<&'static str>,
     pause_checked_in: Option<bool>,
-    /// The column's JSON text, as the statement by statement path binds it.
-    smart_offsets_ms: String,
+    smart_offsets_ms: Vec<i64>,
     last_errored_alert_at: Option<i64>,
     error_announced: bool,
     last_recovery_alert_at: Option<i64>,
@@ -145,6 +194,7 @@ impl<'a> StateRow<'a> {
         let snitch = change.snitch();
         let f = SnitchFields::<Lite>::of(snitch)?;
         Ok(StateRow {
+            written: added,
             token: snitch.token().as_str(),
             expected: to_integer("version", change.expected_version())?,
             added: limit(added),
@@ -158,8 +208,7 @@ impl<'a> StateRow<'a> {
             pause_until_at: f.pause_until_at,
             pause_resume_status: f.pause_resume_status,
             pause_checked_in: f.pause_checked_in,
-            smart_offsets_ms: serde_json::to_string(f.smart_offsets_ms)
-                .map_err(|e| StorageError::Backend(Box::new(e)))?,
+            smart_offsets_ms: f.smart_offsets_ms.to_vec(),
             last_errored_alert_at: f.last_errored_alert_at,
             error_announced: f.error_announced,
             last_recovery_alert_at: f.last_recovery_alert_at,
@@ -175,12 +224,70 @@ impl<'a> StateRow<'a> {
 }
 
 /// A check-in of a round, with its snitch's token and expected version.
-#[derive(Debug, Serialize)]
+#[derive(Debug)]
 struct CheckInRow<'a> {
     token: &'a str,
     expected: i64,
-    #[serde(flatten)]
     record: CheckInRecord<Lite>,
+}
+
+type LiteQuery<'q> = sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>;
+
+impl<'a> StateRow<'a> {
+    /// Binds the row in the order of [`UPDATE_STATES`]' columns.
+    fn bind(self, query: LiteQuery<'a>) -> LiteQuery<'a> {
+        query
+            .bind(self.token)
+            .bind(self.expected)
+            .bind(self.added)
+            .bind(self.keep)
+            .bind(self.status)
+            .bind(self.checked_in_at)
+            .bind(self.last_check_in_at)
+            .bind(self.anchor_at)
+            .bind(self.deadline_at)
+            .bind(self.pause_until_kind)
+            .bind(self.pause_until_at)
+            .bind(self.pause_resume_status)
+            .bind(self.pause_checked_in)
+            .bind(Json(self.smart_offsets_ms))
+            .bind(self.last_errored_alert_at)
+            .bind(self.error_announced)
+            .bind(self.last_recovery_alert_at)
+            .bind(self.consecutive_failures)
+            .bind(self.consecutive_misses)
+            .bind(self.runs)
+            .bind(self.check_in_seq)
+            .bind(self.event_seq)
+            .bind(self.version)
+            .bind(self.wake_at)
+    }
+}
+
+impl<'a> CheckInRow<'a> {
+    /// Binds the row, `order` its place among the round's check-ins, in the order of
+    /// [`INSERT_CHECK_INS`]' columns.
+    fn bind(self, order: usize, query: LiteQuery<'a>) -> LiteQuery<'a> {
+        let c = self.record;
+        query
+            .bind(self.token)
+            .bind(self.expected)
+            .bind(limit(order))
+            .bind(c.at)
+            .bind(c.exit_status)
+            .bind(c.message)
+            .bind(c.number)
+            .bind(c.details)
+            .bind(c.body)
+    }
+}
+
+/// Binds `n` rows of `columns` NULLs: padding that matches no snitch.
+fn bind_padding<'q>(mut query: LiteQuery<'q>, n: usize, columns: usize) -> LiteQuery<'q> {
+    for _ in 0..n * columns {
+        query = query.bind(None::<i64>);
+    }
+    query
 }
 
 /// What a round did: each change's result, in the order given, and the snitches whose
@@ -229,30 +336,53 @@ pub(crate) async fn save_round(
     if snitches.is_empty() {
         return Ok(outcome);
     }
-    let check_ins = serde_json::to_string(&check_ins).map_err(|e| sqlx::Error::Encode(e.into()))?;
-    let rows = serde_json::to_string(&snitches).map_err(|e| sqlx::Error::Encode(e.into()))?;
-    let updated: Vec<(String, i64, i64)> = sqlx::query_as(&SAVE_ROUND)
-        .bind(check_ins)
-        .bind(rows)
-        .fetch_all(&mut *conn)
-        .await?;
-    let updated: HashMap<&str, (i64, i64)> = updated
-        .iter()
-        .map(|(token, stored, keep)| (token.as_str(), (*stored, *keep)))
-        .collect();
-    let mut rows = snitches.iter();
+    let tokens: Vec<&str> = snitches.iter().map(|row| row.token).collect();
+    let mut updated: HashMap<String, (i64, i64)> = HashMap::with_capacity(snitches.len());
+    // Parts of at most MOST_ROWS snitches, each with its snitches' check-ins (those of a
+    // snitch are next to each other, in the order of the snitches).
+    let mut check_ins = check_ins.into_iter();
+    let mut snitches = snitches.into_iter().peekable();
+    let mut order = 0;
+    while snitches.peek().is_some() {
+        let part: Vec<StateRow<'_>> = snitches.by_ref().take(MOST_ROWS).collect();
+        let held: usize = part.iter().map(|row| row.written).sum();
+        let mut rest: Vec<CheckInRow<'_>> = check_ins.by_ref().take(held).collect();
+        while !rest.is_empty() {
+            let tail = rest.split_off(rest.len().min(MOST_ROWS));
+            let chunk = std::mem::replace(&mut rest, tail);
+            let rows = chunk.len();
+            let mut query = sqlx::query(&INSERT_CHECK_INS[bucket_index(rows)]);
+            for c in chunk {
+                query = c.bind(order, query);
+                order += 1;
+            }
+            bind_padding(query, bucket(rows) - rows, CHECK_IN_COLUMNS)
+                .execute(&mut *conn)
+                .await?;
+        }
+        let rows = part.len();
+        let mut query = sqlx::query(&UPDATE_STATES[bucket_index(rows)]);
+        for row in part {
+            query = row.bind(query);
+        }
+        let answers = bind_padding(query, bucket(rows) - rows, STATE_COLUMNS)
+            .fetch_all(&mut *conn)
+            .await?;
+        for answer in answers {
+            updated.insert(answer.try_get(0)?, (answer.try_get(1)?, answer.try_get(2)?));
+        }
+    }
+    let mut tokens = tokens.into_iter();
     for result in outcome.results.iter_mut().filter(|r| r.is_ok()) {
-        let Some(row) = rows.next() else { break };
-        match updated.get(row.token) {
+        let Some(token) = tokens.next() else { break };
+        match updated.get(token) {
             Some(&(stored, keep)) => {
                 if stored >= keep.saturating_mul(2) {
-                    outcome.full.push((row.token.to_owned(), stored - keep));
+                    outcome.full.push((token.to_owned(), stored - keep));
                 }
             }
             None => {
-                *result = Err(crate::not_applied(conn, row.token)
-                    .await
-                    .unwrap_or_else(|e| e));
+                *result = Err(crate::not_applied(conn, token).await.unwrap_or_else(|e| e));
             }
         }
     }
@@ -283,50 +413,16 @@ pub(crate) async fn trim(
 mod tests {
     use super::*;
 
-    /// The round's JSON keys are the columns it sets: a field named in one place and not
-    /// the other would silently store NULL.
     #[test]
-    fn a_state_row_names_every_state_column() {
-        let row = StateRow {
-            token: "t",
-            expected: 0,
-            added: 0,
-            keep: 1,
-            status: "pending",
-            checked_in_at: None,
-            last_check_in_at: None,
-            anchor_at: None,
-            deadline_at: None,
-            pause_until_kind: None,
-            pause_until_at: None,
-            pause_resume_status: None,
-            pause_checked_in: None,
-            smart_offsets_ms: "[]".to_owned(),
-            last_errored_alert_at: None,
-            error_announced: false,
-            last_recovery_alert_at: None,
-            consecutive_failures: 0,
-            consecutive_misses: 0,
-            runs: None,
-            check_in_seq: 0,
-            event_seq: 0,
-            version: 1,
-            wake_at: None,
-        };
-        let json = serde_json::to_value(&row).expect("plain data serializes");
-        let keys: Vec<&str> = json
-            .as_object()
-            .expect("a row is an object")
-            .keys()
-            .map(String::as_str)
-            .collect();
-        let mut expected = vec!["token", "expected", "added", "keep"];
-        expected.extend_from_slice(&SNITCH_FIELDS[SETTINGS_FIELDS..]);
-        let mut sorted = expected.clone();
-        sorted.sort_unstable();
-        // serde_json's map is ordered by key unless `preserve_order` is on.
-        let mut found = keys.clone();
-        found.sort_unstable();
-        assert_eq!(found, sorted);
+    fn statements_are_made_for_powers_of_two_up_to_the_most_rows() {
+        assert_eq!(
+            [1, 2, 3, 5, 64, 65, 256, 257, 10_000].map(bucket),
+            [1, 2, 4, 8, 64, 128, 256, 256, 256]
+        );
+        assert_eq!(INSERT_CHECK_INS.len(), bucket_index(MOST_ROWS) + 1);
+        assert_eq!(UPDATE_STATES.len(), bucket_index(MOST_ROWS) + 1);
+        // The last column a snitch row's statement reads is the last it binds.
+        assert!(UPDATE_STATES[0].contains(&format!("i.column{STATE_COLUMNS}")));
+        assert!(!UPDATE_STATES[0].contains(&format!("i.column{}", STATE_COLUMNS + 1)));
     }
 }

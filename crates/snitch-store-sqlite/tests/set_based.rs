@@ -5,8 +5,11 @@
 
 use std::time::Duration;
 
-use snitch_core::contract::{at, checked_in, checked_in_with, token};
-use snitch_core::{Change, CheckIn, CheckInBody, CheckInMessage, Outcome, Snitch, Storage};
+use snitch_core::contract::{at, checked_in, checked_in_with, paused, success, token};
+use snitch_core::{
+    machine, Change, CheckIn, CheckInBody, CheckInMessage, Outcome, PauseUntil, Plan, Snitch,
+    Storage,
+};
 use snitch_store_sql::group_commit_tests::{acme_with_snitches, outcomes};
 use snitch_store_sqlite::{connect, SqliteStorage, SqliteStorageOptions, MIGRATOR};
 use sqlx::SqlitePool;
@@ -98,6 +101,11 @@ async fn a_round_answers_each_change_and_applies_repeats_in_order() {
     assert_eq!(
         store.snitch(a.token()).await.expect("read").as_ref(),
         Some(a2.snitch())
+    );
+    assert_eq!(
+        store.snitch(b.token()).await.expect("read").as_ref(),
+        Some(batch[1].snitch()),
+        "the round stores every field of the state"
     );
     assert_eq!(
         store.snitch(stale.token()).await.expect("read").as_ref(),
@@ -249,4 +257,68 @@ async fn a_history_stored_before_the_counts_is_counted() {
         .await
         .expect("read");
     assert_eq!(shown.len(), 7, "all kept: fewer than the default length");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_of_more_snitches_than_a_statement_holds_saves_them_all_in_order() {
+    // Two statements' worth (256 rows each) and then some, each change with three
+    // check-ins, one snitch paused (its pause is part of the state a round writes).
+    const SNITCHES: usize = 300;
+    let (store, pool, _dir) = store_batching(SNITCHES).await;
+    let (_, snitches) = acme_with_snitches(&store, SNITCHES as u64).await;
+    let mut ready = healthy(&store, &snitches).await;
+    let pause = paused(&ready[7], PauseUntil::Unpaused, at(2));
+    SqliteStorage::new(pool.clone())
+        .save(&pause)
+        .await
+        .expect("paused");
+    ready[7] = pause.snitch().clone();
+    let changes: Vec<Change> = ready
+        .iter()
+        .map(|s| {
+            let mut step = machine::check_in(s, &success(at(3)), &Plan::default());
+            for minute in [4, 5] {
+                step = step
+                    .then(|after| machine::check_in(after, &success(at(minute)), &Plan::default()));
+            }
+            Change::new(
+                s,
+                step.snitch,
+                vec![success(at(3)), success(at(4)), success(at(5))],
+                Vec::new(),
+            )
+        })
+        .collect();
+    assert!(changes.iter().all(|c| c.events().is_empty()));
+    let store = SqliteStorage::with_options(
+        pool.clone(),
+        SqliteStorageOptions::default()
+            .with_max_wait(Duration::from_secs(60))
+            .with_max_batch(SNITCHES),
+    );
+    for result in store.save_all(&changes).await {
+        result.expect("saved");
+    }
+    assert_eq!(store.saved_in_rounds(), SNITCHES as u64);
+    for (n, change) in changes.iter().enumerate() {
+        let token = change.snitch().token();
+        assert_eq!(
+            store.snitch(token).await.expect("read").as_ref(),
+            Some(change.snitch()),
+            "snitch {n}"
+        );
+        let history = store.check_ins(token, 10).await.expect("read");
+        let times: Vec<_> = history.iter().map(|c| c.at).collect();
+        assert_eq!(times[..3], [at(5), at(4), at(3)], "snitch {n}");
+        let (rows, counted) = stored_count(&pool, n as u64 + 1).await;
+        assert_eq!((rows, counted), (4, 4), "snitch {n}");
+    }
+    assert!(store
+        .snitch(ready[7].token())
+        .await
+        .expect("read")
+        .expect("stored")
+        .state()
+        .pause()
+        .is_some());
 }
