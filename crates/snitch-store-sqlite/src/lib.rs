@@ -454,13 +454,13 @@ pub(crate) async fn save_change(
     let token = snitch.token().as_str();
     let expected = to_integer("version", change.expected_version())?;
 
-    if set_based::moves_state_only(change) {
-        // A round of one: the check-ins and the state in one query, the history trimmed
-        // lazily.
+    if set_based::fits_a_round(change) {
+        // A round of one: its rows and its state in a few statements, the histories
+        // trimmed lazily.
         let mut outcome = set_based::save_round(conn, &[change])
             .await
             .map_err(backend)?;
-        set_based::trim(conn, std::mem::take(&mut outcome.full)).await?;
+        std::mem::take(&mut outcome.housekeeping).run(conn).await?;
         return outcome.results.pop().unwrap_or(Ok(()));
     }
     let fields = SnitchFields::<Lite>::of(snitch)?;
@@ -817,7 +817,9 @@ impl Storage for SqliteStorage {
     async fn events(&self, token: &Token, limit_to: usize) -> Result<Vec<Event>, StorageError> {
         let query = sqlx::query_as(&EVENTS)
             .bind(token.as_str())
-            .bind(limit(limit_to));
+            // Saves trim events lazily: more than the newest EVENTS_KEPT may be stored, and
+            // are never shown.
+            .bind(limit(limit_to.min(EVENTS_KEPT)));
         fetch::all(query, &self.pool, EventRecord::<Lite>::into_event).await
     }
 

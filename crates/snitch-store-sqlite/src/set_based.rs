@@ -1,13 +1,13 @@
-//! Set-based saves of the changes that only move a snitch and append its check-ins (a
-//! check-in that keeps the status: most saves): a batch's worth of them in one query, not
-//! one each.
+//! Set-based saves of the changes that keep their snitch's settings (every check-in and
+//! every sweep's change: most saves): a batch's worth of them in a few statements, not
+//! several each.
 //!
 //! Per change, a save statement by statement costs the writer's thread more than SQLite's
 //! own work: a round trip to the connection's thread, about forty values bound and copied,
 //! a savepoint, and a walk of the history's index to trim it. A *round* takes the changes
-//! whose snitches it holds once each, as rows of a `VALUES` list, and is two statements:
-//! the check-ins of the snitches whose stored version is the expected one, then the update
-//! of those snitches. Rows are bound as parameters, as a statement by statement save binds
+//! whose snitches it holds once each, as rows of `VALUES` lists: the check-ins, events and
+//! deliveries of the snitches whose stored version is the expected one, then the update of
+//! those snitches. Rows are bound as parameters, as a statement by statement save binds
 //! them; a statement holds a power of two of rows (the rest padded with rows that match no
 //! snitch), so that a few statements, prepared once per connection, serve every batch.
 //! (JSON rows read by `json_each` cost more than the saves they replaced: SQLite renders
@@ -16,27 +16,31 @@
 //! History is trimmed lazily, as on Postgres: a snitch counts its stored check-ins
 //! (`check_ins_stored`) and the length its last change asked for (`check_ins_keep`), and is
 //! trimmed back to that once it holds twice as many, at most [`TRIMS_PER_BATCH`] snitches
-//! per batch; readers never see more than the newest `check_ins_keep`.
+//! per batch; readers never see more than the newest `check_ins_keep`. Events likewise: a
+//! snitch's are cut back to [`EVENTS_KEPT`] once every [`EVENT_TRIM_STEP`] of its events
+//! (at a point of its own, so that snitches failing together do not all trim together),
+//! with their finished deliveries; readers never see more than [`EVENTS_KEPT`].
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
+use snitch_core::snitch::EVENTS_KEPT;
 use snitch_core::{Change, StorageError};
-use snitch_store_sql::records::{CheckInRecord, SnitchFields, SETTINGS_FIELDS, SNITCH_FIELDS};
-use snitch_store_sql::{backend, limit, to_integer};
+use snitch_store_sql::records::{
+    CheckInRecord, DeliveryFields, EventRecord, SnitchFields, DELIVERY_FIELDS, EVENT_COLUMNS,
+    SETTINGS_FIELDS, SNITCH_FIELDS,
+};
+use snitch_store_sql::{backend, bind_delivery, bind_event, limit, to_integer};
 use sqlx::sqlite::{SqliteArguments, SqliteConnection};
 use sqlx::types::Json;
 use sqlx::{Row, Sqlite};
 
 use crate::records_lite::Lite;
 
-/// Whether a change only moves its snitch and appends check-ins: no settings, events,
-/// deliveries or outage deferrals. Those can be saved in a round.
-pub(crate) fn moves_state_only(change: &Change) -> bool {
-    change.keeps_settings()
-        && change.events().is_empty()
-        && change.deliveries().is_empty()
-        && change.deferred_by().is_empty()
+/// Whether a change can be saved in a round: it keeps its snitch's settings and defers no
+/// outage's alerts (a rare change, saved statement by statement).
+pub(crate) fn fits_a_round(change: &Change) -> bool {
+    change.keeps_settings() && change.deferred_by().is_empty()
 }
 
 /// The history length a save leaves a snitch with (`check_ins_keep`: what readers may see
@@ -96,6 +100,61 @@ static INSERT_CHECK_INS: LazyLock<Vec<String>> = LazyLock::new(|| {
         })
         .collect()
 });
+
+/// `INSERT {verb} INTO {table} ({columns})` from the rows of a `VALUES` list of `columns`
+/// plus three (the snitch's token, its expected version, the row's order), for each
+/// bucket: the rows of the snitches stored at their expected version, in order.
+fn inserts_of_rows(verb: &str, table: &str, columns: &str) -> Vec<String> {
+    let count = columns.split(", ").count();
+    let selects: Vec<String> = (4..4 + count).map(|n| format!("r.column{n}")).collect();
+    (0..=MOST_ROWS.trailing_zeros())
+        .map(|power| {
+            format!(
+                "INSERT {verb} INTO {table} ({columns}) SELECT {selects} \
+                 FROM (VALUES {values}) AS r JOIN snitch_snitches AS s \
+                   ON s.token = r.column1 AND s.version = r.column2 \
+                 ORDER BY r.column3",
+                selects = selects.join(", "),
+                values = values(1 << power, count + 3),
+            )
+        })
+        .collect()
+}
+
+/// Columns of an event row: token, expected version, order, then [`EVENT_COLUMNS`].
+static EVENT_ROW_COLUMNS: LazyLock<usize> = LazyLock::new(|| 3 + EVENT_COLUMNS.split(", ").count());
+/// Columns of a delivery row: token, expected version, order, then [`DELIVERY_FIELDS`].
+static DELIVERY_ROW_COLUMNS: LazyLock<usize> =
+    LazyLock::new(|| 3 + DELIVERY_FIELDS.split(", ").count());
+
+/// A round's events ([`inserts_of_rows`]).
+static INSERT_EVENTS: LazyLock<Vec<String>> =
+    LazyLock::new(|| inserts_of_rows("", "snitch_events", EVENT_COLUMNS));
+
+/// A round's deliveries ([`inserts_of_rows`]). A delivery id is taken again only when a
+/// deleted snitch's token is reused; the new delivery then replaces the old one.
+static INSERT_DELIVERIES: LazyLock<Vec<String>> =
+    LazyLock::new(|| inserts_of_rows("OR REPLACE", "snitch_deliveries", DELIVERY_FIELDS));
+
+/// How often a snitch's events are cut back to [`EVENTS_KEPT`]: once in so many of its
+/// events, so it holds at most this many more.
+pub(crate) const EVENT_TRIM_STEP: u64 = 32;
+
+/// Whether a snitch whose event count went from `before` to `after` cuts its events back
+/// in this save: it passed its own point of the [`EVENT_TRIM_STEP`] (the point set by its
+/// token, so that snitches created and failing together trim in different sweeps).
+fn trims_events(token: &str, before: u64, after: u64) -> bool {
+    let point = token.bytes().map(u64::from).sum::<u64>();
+    (before + point) / EVENT_TRIM_STEP != (after + point) / EVENT_TRIM_STEP
+}
+
+/// Cuts snitch `?1`'s events back to the newest `?2`, with the finished deliveries of
+/// those cut (pending ones stay until they finish).
+const TRIM_EVENTS: &str = "DELETE FROM snitch_deliveries WHERE state <> 'pending' AND event_id IN \
+       (SELECT id FROM snitch_events WHERE token = ?1 AND seq <= \
+         (SELECT seq FROM snitch_events WHERE token = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)); \
+     DELETE FROM snitch_events WHERE token = ?1 AND seq <= \
+       (SELECT seq FROM snitch_events WHERE token = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)";
 
 /// The update of a round's snitches, for each bucket: those whose stored version is the
 /// expected one. It runs after [`INSERT_CHECK_INS`], under the same condition in the same
@@ -161,8 +220,12 @@ pub(crate) const TRIMS_PER_BATCH: usize = 8;
 /// [`SETTINGS_FIELDS`], in their order: a round keeps the settings as stored).
 #[derive(Debug)]
 struct StateRow<'a> {
-    /// How many check-ins of the round are this snitch's (`added`, as a count).
-    written: usize,
+    /// How many check-ins, events and deliveries of the round are this snitch's.
+    check_ins: usize,
+    events: usize,
+    deliveries: usize,
+    /// Whether its save cuts its events back ([`trims_events`]).
+    trims_events: bool,
     token: &'a str,
     expected: i64,
     added: i64,
@@ -190,11 +253,20 @@ struct StateRow<'a> {
 }
 
 impl<'a> StateRow<'a> {
-    fn of(change: &'a Change, added: usize) -> Result<Self, StorageError> {
+    fn of(change: &'a Change, added: usize, events: usize) -> Result<Self, StorageError> {
         let snitch = change.snitch();
         let f = SnitchFields::<Lite>::of(snitch)?;
+        let event_seq = snitch.state().event_seq();
         Ok(StateRow {
-            written: added,
+            check_ins: added,
+            events,
+            deliveries: change.deliveries().len(),
+            trims_events: events > 0
+                && trims_events(
+                    snitch.token().as_str(),
+                    event_seq.saturating_sub(change.events().len() as u64),
+                    event_seq,
+                ),
             token: snitch.token().as_str(),
             expected: to_integer("version", change.expected_version())?,
             added: limit(added),
@@ -231,7 +303,90 @@ struct CheckInRow<'a> {
     record: CheckInRecord<Lite>,
 }
 
+/// An event of a round, with its snitch's token and expected version.
+#[derive(Debug)]
+struct EventRow<'a> {
+    token: &'a str,
+    expected: i64,
+    record: EventRecord<Lite>,
+}
+
+/// A delivery of a round, with its snitch's token and expected version.
+#[derive(Debug)]
+struct DeliveryRow<'a> {
+    token: &'a str,
+    expected: i64,
+    fields: DeliveryFields<Lite>,
+}
+
 type LiteQuery<'q> = sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>;
+
+/// A row of one of a round's inserts ([`inserts_of_rows`]).
+trait RoundRow<'a> {
+    /// Binds the row, `order` its place among the round's rows of its kind.
+    fn bind(self, order: usize, query: LiteQuery<'a>) -> LiteQuery<'a>;
+}
+
+impl<'a> RoundRow<'a> for CheckInRow<'a> {
+    fn bind(self, order: usize, query: LiteQuery<'a>) -> LiteQuery<'a> {
+        let c = self.record;
+        query
+            .bind(self.token)
+            .bind(self.expected)
+            .bind(limit(order))
+            .bind(c.at)
+            .bind(c.exit_status)
+            .bind(c.message)
+            .bind(c.number)
+            .bind(c.details)
+            .bind(c.body)
+    }
+}
+
+impl<'a> RoundRow<'a> for EventRow<'a> {
+    fn bind(self, order: usize, query: LiteQuery<'a>) -> LiteQuery<'a> {
+        let query = query
+            .bind(self.token)
+            .bind(self.expected)
+            .bind(limit(order));
+        bind_event!(query, self.record, bind)
+    }
+}
+
+impl<'a> RoundRow<'a> for DeliveryRow<'a> {
+    fn bind(self, order: usize, query: LiteQuery<'a>) -> LiteQuery<'a> {
+        let query = query
+            .bind(self.token)
+            .bind(self.expected)
+            .bind(limit(order));
+        bind_delivery!(query, self.fields, bind)
+    }
+}
+
+/// Inserts `rows` with `statements` (one per bucket, rows of `columns` parameters), in
+/// statements of at most [`MOST_ROWS`]; `order` counts the rows of this kind so far.
+async fn insert_rows<'a, R: RoundRow<'a>>(
+    conn: &mut SqliteConnection,
+    statements: &'a [String],
+    columns: usize,
+    mut rows: Vec<R>,
+    order: &mut usize,
+) -> Result<(), sqlx::Error> {
+    while !rows.is_empty() {
+        let tail = rows.split_off(rows.len().min(MOST_ROWS));
+        let chunk = std::mem::replace(&mut rows, tail);
+        let count = chunk.len();
+        let mut query = sqlx::query(&statements[bucket_index(count)]);
+        for row in chunk {
+            query = row.bind(*order, query);
+            *order += 1;
+        }
+        bind_padding(query, bucket(count) - count, columns)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
 
 impl<'a> StateRow<'a> {
     /// Binds the row in the order of [`UPDATE_STATES`]' columns.
@@ -264,24 +419,6 @@ impl<'a> StateRow<'a> {
     }
 }
 
-impl<'a> CheckInRow<'a> {
-    /// Binds the row, `order` its place among the round's check-ins, in the order of
-    /// [`INSERT_CHECK_INS`]' columns.
-    fn bind(self, order: usize, query: LiteQuery<'a>) -> LiteQuery<'a> {
-        let c = self.record;
-        query
-            .bind(self.token)
-            .bind(self.expected)
-            .bind(limit(order))
-            .bind(c.at)
-            .bind(c.exit_status)
-            .bind(c.message)
-            .bind(c.number)
-            .bind(c.details)
-            .bind(c.body)
-    }
-}
-
 /// Binds `n` rows of `columns` NULLs: padding that matches no snitch.
 fn bind_padding<'q>(mut query: LiteQuery<'q>, n: usize, columns: usize) -> LiteQuery<'q> {
     for _ in 0..n * columns {
@@ -290,15 +427,56 @@ fn bind_padding<'q>(mut query: LiteQuery<'q>, n: usize, columns: usize) -> LiteQ
     query
 }
 
-/// What a round did: each change's result, in the order given, and the snitches whose
-/// history is full (twice what they keep, or more), each with how far over it is.
+/// What a round did: each change's result, in the order given, the snitches whose
+/// check-in history is full (twice what they keep, or more), each with how far over it
+/// is, and those whose events are to be cut back ([`trims_events`]).
 #[derive(Debug)]
 pub(crate) struct RoundOutcome {
     pub(crate) results: Vec<Result<(), StorageError>>,
-    pub(crate) full: Vec<(String, i64)>,
+    pub(crate) housekeeping: Housekeeping,
 }
 
-/// Saves `changes` (each [`moves_state_only`], each snitch at most once) in one query.
+/// Trims a round leaves for after its changes: no change's guarantee depends on them
+/// (readers never see more than is kept).
+#[derive(Debug, Default)]
+pub(crate) struct Housekeeping {
+    full: Vec<(String, i64)>,
+    events: Vec<String>,
+}
+
+impl Housekeeping {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.full.is_empty() && self.events.is_empty()
+    }
+
+    /// Trims the check-ins of at most [`TRIMS_PER_BATCH`] of the full snitches, the
+    /// furthest over first (so one left out, which grows, is not left out for ever), each
+    /// once; and the events of those whose turn it is.
+    pub(crate) async fn run(mut self, conn: &mut SqliteConnection) -> Result<(), StorageError> {
+        self.full
+            .sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        self.full.dedup_by(|later, first| later.0 == first.0);
+        self.full.sort_by_key(|(_, over)| std::cmp::Reverse(*over));
+        for (token, _) in self.full.iter().take(TRIMS_PER_BATCH) {
+            sqlx::query(&TRIM)
+                .bind(token)
+                .execute(&mut *conn)
+                .await
+                .map_err(backend)?;
+        }
+        for token in &self.events {
+            sqlx::query(TRIM_EVENTS)
+                .bind(token)
+                .bind(limit(EVENTS_KEPT))
+                .execute(&mut *conn)
+                .await
+                .map_err(backend)?;
+        }
+        Ok(())
+    }
+}
+
+/// Saves `changes` (each [`fits_a_round`], each snitch at most once) in a few statements.
 /// A change that cannot be stored at all (a counter beyond an integer) fails alone; an
 /// `Err` is a failed statement, after which part of the round may be written: the caller
 /// rolls back to a savepoint set before.
@@ -308,21 +486,31 @@ pub(crate) async fn save_round(
 ) -> Result<RoundOutcome, sqlx::Error> {
     let mut results: Vec<Result<(), StorageError>> = Vec::with_capacity(changes.len());
     let mut snitches = Vec::with_capacity(changes.len());
-    let mut check_ins = Vec::with_capacity(changes.len());
+    let (mut check_ins, mut events, mut deliveries) = (Vec::new(), Vec::new(), Vec::new());
     for change in changes {
-        // Only the newest `keep` check-ins of a long change can be kept: older ones are not
-        // written at all.
+        // Only the newest `keep` check-ins and EVENTS_KEPT events of a long change can be
+        // kept: older ones are not written at all.
         let keep = change.keep_check_ins().max(1);
         let written = &change.check_ins()[change.check_ins().len().saturating_sub(keep)..];
-        match StateRow::of(change, written.len()) {
+        let emitted = &change.events()[change.events().len().saturating_sub(EVENTS_KEPT)..];
+        match StateRow::of(change, written.len(), emitted.len()) {
             Ok(row) => {
-                for c in written {
-                    check_ins.push(CheckInRow {
-                        token: row.token,
-                        expected: row.expected,
-                        record: CheckInRecord::of(c),
-                    });
-                }
+                let (token, expected) = (row.token, row.expected);
+                check_ins.extend(written.iter().map(|c| CheckInRow {
+                    token,
+                    expected,
+                    record: CheckInRecord::of(c),
+                }));
+                events.extend(emitted.iter().map(|e| EventRow {
+                    token,
+                    expected,
+                    record: EventRecord::of(e),
+                }));
+                deliveries.extend(change.deliveries().iter().map(|d| DeliveryRow {
+                    token,
+                    expected,
+                    fields: DeliveryFields::of(d),
+                }));
                 snitches.push(row);
                 results.push(Ok(()));
             }
@@ -331,35 +519,55 @@ pub(crate) async fn save_round(
     }
     let mut outcome = RoundOutcome {
         results,
-        full: Vec::new(),
+        housekeeping: Housekeeping::default(),
     };
     if snitches.is_empty() {
         return Ok(outcome);
     }
-    let tokens: Vec<&str> = snitches.iter().map(|row| row.token).collect();
+    let tokens: Vec<(&str, bool)> = snitches
+        .iter()
+        .map(|row| (row.token, row.trims_events))
+        .collect();
     let mut updated: HashMap<String, (i64, i64)> = HashMap::with_capacity(snitches.len());
-    // Parts of at most MOST_ROWS snitches, each with its snitches' check-ins (those of a
+    // Parts of at most MOST_ROWS snitches, each with its snitches' rows (those of a
     // snitch are next to each other, in the order of the snitches).
-    let mut check_ins = check_ins.into_iter();
+    let (mut check_ins, mut events, mut deliveries) = (
+        check_ins.into_iter(),
+        events.into_iter(),
+        deliveries.into_iter(),
+    );
     let mut snitches = snitches.into_iter().peekable();
-    let mut order = 0;
+    let mut order = (0, 0, 0);
     while snitches.peek().is_some() {
         let part: Vec<StateRow<'_>> = snitches.by_ref().take(MOST_ROWS).collect();
-        let held: usize = part.iter().map(|row| row.written).sum();
-        let mut rest: Vec<CheckInRow<'_>> = check_ins.by_ref().take(held).collect();
-        while !rest.is_empty() {
-            let tail = rest.split_off(rest.len().min(MOST_ROWS));
-            let chunk = std::mem::replace(&mut rest, tail);
-            let rows = chunk.len();
-            let mut query = sqlx::query(&INSERT_CHECK_INS[bucket_index(rows)]);
-            for c in chunk {
-                query = c.bind(order, query);
-                order += 1;
-            }
-            bind_padding(query, bucket(rows) - rows, CHECK_IN_COLUMNS)
-                .execute(&mut *conn)
-                .await?;
-        }
+        let count = |of: fn(&StateRow<'_>) -> usize| part.iter().map(of).sum::<usize>();
+        let part_check_ins = check_ins.by_ref().take(count(|r| r.check_ins)).collect();
+        let part_events = events.by_ref().take(count(|r| r.events)).collect();
+        let part_deliveries = deliveries.by_ref().take(count(|r| r.deliveries)).collect();
+        insert_rows(
+            conn,
+            &INSERT_CHECK_INS,
+            CHECK_IN_COLUMNS,
+            part_check_ins,
+            &mut order.0,
+        )
+        .await?;
+        insert_rows(
+            conn,
+            &INSERT_EVENTS,
+            *EVENT_ROW_COLUMNS,
+            part_events,
+            &mut order.1,
+        )
+        .await?;
+        insert_rows(
+            conn,
+            &INSERT_DELIVERIES,
+            *DELIVERY_ROW_COLUMNS,
+            part_deliveries,
+            &mut order.2,
+        )
+        .await?;
         let rows = part.len();
         let mut query = sqlx::query(&UPDATE_STATES[bucket_index(rows)]);
         for row in part {
@@ -374,11 +582,19 @@ pub(crate) async fn save_round(
     }
     let mut tokens = tokens.into_iter();
     for result in outcome.results.iter_mut().filter(|r| r.is_ok()) {
-        let Some(token) = tokens.next() else { break };
+        let Some((token, trims_events)) = tokens.next() else {
+            break;
+        };
         match updated.get(token) {
             Some(&(stored, keep)) => {
                 if stored >= keep.saturating_mul(2) {
-                    outcome.full.push((token.to_owned(), stored - keep));
+                    outcome
+                        .housekeeping
+                        .full
+                        .push((token.to_owned(), stored - keep));
+                }
+                if trims_events {
+                    outcome.housekeeping.events.push(token.to_owned());
                 }
             }
             None => {
@@ -387,26 +603,6 @@ pub(crate) async fn save_round(
         }
     }
     Ok(outcome)
-}
-
-/// Trims the histories of at most [`TRIMS_PER_BATCH`] of the `full` snitches (token, how
-/// far over), the furthest over first (so one left out, which grows, is not left out for
-/// ever), each once.
-pub(crate) async fn trim(
-    conn: &mut SqliteConnection,
-    mut full: Vec<(String, i64)>,
-) -> Result<(), StorageError> {
-    full.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-    full.dedup_by(|later, first| later.0 == first.0);
-    full.sort_by_key(|(_, over)| std::cmp::Reverse(*over));
-    for (token, _) in full.iter().take(TRIMS_PER_BATCH) {
-        sqlx::query(&TRIM)
-            .bind(token)
-            .execute(&mut *conn)
-            .await
-            .map_err(backend)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -235,21 +235,26 @@ async fn run(
                 }
             }
         }
-        if let Some(in_round) = commit(&pool, &turn, batch).await {
-            batches_committed.fetch_add(1, Ordering::Relaxed);
-            saved_in_rounds.fetch_add(in_round, Ordering::Relaxed);
-        }
+        commit(&pool, &turn, batch, &batches_committed, &saved_in_rounds).await;
     }
 }
 
 /// Applies the batch in one transaction and answers each change once it is over: its own
-/// result when the transaction committed, a `Backend` error otherwise. When it committed,
-/// how many changes were saved in the set-based round.
-async fn commit(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: Vec<Job>) -> Option<u64> {
+/// result when the transaction committed, a `Backend` error otherwise. A batch that
+/// committed is counted, and the changes it saved in the set-based round, before the
+/// answers (so that a caller answered sees them counted).
+async fn commit(
+    pool: &SqlitePool,
+    turn: &Arc<AsyncMutex<()>>,
+    batch: Vec<Job>,
+    batches_committed: &AtomicU64,
+    saved_in_rounds: &AtomicU64,
+) {
     match apply(pool, turn, &batch).await {
         Ok((results, in_round)) => {
+            batches_committed.fetch_add(1, Ordering::Relaxed);
+            saved_in_rounds.fetch_add(in_round, Ordering::Relaxed);
             answer_all(batch, results);
-            Some(in_round)
         }
         Err(e) => {
             let unknown = e.0.is_outcome_unknown();
@@ -262,7 +267,6 @@ async fn commit(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: Vec<Job>) 
                     StorageError::Backend(cause)
                 }));
             }
-            None
         }
     }
 }
@@ -283,14 +287,14 @@ async fn apply(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: &[Job]) -> 
         .await
         .map_err(batch_error)?;
     let mut results: Vec<Option<Result<(), StorageError>>> = batch.iter().map(|_| None).collect();
-    let mut full = Vec::new();
+    let mut housekeeping = set_based::Housekeeping::default();
     let mut in_round = 0;
 
     let mut seen = HashSet::with_capacity(batch.len());
     let round: Vec<usize> = (0..batch.len())
         .filter(|&i| {
             let change = &batch[i].change;
-            seen.insert(change.snitch().token().as_str()) && set_based::moves_state_only(change)
+            seen.insert(change.snitch().token().as_str()) && set_based::fits_a_round(change)
         })
         .collect();
     if round.len() > 1 {
@@ -303,7 +307,7 @@ async fn apply(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: &[Job]) -> 
                     in_round += u64::from(result.is_ok());
                     results[i] = Some(result);
                 }
-                full = outcome.full;
+                housekeeping = outcome.housekeeping;
                 "RELEASE SAVEPOINT change; SAVEPOINT change"
             }
             Err(_) => "ROLLBACK TO SAVEPOINT change",
@@ -334,7 +338,7 @@ async fn apply(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: &[Job]) -> 
 
     // Trims are no change's: one that fails is undone and left for a later save (readers
     // never see more than is kept).
-    if !full.is_empty() && set_based::trim(tx, full).await.is_err() {
+    if !housekeeping.is_empty() && housekeeping.run(tx).await.is_err() {
         sqlx::query("ROLLBACK TO SAVEPOINT change")
             .execute(&mut **tx)
             .await

@@ -6,12 +6,16 @@
 use std::time::Duration;
 
 use snitch_core::contract::{at, checked_in, checked_in_with, paused, success, token};
+use snitch_core::snitch::EVENTS_KEPT;
 use snitch_core::{
     machine, Change, CheckIn, CheckInBody, CheckInMessage, Outcome, PauseUntil, Plan, Snitch,
     Storage,
 };
 use snitch_store_sql::group_commit_tests::{acme_with_snitches, outcomes};
 use snitch_store_sqlite::{connect, SqliteStorage, SqliteStorageOptions, MIGRATOR};
+
+/// How often the store cuts a snitch's events back (its set-based saves' step).
+const EVENT_TRIM_STEP: usize = 32;
 use sqlx::SqlitePool;
 
 /// A store on a fresh file whose batches hold exactly `saves` changes.
@@ -188,11 +192,7 @@ async fn a_full_history_is_trimmed_lazily_and_never_shown() {
             result.expect("saved");
         }
         current = changes.iter().map(|c| c.snitch().clone()).collect();
-        // The first check-ins (at minute 1) emitted events: saved one by one.
-        assert_eq!(
-            store.saved_in_rounds(),
-            (minute as u64 - 1) * SNITCHES as u64
-        );
+        assert_eq!(store.saved_in_rounds(), minute as u64 * SNITCHES as u64);
         for s in &current {
             let shown = store.check_ins(s.token(), 100).await.expect("read");
             // Check-ins at minutes 1 to `minute`.
@@ -321,4 +321,43 @@ async fn a_round_of_more_snitches_than_a_statement_holds_saves_them_all_in_order
         .state()
         .pause()
         .is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_saved_in_rounds_are_trimmed_lazily_and_never_shown_beyond_the_kept() {
+    // Check-ins hours apart: each reports a snitch that went missing, with events.
+    const SNITCHES: usize = 12;
+    let (store, pool, _dir) = store_batching(SNITCHES).await;
+    let (_, snitches) = acme_with_snitches(&store, SNITCHES as u64).await;
+    let mut current = healthy(&store, &snitches).await;
+    let mut minute = 2;
+    let mut emitted = 0;
+    for _ in 0..100 {
+        let changes: Vec<Change> = current.iter().map(|s| checked_in(s, at(minute))).collect();
+        emitted += changes[0].events().len();
+        for result in store.save_all(&changes).await {
+            result.expect("saved");
+        }
+        current = changes.iter().map(|c| c.snitch().clone()).collect();
+        // Hours later: each check-in finds its snitch's deadline missed.
+        minute += 180;
+    }
+    assert!(
+        emitted > EVENTS_KEPT + EVENT_TRIM_STEP,
+        "only {emitted} events a snitch"
+    );
+    assert!(store.saved_in_rounds() >= 100 * SNITCHES as u64);
+    for s in &current {
+        let shown = store.events(s.token(), 1000).await.expect("read");
+        assert_eq!(shown.len(), EVENTS_KEPT, "readers see the newest kept only");
+        let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM snitch_events WHERE token = ?1")
+            .bind(s.token().as_str())
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+        assert!(
+            stored as usize <= EVENTS_KEPT + EVENT_TRIM_STEP,
+            "{stored} events stored"
+        );
+    }
 }
