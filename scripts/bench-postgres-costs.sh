@@ -277,6 +277,7 @@ SWEEP_PER_CASE=$(((SWEEP_SNITCHES + LOAD_CASES - 1) / LOAD_CASES))
 SNITCHES=$((PER_CASE * LOAD_CASES))
 SWEEP_SNITCHES=$((SWEEP_PER_CASE * LOAD_CASES))
 log "database $DB; $SNITCHES snitches in $LOAD_CASES cases, $SWEEP_SNITCHES for the sweep"
+log "server binary: $(stat -c %y "$BIN/server" | cut -d. -f1), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' with uncommitted changes in the tree')"
 log "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); $(admin_sql 'SHOW server_version')"
 admin_sql "CREATE DATABASE \"$DB\"" >/dev/null
 start_server 1
@@ -382,9 +383,9 @@ window_end() {
         "$(bc -l <<<"($server_after - $W_SERVER_BEFORE) / $CLK_TCK / $check_ins * 1000000")" \
         "$(bc -l <<<"$pg_seconds / $check_ins * 1000000")" "$pg_gone" \
         "$(bc -l <<<"($cluster_after - $W_CLUSTER_BEFORE) / $CLK_TCK / $check_ins * 1000000")"
-    printf '    CPU busy: Snitch %.2f cores, Postgres %.2f cores (of %d)\n' \
+    printf '    CPU busy: Snitch %.2f cores, Postgres %.2f cores (of %d; load average %s at the end)\n' \
         "$(bc -l <<<"($server_after - $W_SERVER_BEFORE) / $CLK_TCK / $elapsed")" \
-        "$(bc -l <<<"$pg_seconds / $elapsed")" "$(nproc)"
+        "$(bc -l <<<"$pg_seconds / $elapsed")" "$(nproc)" "$(cut -d' ' -f1 /proc/loadavg)"
     printf '    WAL: %d bytes = %.0f bytes per check-in (%.1f MB/s)\n' "$wal" \
         "$(bc -l <<<"$wal / $check_ins")" "$(bc -l <<<"$wal / $elapsed / 1000000")"
     echo "    per check-in (tables: rows inserted, updated, of which HOT, deleted; xacts: committed, rolled back;"
@@ -393,6 +394,26 @@ window_end() {
     awk 'NR == FNR { before[$1] = $2; next } $1 == "checkpoints" {
             printf "    checkpoints in the window: %d (full-page images follow each)\n", $2 - before[$1] }' \
         "$WORK/tables-before" "$WORK/tables-after"
+}
+
+# One check-in load: warm-up, settle, then the measured window. $1 the targets, $2 a
+# name for wrk's files, $3 the window's name.
+measure_load() {
+    local n requests rate p50 p99 failed wrk_requests=0 rates="" failures=0
+    run_wrk "$WARM_UP_SECONDS" "$1" "$WORK/wrk-warm-$2"
+    sleep "$STATS_SETTLE_SECONDS"
+    window_start
+    run_wrk "$MEASURE_SECONDS" "$1" "$WORK/wrk-$2"
+    {
+        window_end "$3"
+        for ((n = 0; n < $(wc -l <"$1"); n++)); do
+            read -r requests rate p50 p99 failed < <(wrk_figures "$WORK/wrk-$2.$n")
+            wrk_requests=$((wrk_requests + requests))
+            failures=$((failures + failed))
+            rates+="${rates:+, }server $((n + 1)): $rate/s p50 $p50 p99 $p99"
+        done
+        echo "    wrk: $wrk_requests requests, $failures not 2xx or socket errors; $rates"
+    } | tee -a "$SUMMARY" >&2
 }
 
 for servers in $SERVER_COUNTS; do
@@ -416,6 +437,7 @@ for servers in $SERVER_COUNTS; do
     # server's check-in cache that another server has made stale.
     : >"$WORK/targets"
     : >"$WORK/once-targets"
+    : >"$WORK/affinity-targets"
     for ((i = 1; i <= servers; i++)); do
         conns=$((CONNECTIONS / servers + (i <= CONNECTIONS % servers ? 1 : 0)))
         shift_by=$((SNITCHES * (i - 1) / servers))
@@ -425,23 +447,15 @@ for servers in $SERVER_COUNTS; do
         # The once-a-period pass below: a disjoint share of the sweep snitches per server.
         awk -v i="$i" -v n="$servers" '(NR - 1) % n == i - 1' "$WORK/sweep.paths" >"$WORK/sweep-$i.paths"
         echo "${CHECK_IN_ADDR[i]} $WORK/sweep-$i.paths $conns" >>"$WORK/once-targets"
+        # The load again with affinity, as a load balancer hashing the URL path gives it:
+        # each snitch through one server only, whose check-in cache then stays valid.
+        awk -v i="$i" -v n="$servers" '(NR - 1) % n == i - 1' "$WORK/load.paths" >"$WORK/load-own-$i.paths"
+        echo "${CHECK_IN_ADDR[i]} $WORK/load-own-$i.paths $conns" >>"$WORK/affinity-targets"
     done
-    run_wrk "$WARM_UP_SECONDS" "$WORK/targets" "$WORK/wrk-warm-$servers"
-    sleep "$STATS_SETTLE_SECONDS"
-    window_start
-    run_wrk "$MEASURE_SECONDS" "$WORK/targets" "$WORK/wrk-$servers"
-    {
-        echo "== $servers server(s) on one database: wrk, $MEASURE_SECONDS s, $CONNECTIONS connections"
-        window_end "$servers server(s), check-ins repeated within a period (the deadline stays: the benchmark's load)"
-        wrk_requests=0 rates="" failures=0
-        for ((n = 0; n < servers; n++)); do
-            read -r requests rate p50 p99 failed < <(wrk_figures "$WORK/wrk-$servers.$n")
-            wrk_requests=$((wrk_requests + requests))
-            failures=$((failures + failed))
-            rates+="${rates:+, }server $((n + 1)): $rate/s p50 $p50 p99 $p99"
-        done
-        echo "    wrk: $wrk_requests requests, $failures not 2xx or socket errors; $rates"
-    } | tee -a "$SUMMARY" >&2
+    echo "== $servers server(s) on one database: wrk, $MEASURE_SECONDS s, $CONNECTIONS connections" |
+        tee -a "$SUMMARY" >&2
+    measure_load "$WORK/targets" "$servers-spread" \
+        "$servers server(s), check-ins repeated within a period (the deadline stays: the benchmark's load), every snitch through every server"
 
     # Check-ins that move the deadline, as a job checking in once a period does (every
     # one a non-HOT update: the deadline is indexed): each sweep snitch once, in the
@@ -455,11 +469,12 @@ for servers in $SERVER_COUNTS; do
     window_start
     wrk_pids=()
     while read -r addr paths conns; do
-        wrk -t"$WRK_THREADS" -c"$conns" -d2s -s scripts/bench-postgres-costs-once.lua \
+        wrk -t"$WRK_THREADS" -c"$conns" -d40s -s scripts/bench-postgres-costs-once.lua \
             "http://$addr" -- "$paths" "$WRK_THREADS" >/dev/null 2>&1 &
         wrk_pids+=("$!")
     done <"$WORK/once-targets"
-    # The pass is done when every sweep snitch is counted (wrk runs on for its -d).
+    # The pass is done when every sweep snitch is counted; wrk, which would wait out its
+    # whole -d, is stopped then.
     once_target=$((W_CHECK_INS_BEFORE + SWEEP_SNITCHES))
     until (($(metric_total 'snitch_check_ins_total{outcome="success"}') >= once_target)); do
         (($(bc <<<"$(date +%s.%N) - $W_START < 30"))) || {
@@ -469,9 +484,19 @@ for servers in $SERVER_COUNTS; do
         sleep 0.02
     done
     once_elapsed=$(bc -l <<<"$(date +%s.%N) - $W_START")
-    for pid in "${wrk_pids[@]}"; do wait "$pid"; done
+    for pid in "${wrk_pids[@]}"; do
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
     window_end "$servers server(s), each sweep snitch checked in once in its next period (the deadline moves)" \
         "$once_elapsed" | tee -a "$SUMMARY" >&2
+
+    # With several servers, the load with affinity too (before the deadline, now a minute
+    # further on: there is time).
+    if ((servers > 1)); then
+        measure_load "$WORK/affinity-targets" "$servers-affinity" \
+            "$servers server(s), the same load, each snitch through one server (affinity)"
+    fi
 
     deadline=$(deadline_of "$FIRST_SWEEP_TOKEN" sweep-0)
     [[ "$deadline" == "$(deadline_of "$LAST_SWEEP_TOKEN" "sweep-$((LOAD_CASES - 1))")" && "$deadline" != null ]] || {
