@@ -454,8 +454,10 @@ for servers in $SERVER_COUNTS; do
     done
     echo "== $servers server(s) on one database: wrk, $MEASURE_SECONDS s, $CONNECTIONS connections" |
         tee -a "$SUMMARY" >&2
+    spread=""
+    ((servers == 1)) || spread=", every snitch through every server"
     measure_load "$WORK/targets" "$servers-spread" \
-        "$servers server(s), check-ins repeated within a period (the deadline stays: the benchmark's load), every snitch through every server"
+        "$servers server(s), check-ins repeated within a period (the deadline stays: the benchmark's load)$spread"
 
     # Check-ins that move the deadline, as a job checking in once a period does (every
     # one a non-HOT update: the deadline is indexed): each sweep snitch once, in the
