@@ -26,14 +26,20 @@ use snitch::prelude::{
     Case, CaseId, Outcome, SnitchFields, SnitchService, Storage, SystemClock, Token,
 };
 use snitch::store::memory::MemoryStorage;
-use snitch::store::postgres::PgStorage;
-use snitch::store::sqlite::SqliteStorage;
+use snitch::store::postgres::{PgStorage, PgStorageOptions};
+use snitch::store::sqlite::{SqliteStorage, SqliteStorageOptions};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, Executor, PgConnection};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+/// How long the stores' check-in caches keep a case (a server's default: a second). Under
+/// valgrind a check-in takes fifty times as long, so a second's case ran out every few
+/// dozen check-ins, and how many read it again (and split the batches of `--snitches`)
+/// depended on how busy the machine was: counts of one build varied by half. A case
+/// read once, as a real server's is for thousands of check-ins, counts the same.
+const CASE_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
 /// Connections of the SQLite and Postgres pools: more than one, as a server has, and few
 /// enough that the warm-up prepares the statements on each.
 const POOL_CONNECTIONS: u32 = 2;
@@ -85,7 +91,9 @@ fn main() -> Result<(), BoxError> {
                 snitch::store::sqlite::MIGRATOR.run(&pool).await?;
                 Ok::<_, BoxError>(pool)
             })?;
-            let result = run(&runtime, &args, Arc::new(SqliteStorage::new(pool.clone())));
+            let options = SqliteStorageOptions::default().with_case_ttl(CASE_TTL);
+            let storage = SqliteStorage::with_options(pool.clone(), options);
+            let result = run(&runtime, &args, Arc::new(storage));
             runtime.block_on(pool.close());
             result
         }
@@ -108,7 +116,9 @@ fn main() -> Result<(), BoxError> {
                     Ok::<_, BoxError>(pool)
                 })
                 .and_then(|pool| {
-                    let result = run(&runtime, &args, Arc::new(PgStorage::new(pool.clone())));
+                    let options = PgStorageOptions::default().with_case_ttl(CASE_TTL);
+                    let storage = PgStorage::with_options(pool.clone(), options);
+                    let result = run(&runtime, &args, Arc::new(storage));
                     runtime.block_on(pool.close());
                     result
                 });

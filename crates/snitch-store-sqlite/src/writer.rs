@@ -36,10 +36,11 @@ use snitch_core::{Change, StorageError};
 use crate::set_based;
 use snitch_store_sql::backend;
 use snitch_store_sql::queue::{answer_all, Job, SaveQueue};
+use sqlx::pool::PoolConnection;
 use sqlx::sqlite::SqlitePool;
 use sqlx::{Sqlite, Transaction};
 use tokio::sync::{mpsc, Mutex as AsyncMutex, OwnedMutexGuard};
-use tokio::time::{timeout_at, Instant};
+use tokio::time::{timeout, timeout_at, Instant};
 
 /// How [`crate::SqliteStorage`] groups concurrent saves into transactions.
 ///
@@ -119,8 +120,30 @@ impl SqliteStorageOptions {
 #[derive(Debug)]
 pub(crate) struct WriteTx {
     pub(crate) tx: Transaction<'static, Sqlite>,
-    _turn: OwnedMutexGuard<()>,
+    _turn: OwnedMutexGuard<Option<HeldConnection>>,
 }
+
+/// The connection the batching task writes on, held from one batch to the next while
+/// saves keep coming. SQLite keeps a page cache per connection and drops it when another
+/// connection wrote meanwhile: batches on whichever connection the pool handed out read
+/// their pages again each time, about twice the instructions per check-in (BENCHMARKS.md).
+/// It goes back to the pool when the writer has nothing queued (closing a pool waits for
+/// every connection).
+#[derive(Debug)]
+pub(crate) struct HeldConnection {
+    conn: PoolConnection<Sqlite>,
+    /// A transaction was begun on it and not ended (the task stopped midway): rolled back
+    /// before the next.
+    open: bool,
+}
+
+/// How long the batching task keeps its connection with nothing to save: long enough to
+/// bridge the gaps between batches of a steady load, short enough that a pool being closed
+/// waits little.
+const HOLD_WHILE_IDLE: Duration = Duration::from_millis(100);
+
+/// The writer's turn, and the connection the batching task holds between batches.
+type Turn = Arc<AsyncMutex<Option<HeldConnection>>>;
 
 impl WriteTx {
     /// Commits; a failure is classified by [`commit_error`].
@@ -153,7 +176,7 @@ pub(crate) fn commit_error(e: sqlx::Error) -> StorageError {
 #[derive(Debug)]
 pub(crate) struct Writer {
     pool: SqlitePool,
-    turn: Arc<AsyncMutex<()>>,
+    turn: Turn,
     options: SqliteStorageOptions,
     saves: SaveQueue,
     /// Changes committed in a set-based round rather than one by one.
@@ -165,7 +188,7 @@ impl Writer {
         let options = options.with_max_batch(options.max_batch);
         Writer {
             pool,
-            turn: Arc::new(AsyncMutex::new(())),
+            turn: Arc::new(AsyncMutex::new(None)),
             saves: SaveQueue::new(options.max_batch),
             saved_in_rounds: Arc::new(AtomicU64::new(0)),
             options,
@@ -204,17 +227,38 @@ impl Writer {
     }
 }
 
-async fn begin(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>) -> Result<WriteTx, StorageError> {
+/// A write outside the batches (an admin command, a claim): on a connection of the pool,
+/// in the writer's turn.
+async fn begin(pool: &SqlitePool, turn: &Turn) -> Result<WriteTx, StorageError> {
     let turn = Arc::clone(turn).lock_owned().await;
     let tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(backend)?;
     Ok(WriteTx { tx, _turn: turn })
+}
+
+/// Gives the held connection back to the pool (the writer is idle), rolled back first if
+/// a transaction was left open; one that cannot be is closed instead.
+async fn release(turn: &Turn) {
+    let mut turn = turn.lock().await;
+    let rolled_back = match turn.as_mut() {
+        None => return,
+        Some(held) if held.open => sqlx::query("ROLLBACK")
+            .execute(&mut *held.conn)
+            .await
+            .is_ok(),
+        Some(_) => true,
+    };
+    if rolled_back {
+        drop(turn.take());
+    } else {
+        close_held(&mut turn);
+    }
 }
 
 /// The batching task: gathers one batch after another until every sender is gone, and
 /// applies each in one transaction; the next batch gathers meanwhile.
 async fn run(
     pool: SqlitePool,
-    turn: Arc<AsyncMutex<()>>,
+    turn: Turn,
     options: SqliteStorageOptions,
     mut queue: mpsc::Receiver<Job>,
     batches_committed: Arc<AtomicU64>,
@@ -222,7 +266,21 @@ async fn run(
 ) {
     loop {
         let mut batch = Vec::with_capacity(options.max_batch);
-        if queue.recv_many(&mut batch, options.max_batch).await == 0 {
+        // The held connection goes back to the pool once no save came for a while.
+        let received = match timeout(
+            HOLD_WHILE_IDLE,
+            queue.recv_many(&mut batch, options.max_batch),
+        )
+        .await
+        {
+            Ok(received) => received,
+            Err(_) => {
+                release(&turn).await;
+                queue.recv_many(&mut batch, options.max_batch).await
+            }
+        };
+        if received == 0 {
+            release(&turn).await;
             return;
         }
         if !options.max_wait.is_zero() {
@@ -245,7 +303,7 @@ async fn run(
 /// answers (so that a caller answered sees them counted).
 async fn commit(
     pool: &SqlitePool,
-    turn: &Arc<AsyncMutex<()>>,
+    turn: &Turn,
     batch: Vec<Job>,
     batches_committed: &AtomicU64,
     saved_in_rounds: &AtomicU64,
@@ -271,15 +329,70 @@ async fn commit(
     }
 }
 
-/// One transaction: first a round (`set_based`) of the changes that only move their
-/// snitch and are its first in the batch, in one query; then the others, one after
-/// another in the order queued, each in a savepoint of its own (a change to a snitch the
-/// round moved comes after it, as queued); then the trims of histories the batch filled.
-/// The result of each change, if the transaction committed. An error here (begin, a
-/// savepoint, the commit) is the batch's: dropping the transaction rolls all of it back.
-async fn apply(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: &[Job]) -> Results {
-    let mut write = begin(pool, turn).await.map_err(BatchError)?;
-    let tx = &mut write.tx;
+/// One transaction on the held connection: first a round (`set_based`) of the changes
+/// that keep their snitch's settings and are its first in the batch; then the others, one
+/// after another in the order queued, each in a savepoint of its own (a change to a
+/// snitch the round moved comes after it, as queued); then the trims of histories the
+/// batch filled. The result of each change, if the transaction committed. An error here
+/// (begin, a savepoint, the commit) is the batch's, and the transaction is rolled back.
+async fn apply(pool: &SqlitePool, turn: &Turn, batch: &[Job]) -> Results {
+    let mut turn = Arc::clone(turn).lock_owned().await;
+    let held = match turn.take() {
+        Some(held) => held,
+        None => HeldConnection {
+            conn: pool.acquire().await.map_err(batch_error)?,
+            open: false,
+        },
+    };
+    let held = turn.insert(held);
+    let begin = if held.open {
+        "ROLLBACK; BEGIN IMMEDIATE"
+    } else {
+        "BEGIN IMMEDIATE"
+    };
+    if let Err(e) = sqlx::query(begin).execute(&mut *held.conn).await {
+        // SQLite's own refusal (busy beyond the timeout) leaves the connection as it was;
+        // anything else may have left it unusable.
+        if e.as_database_error().is_none() {
+            close_held(&mut turn);
+        }
+        return Err(batch_error(e));
+    }
+    held.open = true;
+    let outcome = apply_in(&mut held.conn, batch).await;
+    let end = if outcome.is_ok() {
+        "COMMIT"
+    } else {
+        "ROLLBACK"
+    };
+    match sqlx::query(end).execute(&mut *held.conn).await {
+        Ok(_) => {
+            held.open = false;
+            outcome
+        }
+        Err(e) => {
+            let failed = outcome.err().unwrap_or_else(|| BatchError(commit_error(e)));
+            // A COMMIT that SQLite refused (busy, a full disk) leaves the transaction
+            // open, rolled back before the next. A COMMIT whose outcome is unknown, or a
+            // ROLLBACK that failed, may have left the connection unusable.
+            if failed.0.is_outcome_unknown() || end == "ROLLBACK" {
+                close_held(&mut turn);
+            }
+            Err(failed)
+        }
+    }
+}
+
+/// Closes the held connection (not back to the pool): it may be unusable.
+fn close_held(turn: &mut Option<HeldConnection>) {
+    if let Some(held) = turn.take() {
+        drop(held.conn.detach());
+    }
+}
+
+/// The batch's work inside its transaction on `tx`: the result of each change, or the
+/// error that fails the whole batch.
+async fn apply_in(tx: &mut PoolConnection<Sqlite>, batch: &[Job]) -> Results {
     // Through `sqlx::query`, so each statement is prepared once per connection and kept
     // (a bare string is parsed again every time: a few percent of a check-in).
     sqlx::query("SAVEPOINT change")
@@ -345,7 +458,6 @@ async fn apply(pool: &SqlitePool, turn: &Arc<AsyncMutex<()>>, batch: &[Job]) -> 
             .map_err(batch_error)?;
     }
     // The last savepoint holds no work, or the trims; it commits with the rest.
-    write.commit().await.map_err(BatchError)?;
     // Every change has its result by now: the round's, or its own above.
     let results = results.into_iter().map(|r| r.unwrap_or(Ok(()))).collect();
     Ok((results, in_round))
