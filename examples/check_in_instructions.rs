@@ -197,6 +197,11 @@ fn run(
 
 /// One check-in of each snitch, all awaited together.
 async fn check_in_all(service: &SnitchService, tokens: &[String]) -> Result<(), BoxError> {
+    if let [token] = tokens {
+        // Alone, as the benchmark's row 7 counts it: no `join_all` around it.
+        service.check_in(token, Outcome::Success, None).await?;
+        return Ok(());
+    }
     let check_ins = tokens
         .iter()
         .map(|token| service.check_in(token, Outcome::Success, None));
