@@ -14,6 +14,10 @@
 //!   refused or fails is rolled back alone. While one batch commits (an fsync with
 //!   `synchronous = FULL`), the next one gathers.
 //!
+//! The batching task writes on one connection of the pool, which it holds while saves keep
+//! coming (and gives back after 100 ms without any, at once with a pool of one): SQLite
+//! keeps a page cache per connection, valid only until another connection writes.
+//!
 //! Every reply goes out only after `COMMIT` returned: an `Ok` means the change is on
 //! disk, and when the commit (or anything outside a single change) fails, every change of
 //! the batch gets an error: [`StorageError::CommitOutcomeUnknown`] when the `COMMIT` may
@@ -264,15 +268,17 @@ async fn run(
     batches_committed: Arc<AtomicU64>,
     saved_in_rounds: Arc<AtomicU64>,
 ) {
+    // With a pool of one connection, holding it would keep every read waiting: it goes
+    // back after each batch.
+    let hold = if pool.options().get_max_connections() > 1 {
+        HOLD_WHILE_IDLE
+    } else {
+        Duration::ZERO
+    };
     loop {
         let mut batch = Vec::with_capacity(options.max_batch);
         // The held connection goes back to the pool once no save came for a while.
-        let received = match timeout(
-            HOLD_WHILE_IDLE,
-            queue.recv_many(&mut batch, options.max_batch),
-        )
-        .await
-        {
+        let received = match timeout(hold, queue.recv_many(&mut batch, options.max_batch)).await {
             Ok(received) => received,
             Err(_) => {
                 release(&turn).await;
@@ -294,6 +300,9 @@ async fn run(
             }
         }
         commit(&pool, &turn, batch, &batches_committed, &saved_in_rounds).await;
+        if hold.is_zero() {
+            release(&turn).await;
+        }
     }
 }
 
