@@ -1,5 +1,6 @@
-//! The set-based round of the SQLite store: a batch's check-ins that only move their
-//! snitches saved in one query, and the history trimmed lazily. Batches are made whole
+//! The set-based round of the SQLite store: a batch's changes that keep their snitches'
+//! settings saved in a few statements, the histories trimmed lazily, and the connection
+//! the writer holds between batches. Batches are made whole
 //! with a long `max_wait` and a `max_batch` of exactly the saves sent, so each test knows
 //! which changes share a transaction.
 
@@ -359,5 +360,33 @@ async fn events_saved_in_rounds_are_trimmed_lazily_and_never_shown_beyond_the_ke
             stored as usize <= EVENTS_KEPT + EVENT_TRIM_STEP,
             "{stored} events stored"
         );
+    }
+}
+
+/// The batching task holds a connection while saves keep coming: a pool being closed,
+/// or a pool of one connection being read, still gets it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writers_held_connection_goes_back_to_the_pool() {
+    for connections in [1, 4] {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory");
+        let pool = connect(&dir.path().join("snitch.db"), connections)
+            .await
+            .expect("open");
+        MIGRATOR.run(&pool).await.expect("migrate");
+        let store = SqliteStorage::new(pool.clone());
+        let (_, snitches) = acme_with_snitches(&store, 3).await;
+        let ready = healthy(&store, &snitches).await;
+        // Right after a save, a read on the pool is answered (with one connection, the
+        // writer gave it back).
+        let read = tokio::time::timeout(Duration::from_secs(30), store.snitch(ready[0].token()))
+            .await
+            .expect("a read after a save is not kept waiting")
+            .expect("read");
+        assert_eq!(read.as_ref(), Some(&ready[0]));
+        // Closing the pool waits for every connection, the held one included.
+        tokio::time::timeout(Duration::from_secs(30), pool.close())
+            .await
+            .expect("the pool closes");
+        drop(store);
     }
 }
