@@ -18,12 +18,17 @@
 # How: the release `server` example (examples/server.rs) runs on a fresh database, as
 # many processes as measured, each with its own listeners; `wrk` (scripts/bench-check-ins.lua,
 # 2 threads) loads each server's check-in listener at once, and `baseline` (bare axum
-# answering 202) is loaded the same way in the same run for the ratio. Costs are deltas
-# over the measured window: /proc/<pid>/stat of the Snitch servers and of the Postgres
-# processes serving this database (its backends, plus the WAL writer, checkpointer and
-# background writer, which the load keeps busy); pg_current_wal_lsn(); pg_stat_user_tables
-# and pg_stat_database of the fresh database. Snitches are made with POST /v1/snitches
-# and checked in once over HTTP before any load, as examples/bench.rs does.
+# answering 202) is loaded the same way in the same run for the ratio. With several
+# servers the load runs twice: every snitch through every server, then each snitch through
+# one server (affinity). A pass through scripts/bench-postgres-costs-once.lua checks each
+# 1-minute snitch in once in a new period (its deadline moves), and their deadline then
+# times the shared sweep through /metrics. Costs are deltas over each window:
+# /proc/<pid>/stat of the Snitch servers and of the Postgres processes serving this
+# database (its backends, plus the WAL writer, checkpointer and background writer, which
+# the load keeps busy); pg_current_wal_lsn(), pg_stat_wal, pg_stat_bgwriter;
+# pg_stat_user_tables and pg_stat_database of the fresh database. Snitches are made with
+# POST /v1/snitches and checked in once over HTTP before any load, as examples/bench.rs
+# does.
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,7 +63,7 @@ LUA=scripts/bench-check-ins.lua
 STATS_SETTLE_SECONDS=${STATS_SETTLE_SECONDS:-11}
 
 if [[ " $* " != *" --measure "* ]]; then
-    for tool in wrk psql curl jq python3 flock; do
+    for tool in wrk psql curl jq python3 flock bc; do
         command -v "$tool" >/dev/null || {
             echo "bench-postgres-costs: $tool is missing" >&2
             exit 1
@@ -323,6 +328,8 @@ measure_baseline() {
     log "baseline ($1): $rate req/s, p50 $p50, p99 $p99"
     BASELINE_RATE=$rate
 }
+# Nothing else of ours runs while the baseline is measured.
+stop_servers
 measure_baseline before
 BASELINE_BEFORE=$BASELINE_RATE
 
