@@ -69,6 +69,7 @@ use records::{
     DeliveryRow, EventRecord, Pg, SnitchFields, SnitchRow, WebhookRow, DELIVERY_COLUMNS,
     DELIVERY_FIELDS, SNITCH_COLUMNS, SNITCH_FIELDS,
 };
+use snitch_store_sql::batcher::Batcher;
 use snitch_store_sql::check_in_cache::CheckInCache;
 pub(crate) use snitch_store_sql::{backend, limit};
 use snitch_store_sql::{
@@ -103,7 +104,20 @@ pub struct PgStorage {
     saves: Arc<GroupCommit>,
     reads: Arc<read_batch::Reads>,
     cache: Arc<CheckInCache>,
+    /// Deliveries' attempts, recorded in batches (one transaction each).
+    attempts: Arc<Batcher<AttemptWrite, Result<(), StorageError>>>,
 }
+
+/// A delivery's attempt to record.
+#[derive(Debug)]
+struct AttemptWrite {
+    delivery_id: String,
+    attempt: snitch_core::Attempt,
+    result: AttemptResult,
+}
+
+/// The most attempts recorded in one transaction.
+const ATTEMPTS_PER_BATCH: usize = 256;
 
 impl PgStorage {
     /// Runs `write` (an insert or upsert of something of `case`): a violation of its
@@ -149,10 +163,20 @@ impl PgStorage {
     /// A store on the host's pool, grouping saves as `options` say; [`MIGRATOR`] must
     /// have run on its database.
     pub fn with_options(pool: PgPool, options: PgStorageOptions) -> Self {
+        let recorder = pool.clone();
+        let attempts = Batcher::new(
+            ATTEMPTS_PER_BATCH,
+            Arc::new(move |batch: Vec<AttemptWrite>| {
+                let pool = recorder.clone();
+                Box::pin(async move { record_attempts(&pool, &batch).await })
+                    as std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>>
+            }),
+        );
         PgStorage {
             saves: Arc::new(GroupCommit::new(pool.clone(), options)),
             reads: Arc::new(read_batch::Reads::new(pool.clone())),
             cache: Arc::new(CheckInCache::new(options.cache_capacity, options.case_ttl)),
+            attempts: Arc::new(attempts),
             pool,
         }
     }
@@ -355,6 +379,56 @@ async fn save_change(conn: &mut PgConnection, change: &Change) -> Result<(), Sto
 /// Serializes heartbeats across servers, so that of servers racing after one outage
 /// exactly one finds it ("snitch" in ASCII).
 const LIVENESS_LOCK: i64 = 0x736e_6974_6368;
+
+/// Records a batch of attempts in one transaction: each its own answer
+/// ([`StorageError::NotFound`] for a delivery no longer stored), or every one the error
+/// that failed the transaction.
+async fn record_attempts(pool: &PgPool, batch: &[AttemptWrite]) -> Vec<Result<(), StorageError>> {
+    match record_attempts_in_one(pool, batch).await {
+        Ok(answers) => answers,
+        Err(e) => {
+            let e = Arc::new(e);
+            batch
+                .iter()
+                .map(|_| Err(StorageError::Backend(Box::new(Arc::clone(&e)))))
+                .collect()
+        }
+    }
+}
+
+async fn record_attempts_in_one(
+    pool: &PgPool,
+    batch: &[AttemptWrite],
+) -> Result<Vec<Result<(), StorageError>>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let mut answers = Vec::with_capacity(batch.len());
+    for write in batch {
+        let (state, next_attempt_at) = snitch_store_sql::records::after_attempt::<Pg>(write.result);
+        let updated = sqlx::query(
+            "UPDATE snitch.deliveries SET attempts = attempts || jsonb_build_array($2::jsonb), \
+             state = $3, next_attempt_at = $4 WHERE id = $1",
+        )
+        .bind(&write.delivery_id)
+        .bind(Json(AttemptRecord::of(&write.attempt)))
+        .bind(state.as_str())
+        .bind(next_attempt_at)
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() == 0 {
+            answers.push(Err(StorageError::NotFound));
+            continue;
+        }
+        // A finished delivery of an event no longer in its snitch's history has no one
+        // left to read it.
+        sqlx::query(sql::DELETE_ORPHAN_DELIVERY)
+            .bind(&write.delivery_id)
+            .execute(&mut *tx)
+            .await?;
+        answers.push(Ok(()));
+    }
+    tx.commit().await?;
+    Ok(answers)
+}
 
 #[async_trait]
 impl Storage for PgStorage {
@@ -790,30 +864,16 @@ impl Storage for PgStorage {
         attempt: &Attempt,
         result: AttemptResult,
     ) -> Result<(), StorageError> {
-        let (state, next_attempt_at) = snitch_store_sql::records::after_attempt::<Pg>(result);
-        let mut tx = self.pool.begin().await.map_err(backend)?;
-        let updated = sqlx::query(
-            "UPDATE snitch.deliveries SET attempts = attempts || jsonb_build_array($2::jsonb), \
-             state = $3, next_attempt_at = $4 WHERE id = $1",
-        )
-        .bind(delivery_id)
-        .bind(Json(AttemptRecord::of(attempt)))
-        .bind(state.as_str())
-        .bind(next_attempt_at)
-        .execute(&mut *tx)
-        .await
-        .map_err(backend)?;
-        if updated.rows_affected() == 0 {
-            return Err(StorageError::NotFound);
-        }
-        // A finished delivery of an event no longer in its snitch's history has no one
-        // left to read it.
-        sqlx::query(sql::DELETE_ORPHAN_DELIVERY)
-            .bind(delivery_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(backend)?;
-        tx.commit().await.map_err(backend)
+        let write = AttemptWrite {
+            delivery_id: delivery_id.to_owned(),
+            attempt: attempt.clone(),
+            result,
+        };
+        self.attempts.submit(write).await.unwrap_or_else(|| {
+            Err(StorageError::Backend(
+                "the task recording attempts stopped before answering".into(),
+            ))
+        })
     }
 
     async fn next_delivery_at(&self) -> Result<Option<Timestamp>, StorageError> {

@@ -22,6 +22,7 @@
 
 #![warn(missing_docs)]
 
+pub mod batcher;
 pub mod check_in_cache;
 #[cfg(feature = "test-support")]
 pub mod claims;

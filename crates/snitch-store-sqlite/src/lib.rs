@@ -54,6 +54,7 @@ use snitch_core::{
     ClaimLimits, Delivery, Event, Outage, Snitch, Storage, StorageError, StoreStats, Tag,
     Timestamp, Token, Webhook,
 };
+use snitch_store_sql::batcher::Batcher;
 use snitch_store_sql::check_in_cache::CheckInCache;
 use snitch_store_sql::records::{
     self, after_attempt, ApiKeyRow, AttemptRecord, CaseRow, ChannelFields, ChannelRow,
@@ -149,7 +150,20 @@ pub struct SqliteStorage {
     pool: SqlitePool,
     writer: Arc<Writer>,
     cache: Arc<CheckInCache>,
+    /// Deliveries' attempts, recorded in batches (one transaction each).
+    attempts: Arc<Batcher<AttemptWrite, Result<(), StorageError>>>,
 }
+
+/// A delivery's attempt to record.
+#[derive(Debug)]
+struct AttemptWrite {
+    delivery_id: String,
+    attempt: Attempt,
+    result: AttemptResult,
+}
+
+/// The most attempts recorded in one transaction.
+const ATTEMPTS_PER_BATCH: usize = 256;
 
 impl SqliteStorage {
     /// Runs `write` (an insert or upsert of something of `case`) through the writer, once
@@ -203,9 +217,20 @@ impl SqliteStorage {
 
     /// A store on the host's pool, grouping saves as `options` say.
     pub fn with_options(pool: SqlitePool, options: SqliteStorageOptions) -> Self {
+        let writer = Arc::new(Writer::new(pool.clone(), options));
+        let recorder = Arc::clone(&writer);
+        let attempts = Batcher::new(
+            ATTEMPTS_PER_BATCH,
+            Arc::new(move |batch: Vec<AttemptWrite>| {
+                let writer = Arc::clone(&recorder);
+                Box::pin(async move { record_attempts(&writer, &batch).await })
+                    as std::pin::Pin<Box<dyn std::future::Future<Output = _> + Send>>
+            }),
+        );
         SqliteStorage {
-            writer: Arc::new(Writer::new(pool.clone(), options)),
+            writer,
             cache: Arc::new(CheckInCache::new(options.cache_capacity, options.case_ttl)),
+            attempts: Arc::new(attempts),
             pool,
         }
     }
@@ -538,6 +563,66 @@ pub(crate) async fn save_change(
     }
 
     insert_deliveries(conn, change.deliveries()).await
+}
+
+/// Records a batch of attempts in one write transaction: each its own answer
+/// ([`StorageError::NotFound`] for a delivery no longer stored), or every one the error
+/// that failed the transaction.
+async fn record_attempts(writer: &Writer, batch: &[AttemptWrite]) -> Vec<Result<(), StorageError>> {
+    match record_attempts_in_one(writer, batch).await {
+        Ok(answers) => answers,
+        Err(e) => {
+            let unknown = e.is_outcome_unknown();
+            let e = Arc::new(e);
+            batch
+                .iter()
+                .map(|_| {
+                    let cause = Box::new(Arc::clone(&e));
+                    Err(if unknown {
+                        StorageError::CommitOutcomeUnknown(cause)
+                    } else {
+                        StorageError::Backend(cause)
+                    })
+                })
+                .collect()
+        }
+    }
+}
+
+async fn record_attempts_in_one(
+    writer: &Writer,
+    batch: &[AttemptWrite],
+) -> Result<Vec<Result<(), StorageError>>, StorageError> {
+    let mut w = writer.begin().await?;
+    let mut answers = Vec::with_capacity(batch.len());
+    for write in batch {
+        let (state, next_attempt_at) = after_attempt::<Lite>(write.result);
+        let updated = sqlx::query(
+            "UPDATE snitch_deliveries SET attempts = json_insert(attempts, '$[#]', json(?2)), \
+             state = ?3, next_attempt_at = ?4 WHERE id = ?1",
+        )
+        .bind(&write.delivery_id)
+        .bind(Json(AttemptRecord::<Lite>::of(&write.attempt)))
+        .bind(state.as_str())
+        .bind(next_attempt_at)
+        .execute(&mut *w.tx)
+        .await
+        .map_err(backend)?;
+        if updated.rows_affected() == 0 {
+            answers.push(Err(StorageError::NotFound));
+            continue;
+        }
+        // A finished delivery of an event no longer in its snitch's history has no one
+        // left to read it.
+        sqlx::query(&DELETE_ORPHAN_DELIVERY)
+            .bind(&write.delivery_id)
+            .execute(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        answers.push(Ok(()));
+    }
+    w.commit().await?;
+    Ok(answers)
 }
 
 #[async_trait]
@@ -951,28 +1036,16 @@ impl Storage for SqliteStorage {
         attempt: &Attempt,
         result: AttemptResult,
     ) -> Result<(), StorageError> {
-        let (state, next_attempt_at) = after_attempt::<Lite>(result);
-        let mut w = self.writer.begin().await?;
-        let updated = sqlx::query(
-            "UPDATE snitch_deliveries SET attempts = json_insert(attempts, '$[#]', json(?2)), \
-             state = ?3, next_attempt_at = ?4 WHERE id = ?1",
-        )
-        .bind(delivery_id)
-        .bind(Json(AttemptRecord::<Lite>::of(attempt)))
-        .bind(state.as_str())
-        .bind(next_attempt_at)
-        .execute(&mut *w.tx)
-        .await
-        .map_err(backend)?;
-        if updated.rows_affected() == 0 {
-            return Err(StorageError::NotFound);
-        }
-        sqlx::query(&DELETE_ORPHAN_DELIVERY)
-            .bind(delivery_id)
-            .execute(&mut *w.tx)
-            .await
-            .map_err(backend)?;
-        w.commit().await
+        let write = AttemptWrite {
+            delivery_id: delivery_id.to_owned(),
+            attempt: attempt.clone(),
+            result,
+        };
+        self.attempts.submit(write).await.unwrap_or_else(|| {
+            Err(StorageError::Backend(
+                "the task recording attempts stopped before answering".into(),
+            ))
+        })
     }
 
     async fn next_delivery_at(&self) -> Result<Option<Timestamp>, StorageError> {
