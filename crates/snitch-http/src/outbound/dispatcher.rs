@@ -48,6 +48,10 @@ pub struct DispatcherOptions {
     pub poll: Duration,
 }
 
+/// How long the dispatcher gathers wake-ups before it claims again (see `run`): short
+/// beside an alert's delay, long beside sending one webhook to a local receiver.
+const CLAIM_GATHER: Duration = Duration::from_millis(20);
+
 impl Default for DispatcherOptions {
     fn default() -> Self {
         DispatcherOptions {
@@ -472,7 +476,17 @@ impl Dispatcher {
             };
             tokio::select! {
                 () = &mut stop => break,
-                () = self.wake.notified() => {}
+                () = self.wake.notified() => {
+                    // Woken by a new event or a finished delivery: let the others that
+                    // finish meanwhile free their slots too, so that one claim takes them
+                    // all. A claim per finished delivery made a sweep's thousands of
+                    // alerts thousands of claims, each a query over every pending
+                    // delivery (and on SQLite a write), beside the sweep's own saves.
+                    tokio::select! {
+                        () = &mut stop => break,
+                        () = tokio::time::sleep(CLAIM_GATHER) => {}
+                    }
+                }
                 () = tokio::time::sleep(sleep) => {}
             }
         }
