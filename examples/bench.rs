@@ -35,7 +35,8 @@ use hyper::Uri;
 use snitch::core::clock::monotonic_now;
 use snitch::core::machine;
 use snitch::core::{
-    CheckIn, EmailAddress, Interval, RandomTokens, SnitchName, Tags, Timestamp, TokenSource,
+    CheckIn, CronSchedule, EmailAddress, ExpectedRuns, Interval, RandomTokens, SnitchName, Tags,
+    Timestamp, TokenSource,
 };
 use snitch::prelude::{
     Case, CaseId, Clock, ManualClock, Outcome, Snitch, SnitchFields, SnitchService, Storage,
@@ -86,6 +87,13 @@ struct Args {
     /// Where to write the table [default: BENCHMARKS.md for a full run of every row].
     #[arg(long)]
     output: Option<PathBuf>,
+    /// Rows 3d, 3e and 8 without their webhooks (to see what delivering them costs the
+    /// sweep); not for the table.
+    #[arg(long)]
+    no_webhooks: bool,
+    /// The pause between two scrapes of `/metrics` in rows 3d, 3e and 8 [default: 5].
+    #[arg(long, default_value_t = 5)]
+    scrape_pause_ms: u64,
 }
 
 /// The rows, in the order of the table.
@@ -95,44 +103,58 @@ enum RowId {
     CheckInPostgres,
     CheckInPostgresOneToken,
     CheckInSqlite,
+    CheckInPostgresLong,
     SweepMemory,
     SweepPostgres,
     SweepSqlite,
+    SweepSeenPostgres,
+    SweepSeenSqlite,
     Memory,
     AlertDelay,
     ApiList,
     Instructions,
+    MillionPostgres,
 }
 
 impl RowId {
-    const ALL: [RowId; 11] = [
+    const ALL: [RowId; 15] = [
         RowId::CheckInMemory,
         RowId::CheckInPostgres,
         RowId::CheckInPostgresOneToken,
         RowId::CheckInSqlite,
+        RowId::CheckInPostgresLong,
         RowId::SweepMemory,
         RowId::SweepPostgres,
         RowId::SweepSqlite,
+        RowId::SweepSeenPostgres,
+        RowId::SweepSeenSqlite,
         RowId::Memory,
         RowId::AlertDelay,
         RowId::ApiList,
         RowId::Instructions,
+        RowId::MillionPostgres,
     ];
 
     /// The order rows run in: the memory row first, while the heap holds nothing freed
     /// that the snitches could reuse (which would hide their cost).
-    const RUN_ORDER: [RowId; 11] = [
+    /// Row 8 comes after rows 2 and 6, whose figures it is compared with (it measures
+    /// them itself when they did not run).
+    const RUN_ORDER: [RowId; 15] = [
         RowId::Memory,
         RowId::CheckInMemory,
         RowId::CheckInPostgres,
         RowId::CheckInPostgresOneToken,
         RowId::CheckInSqlite,
+        RowId::CheckInPostgresLong,
         RowId::SweepMemory,
         RowId::SweepPostgres,
         RowId::SweepSqlite,
+        RowId::SweepSeenPostgres,
+        RowId::SweepSeenSqlite,
         RowId::AlertDelay,
         RowId::ApiList,
         RowId::Instructions,
+        RowId::MillionPostgres,
     ];
 
     fn number(self) -> &'static str {
@@ -141,13 +163,17 @@ impl RowId {
             RowId::CheckInPostgres => "2",
             RowId::CheckInPostgresOneToken => "2b",
             RowId::CheckInSqlite => "2c",
+            RowId::CheckInPostgresLong => "2d",
             RowId::SweepMemory => "3a",
             RowId::SweepPostgres => "3b",
             RowId::SweepSqlite => "3c",
+            RowId::SweepSeenPostgres => "3d",
+            RowId::SweepSeenSqlite => "3e",
             RowId::Memory => "4",
             RowId::AlertDelay => "5",
             RowId::ApiList => "6",
             RowId::Instructions => "7",
+            RowId::MillionPostgres => "8",
         }
     }
 
@@ -171,6 +197,33 @@ impl RowId {
                 "Check-in throughput, SQLite store ({} snitches, {} connections)",
                 thousands(sizes.check_in_snitches),
                 sizes.connections
+            ),
+            RowId::CheckInPostgresLong => format!(
+                "Check-ins long enough for history trims and vacuum, Postgres store ({} \
+                 snitches, {} connections, rounds of {} s)",
+                thousands(sizes.check_in_snitches),
+                sizes.connections,
+                sizes.long_round.as_secs()
+            ),
+            RowId::SweepSeenPostgres => format!(
+                "Sweep as users see it, Postgres store ({} snitches, {} due at one boundary, \
+                 release server on the real clock, seen through `/metrics`)",
+                thousands(sizes.sweep_seen.total),
+                thousands(sizes.sweep_seen.due)
+            ),
+            RowId::SweepSeenSqlite => format!(
+                "Sweep as users see it, SQLite store ({} snitches, {} due at one boundary, \
+                 release server on the real clock, seen through `/metrics`)",
+                thousands(sizes.sweep_seen.total),
+                thousands(sizes.sweep_seen.due)
+            ),
+            RowId::MillionPostgres => format!(
+                "{} snitches on Postgres, one release server ({} cases, one of {}; {} due at \
+                 one boundary)",
+                thousands(sizes.million.total),
+                sizes.million.cases,
+                thousands(sizes.million.list_case),
+                thousands(sizes.million.due)
             ),
             RowId::SweepMemory => format!(
                 "Sweep, memory store ({} snitches, {} due at one boundary)",
@@ -212,6 +265,16 @@ impl RowId {
             RowId::CheckInPostgres => "≥ 0.25 of baseline",
             RowId::CheckInPostgresOneToken => "≥ 0.8 of many tokens",
             RowId::CheckInSqlite => "≥ 0.25 of baseline (ours: the issue sets none)",
+            RowId::CheckInPostgresLong => {
+                "every round ≥ 0.8 of the first (ours: the issue sets none)"
+            }
+            RowId::SweepSeenPostgres | RowId::SweepSeenSqlite => {
+                "all due seen `failed` < 1 s after the boundary"
+            }
+            RowId::MillionPostgres => {
+                "created < 60 s; check-ins ≥ 0.9 of row 2's rate; all due `failed` < 5 s after \
+                 the boundary; resident < 512 MiB"
+            }
             RowId::SweepMemory => "< 0.5 s",
             RowId::SweepPostgres => "< 2 s",
             RowId::SweepSqlite => "< 2 s (ours: the issue sets none)",
@@ -240,6 +303,17 @@ struct Sizes {
     alert_snitches: usize,
     api_snitches: usize,
     api_requests: usize,
+    /// Rows 3d and 3e.
+    sweep_seen: LivePopulation,
+    /// Row 8.
+    million: LivePopulation,
+    /// Row 2d: the length of a round, and the fewest and most rounds.
+    long_round: Duration,
+    long_rounds: (usize, usize),
+    /// Rows 3d, 3e and 8: whether each case has its webhook, and the pause between two
+    /// scrapes of `/metrics` (`--no-webhooks`, `--scrape-pause-ms`).
+    webhooks: bool,
+    scrape_pause: Duration,
 }
 
 /// How many snitches a store holds and how many of them are due at the boundary.
@@ -273,6 +347,22 @@ impl Sizes {
             alert_snitches: 1_000,
             api_snitches: 10_000,
             api_requests: 200,
+            sweep_seen: LivePopulation {
+                total: 100_000,
+                due: 10_000,
+                cases: 100,
+                list_case: 0,
+            },
+            million: LivePopulation {
+                total: 1_000_000,
+                due: 100_000,
+                cases: 100,
+                list_case: 10_000,
+            },
+            long_round: Duration::from_secs(30),
+            long_rounds: (3, 8),
+            webhooks: true,
+            scrape_pause: Duration::from_millis(5),
         }
     }
 
@@ -298,6 +388,22 @@ impl Sizes {
             alert_snitches: 100,
             api_snitches: 1_000,
             api_requests: 20,
+            sweep_seen: LivePopulation {
+                total: 2_000,
+                due: 200,
+                cases: 10,
+                list_case: 0,
+            },
+            million: LivePopulation {
+                total: 20_000,
+                due: 2_000,
+                cases: 10,
+                list_case: 1_000,
+            },
+            long_round: Duration::from_secs(2),
+            long_rounds: (3, 3),
+            webhooks: true,
+            scrape_pause: Duration::from_millis(5),
         }
     }
 }
@@ -323,11 +429,13 @@ async fn main() {
     let args = Args::parse();
     let started = monotonic_now();
     let load_at_start = load_average();
-    let sizes = if args.quick {
+    let mut sizes = if args.quick {
         Sizes::quick()
     } else {
         Sizes::full()
     };
+    sizes.webhooks = !args.no_webhooks;
+    sizes.scrape_pause = Duration::from_millis(args.scrape_pause_ms);
     let database_url = args
         .database_url
         .clone()
@@ -395,6 +503,10 @@ async fn run_row(id: RowId, sizes: &Sizes, database_url: &str) -> Result<Measure
         RowId::AlertDelay => alert_delay(sizes.alert_snitches).await,
         RowId::ApiList => api_list(sizes).await,
         RowId::Instructions => instructions(database_url).await,
+        RowId::CheckInPostgresLong => check_in_postgres_long(sizes, database_url).await,
+        RowId::SweepSeenPostgres => sweep_seen_postgres(sizes, database_url).await,
+        RowId::SweepSeenSqlite => sweep_seen_sqlite(sizes).await,
+        RowId::MillionPostgres => million_postgres(sizes, database_url).await,
     }
 }
 
@@ -412,8 +524,16 @@ async fn check_in_postgres(sizes: &Sizes, database_url: &str) -> Result<Measured
     let db = FreshDatabase::create(database_url).await?;
     let result = check_in_throughput(sizes, BenchStore::Postgres(db.url.clone())).await;
     db.drop_it().await;
-    Ok(result?.measured(0.25))
+    let comparison = result?;
+    let measured = comparison.measured(0.25);
+    let _ = ROW_2.set(comparison);
+    Ok(measured)
 }
+
+/// Row 2's medians, when it ran in this run: row 8 compares its check-ins with them.
+static ROW_2: std::sync::OnceLock<Comparison> = std::sync::OnceLock::new();
+/// Row 6's latency, when it ran in this run: row 8 compares its list with it.
+static ROW_6: std::sync::OnceLock<Latency> = std::sync::OnceLock::new();
 
 /// Row 2c: the same on the SQLite store (the default durable one), in a fresh file.
 async fn check_in_sqlite(sizes: &Sizes) -> Result<Measured, BoxError> {
@@ -597,6 +717,36 @@ async fn alternate_loads(
 /// picking the paths) for the warm-up, unmeasured, then for the measured time. Any
 /// answer other than 2xx, or a socket error, fails the row.
 async fn load(addr: SocketAddr, paths: Arc<[Uri]>, sizes: &Sizes) -> Result<LoadResult, BoxError> {
+    load_from(addr, paths, sizes, None).await
+}
+
+/// [`load`], with `warm_up` replaced when given (zero: none) and each `wrk` run starting
+/// at a different place of the list (runs over a list longer than a run covers then
+/// reach snitches the earlier runs did not).
+async fn load_spread(
+    addr: SocketAddr,
+    paths: Arc<[Uri]>,
+    sizes: &Sizes,
+    warm_up: Option<Duration>,
+) -> Result<LoadResult, BoxError> {
+    load_from(addr, paths, sizes, Some(warm_up.unwrap_or(sizes.warm_up))).await
+}
+
+/// Where the next spread run starts in its list, as a fraction of it (golden ratio
+/// steps: evenly spread, never the same place twice).
+static SPREAD_STEP: AtomicUsize = AtomicUsize::new(0);
+
+fn spread_start(len: usize) -> usize {
+    let step = SPREAD_STEP.fetch_add(1, Ordering::Relaxed) as f64;
+    ((step * 0.618_033_988_75).fract() * len as f64) as usize
+}
+
+async fn load_from(
+    addr: SocketAddr,
+    paths: Arc<[Uri]>,
+    sizes: &Sizes,
+    spread_warm_up: Option<Duration>,
+) -> Result<LoadResult, BoxError> {
     let list = tempfile::NamedTempFile::new()?;
     let mut text = String::with_capacity(paths.len() * 40);
     for path in paths.iter() {
@@ -605,11 +755,17 @@ async fn load(addr: SocketAddr, paths: Arc<[Uri]>, sizes: &Sizes) -> Result<Load
     }
     std::fs::write(list.path(), text)?;
     let list_path = list.path().to_owned();
-    let sizes_owned = (sizes.connections, sizes.warm_up, sizes.measure);
+    let warm_up = spread_warm_up.unwrap_or(sizes.warm_up);
+    let sizes_owned = (sizes.connections, warm_up, sizes.measure);
+    let len = paths.len();
+    let spread = spread_warm_up.is_some();
     tokio::task::spawn_blocking(move || {
         let (connections, warm_up, measure) = sizes_owned;
-        wrk(addr, &list_path, connections, warm_up)?;
-        wrk(addr, &list_path, connections, measure)
+        let start = || if spread { spread_start(len) } else { 0 };
+        if !warm_up.is_zero() {
+            wrk(addr, &list_path, connections, warm_up, start())?;
+        }
+        wrk(addr, &list_path, connections, measure, start())
     })
     .await?
 }
@@ -623,6 +779,7 @@ fn wrk(
     list: &Path,
     connections: usize,
     duration: Duration,
+    start: usize,
 ) -> Result<LoadResult, BoxError> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench-check-ins.lua");
     let output = child_command("wrk")
@@ -637,6 +794,7 @@ fn wrk(
         .arg("--")
         .arg(list)
         .arg(WRK_THREADS.to_string())
+        .arg(start.to_string())
         .output()
         .map_err(|e| format!("cannot run wrk (scripts/bench.sh installs it): {e}"))?;
     let text = String::from_utf8_lossy(&output.stdout);
@@ -1152,6 +1310,7 @@ async fn api_list(sizes: &Sizes) -> Result<Measured, BoxError> {
     let result = time_list(server.running.api_addr, sizes).await;
     server.stop().await?;
     let (latency, body_bytes) = result?;
+    let _ = ROW_6.set(latency);
     Ok(Measured {
         figure: format!(
             "p50 {}, p99 {} ({} requests, {:.1} MB each)",
@@ -1327,6 +1486,899 @@ fn window_total(dump: &str) -> Result<Option<u64>, BoxError> {
 }
 
 // ---------------------------------------------------------------------------------------
+// Rows 3d, 3e and 8: a population in the store of the release server, on the real clock.
+
+/// How long the live rows allow, at least, between making the due snitches' states and
+/// their boundary (the due part of the insert and the server's start); the boundary is
+/// the first minute start after that, so up to a minute more.
+const SEEN_LEAD: chrono::Duration = chrono::Duration::seconds(10);
+/// The same for row 8, whose server starts on a million snitches.
+const MILLION_LEAD: chrono::Duration = chrono::Duration::seconds(20);
+/// The grace of the live rows' due snitches: the least a schedule may have.
+const GRACE: chrono::Duration = chrono::Duration::seconds(60);
+
+/// How many snitches a live row's store holds, how many are due at the boundary, in how
+/// many cases, and how many of them the first case holds (0: spread evenly).
+#[derive(Debug, Clone, Copy)]
+struct LivePopulation {
+    total: usize,
+    due: usize,
+    cases: usize,
+    list_case: usize,
+}
+
+/// A population for the store of a server on the real clock. Snitch `n` is in case 0
+/// when `n < list_case`, else spread over the other cases; the last `due` snitches run
+/// daily by cron and are due at a minute start a few seconds ahead (the boundary, see
+/// [`LiveSnitches::plan_boundary`]); the others check in daily and last did at the start.
+/// Both states come from the state machine (`machine::check_in`).
+#[derive(Debug)]
+struct LiveSnitches {
+    population: LivePopulation,
+    cases: Vec<Case>,
+    later_template: Snitch,
+    /// Set by [`LiveSnitches::plan_boundary`].
+    due: Option<(Snitch, Timestamp)>,
+}
+
+impl LiveSnitches {
+    fn new(population: LivePopulation) -> Result<LiveSnitches, BoxError> {
+        let cases = (0..population.cases)
+            .map(|i| {
+                let mut case =
+                    Case::new(CaseId::parse(&format!("bench-{i}")).map_err(|v| v.message)?);
+                case.plan.max_snitches = u32::MAX;
+                Ok(case)
+            })
+            .collect::<Result<Vec<_>, BoxError>>()?;
+        let now = SystemClock.now();
+        let later_template = checked_in(&cases[0], Interval::Daily, now)?;
+        Ok(LiveSnitches {
+            population,
+            cases,
+            later_template,
+            due: None,
+        })
+    }
+
+    fn boundary(&self) -> Result<Timestamp, BoxError> {
+        Ok(self.due.as_ref().ok_or("no boundary planned")?.1)
+    }
+
+    /// The due snitches' state: a job run once a day by cron, a minute before the first
+    /// minute start at least `lead` from now, with the least grace (a minute), so due at
+    /// that minute start (the boundary); it last checked in an hour before. Missed, it
+    /// is due the next day: it does not fail again while the row runs, as a one-minute
+    /// interval would, every minute.
+    fn plan_boundary(&mut self, lead: chrono::Duration) -> Result<Timestamp, BoxError> {
+        use chrono::Timelike;
+        let boundary = Interval::Minute1.period_of(SystemClock.now() + lead).end();
+        let run = boundary - GRACE;
+        let schedule =
+            CronSchedule::parse(&format!("{} {} * * *", run.minute(), run.hour()), "UTC")?;
+        let runs = ExpectedRuns::with_spans(schedule, GRACE, chrono::Duration::zero())
+            .map_err(|v| v.message)?;
+        let mut record = Snitch::new(
+            bench_token(0)?,
+            self.cases[0].id.clone(),
+            SnitchName::parse("nightly backup").map_err(|v| v.message)?,
+            Interval::Daily,
+            boundary - chrono::Duration::days(2),
+        )
+        .to_record();
+        record.cadence = runs.into();
+        record.tags = Tags::parse(&["prod", "db"]).map_err(|v| v.message)?;
+        let blank = Snitch::restore(record)?;
+        let check_in = CheckIn::new(
+            boundary - chrono::Duration::hours(1),
+            Outcome::Success,
+            None,
+        );
+        let template = machine::check_in(&blank, &check_in, &self.cases[0].plan).snitch;
+        if template.wake_at() != Some(boundary) {
+            return Err(format!(
+                "the due template's deadline is {:?}, not {boundary}",
+                template.wake_at()
+            )
+            .into());
+        }
+        self.due = Some((template, boundary));
+        Ok(boundary)
+    }
+
+    fn first_due(&self) -> usize {
+        self.population.total - self.population.due
+    }
+
+    fn case_of(&self, n: usize) -> usize {
+        let p = &self.population;
+        if n < p.list_case {
+            0
+        } else if p.list_case > 0 {
+            1 + n % (p.cases - 1)
+        } else {
+            n % p.cases
+        }
+    }
+
+    fn snitch(&self, n: usize) -> Result<Snitch, BoxError> {
+        let template = if n >= self.first_due() {
+            &self.due.as_ref().ok_or("no boundary planned")?.0
+        } else {
+            &self.later_template
+        };
+        let mut record = template.to_record();
+        record.token = bench_token(n)?;
+        record.case_id = self.cases[self.case_of(n)].id.clone();
+        record.name = SnitchName::parse(&format!("nightly backup {n}")).map_err(|v| v.message)?;
+        record.tags = Tags::parse(&["prod", "db"]).map_err(|v| v.message)?;
+        Ok(Snitch::restore(record)?)
+    }
+
+    /// Stores the cases, inserts the snitches that are not due, plans the boundary
+    /// `lead` ahead and inserts the due ones, with the store's bulk insert, a batch at a
+    /// time; the time the inserts took.
+    async fn fill(
+        &mut self,
+        storage: Arc<dyn Storage>,
+        lead: chrono::Duration,
+    ) -> Result<Duration, BoxError> {
+        for case in &self.cases {
+            storage.upsert_case(case).await?;
+        }
+        let mut took = self.insert(storage.as_ref(), 0..self.first_due()).await?;
+        let boundary = self.plan_boundary(lead)?;
+        eprintln!("   the boundary: {boundary}");
+        took += self
+            .insert(storage.as_ref(), self.first_due()..self.population.total)
+            .await?;
+        Ok(took)
+    }
+
+    async fn insert(
+        &self,
+        storage: &dyn Storage,
+        range: std::ops::Range<usize>,
+    ) -> Result<Duration, BoxError> {
+        const BATCH: usize = 10_000;
+        let started = monotonic_now();
+        let progress = Progress::start("inserted", range.len());
+        let done = progress.counter();
+        for first in range.clone().step_by(BATCH) {
+            let last = (first + BATCH).min(range.end);
+            let batch = (first..last)
+                .map(|n| self.snitch(n))
+                .collect::<Result<Vec<_>, _>>()?;
+            storage.insert_snitches(&batch, u32::MAX).await?;
+            done.fetch_add(batch.len(), Ordering::Relaxed);
+        }
+        progress.finish();
+        Ok(started.elapsed())
+    }
+
+    /// The check-in paths of snitches `range`.
+    fn paths(&self, range: std::ops::Range<usize>) -> Result<Arc<[Uri]>, BoxError> {
+        range
+            .map(|n| Ok(Uri::from_str(&format!("/{}", bench_token(n)?))?))
+            .collect()
+    }
+
+    /// The release server's configuration for this population: `store`, `/metrics` on a
+    /// port of its own, every case with one webhook to `hook` (no member: no e-mail), the
+    /// first case with [`API_KEY`] when it is the list's.
+    fn server_config(&self, store: &BenchStore, hook: Option<&str>) -> String {
+        let quoted = |text: &str| toml::Value::String(text.to_owned()).to_string();
+        let mut config = server_config(store, &[], 0);
+        config += "metrics_listen = \"127.0.0.1:0\"\nallow_private_webhooks = true\n";
+        for (i, case) in self.cases.iter().enumerate() {
+            let keys = if i == 0 && self.population.list_case > 0 {
+                quoted(API_KEY)
+            } else {
+                String::new()
+            };
+            config += &format!(
+                "\n[[case]]\nname = {}\nmax_snitches = {}\napi_keys = [{keys}]\nwebhooks = [{}]\n",
+                quoted(case.id.as_str()),
+                u32::MAX,
+                hook.map(quoted).unwrap_or_default()
+            );
+        }
+        config
+    }
+}
+
+/// A snitch of `case` on `interval` that checked in (successfully) at `at`.
+fn checked_in(case: &Case, interval: Interval, at: Timestamp) -> Result<Snitch, BoxError> {
+    let mut blank = Snitch::new(
+        bench_token(0)?,
+        case.id.clone(),
+        SnitchName::parse("nightly backup").map_err(|v| v.message)?,
+        interval,
+        at - chrono::Duration::hours(1),
+    );
+    blank.set_tags(Tags::parse(&["prod", "db"]).map_err(|v| v.message)?);
+    let check_in = CheckIn::new(at, Outcome::Success, None);
+    Ok(machine::check_in(&blank, &check_in, &case.plan).snitch)
+}
+
+/// Fills the fresh database `db` (migrated here) with `snitches`; the inserts' time.
+async fn fill_postgres_live(
+    db: &FreshDatabase,
+    snitches: &mut LiveSnitches,
+    lead: chrono::Duration,
+) -> Result<Duration, BoxError> {
+    let pool = PgPoolOptions::new()
+        .max_connections(PG_CONNECTIONS)
+        .connect_with(db.options.clone())
+        .await?;
+    MIGRATOR.run(&pool).await?;
+    let storage: Arc<dyn Storage> = Arc::new(PgStorage::new(pool.clone()));
+    let took = snitches.fill(storage, lead).await;
+    pool.close().await;
+    took
+}
+
+/// Fills a new SQLite file at `path` (migrated here, `synchronous = OFF` while filling)
+/// with `snitches`; the inserts' time.
+async fn fill_sqlite_live(
+    path: &Path,
+    snitches: &mut LiveSnitches,
+    lead: chrono::Duration,
+) -> Result<Duration, BoxError> {
+    let options = snitch::store::sqlite::connect_options(path)
+        .synchronous(sqlx::sqlite::SqliteSynchronous::Off);
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(SQLITE_FILL_CONNECTIONS)
+        .connect_with(options)
+        .await?;
+    snitch::store::sqlite::MIGRATOR.run(&pool).await?;
+    let storage: Arc<dyn Storage> = Arc::new(SqliteStorage::new(pool.clone()));
+    let took = snitches.fill(storage, lead).await;
+    pool.close().await;
+    took
+}
+
+/// The release server on `store` (already filled with `snitches`), its `/metrics`
+/// address and the webhook receiver its hooks go to.
+struct LiveServer {
+    server: SnitchProcess,
+    metrics: SocketAddr,
+    receiver: Arc<Receiver>,
+    scrape_pause: Duration,
+    webhooks: bool,
+    /// Kept until the server is gone.
+    _config: tempfile::NamedTempFile,
+}
+
+impl LiveServer {
+    async fn start(
+        store: &BenchStore,
+        snitches: &LiveSnitches,
+        sizes: &Sizes,
+    ) -> Result<LiveServer, BoxError> {
+        let (receiver, receiver_addr) = Receiver::start(Arc::new(ShiftedClock::default())).await?;
+        let config = tempfile::Builder::new()
+            .prefix("snitch-bench-")
+            .suffix(".toml")
+            .tempfile()?;
+        let hook = format!("http://{receiver_addr}/hook");
+        let hook = if sizes.webhooks { Some(hook) } else { None };
+        std::fs::write(
+            config.path(),
+            snitches.server_config(store, hook.as_deref()),
+        )?;
+        let started = monotonic_now();
+        let (server, metrics) = SnitchProcess::start_configured(config.path(), true).await?;
+        eprintln!(
+            "   server {} healthy in {:.1} s",
+            server.pid(),
+            started.elapsed().as_secs_f64()
+        );
+        Ok(LiveServer {
+            server,
+            metrics: metrics.ok_or("the server printed no metrics address")?,
+            receiver,
+            scrape_pause: sizes.scrape_pause,
+            webhooks: sizes.webhooks,
+            _config: config,
+        })
+    }
+}
+
+/// `snitch_snitches{status=…}` of one scrape of `/metrics`.
+async fn scrape_statuses(
+    client: &reqwest::Client,
+    metrics: SocketAddr,
+) -> Result<std::collections::BTreeMap<String, u64>, BoxError> {
+    let text = client
+        .get(format!("http://{metrics}/metrics"))
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await?;
+    let mut statuses = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("snitch_snitches{status=\"") {
+            if let Some((status, value)) = rest.split_once("\"} ") {
+                statuses.insert(status.to_owned(), value.trim().parse::<f64>()? as u64);
+            }
+        }
+    }
+    Ok(statuses)
+}
+
+/// What a live row saw of its sweep.
+#[derive(Debug)]
+struct SeenSweep {
+    /// From the boundary to the answer of the first scrape showing every due snitch
+    /// `failed`.
+    all_failed: Duration,
+    /// To the answer of the first scrape showing any.
+    first_failed: Option<Duration>,
+    scrapes: usize,
+    /// How long a scrape took (nearest-rank, microseconds).
+    scrape: Latency,
+    /// The statuses a second after.
+    settled: std::collections::BTreeMap<String, u64>,
+    /// From the boundary to the first and the last `snitch.missing` hook, and how many.
+    hooks: Option<(Duration, Duration)>,
+    hook_count: usize,
+}
+
+impl SeenSweep {
+    /// Whether exactly the due snitches are failed and all the others are not.
+    fn exact(&self, population: &LivePopulation) -> bool {
+        let failed = self.settled.get("failed").copied().unwrap_or(0) as usize;
+        let all: u64 = self.settled.values().sum();
+        failed == population.due && all as usize == population.total
+    }
+
+    fn statuses(&self) -> String {
+        self.settled
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(status, n)| format!("{} {status}", thousands(*n as usize)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `0.412 s from the boundary to … (…)`, the figure of rows 3d and 3e.
+    fn figure(&self, population: &LivePopulation) -> String {
+        let hooks = match self.hooks {
+            Some((first, last)) => format!(
+                "`snitch.missing` webhooks {} of {}, the first {:.3} s and the last {:.3} s \
+                 after the boundary",
+                thousands(self.hook_count),
+                thousands(population.due),
+                first.as_secs_f64(),
+                last.as_secs_f64()
+            ),
+            None => "no webhook arrived".into(),
+        };
+        format!(
+            "{:.3} s from the boundary to `/metrics` showing all {} `failed` (the first \
+             `failed` seen at {}; {} scrapes, p50 {} each); a second later {}{}; {hooks}",
+            self.all_failed.as_secs_f64(),
+            thousands(population.due),
+            self.first_failed
+                .map_or("—".to_owned(), |d| format!("{:.3} s", d.as_secs_f64())),
+            thousands(self.scrapes),
+            ms(self.scrape.p50),
+            self.statuses(),
+            if self.exact(population) {
+                " (exactly the due ones: checked)"
+            } else {
+                " — NOT exactly the due ones"
+            },
+        )
+    }
+}
+
+/// Scrapes `/metrics` from just before `boundary`, one scrape at a time with
+/// `--scrape-pause-ms` between (5 ms), until all `due` are failed (or `timeout` after the
+/// boundary); then waits for the webhooks for up to `hook_timeout`.
+async fn watch_sweep(
+    live: &LiveServer,
+    boundary: Timestamp,
+    population: &LivePopulation,
+    timeout: Duration,
+    hook_timeout: Duration,
+) -> Result<SeenSweep, BoxError> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()?;
+    let before = scrape_statuses(&client, live.metrics).await?;
+    let left = boundary - SystemClock.now();
+    let all: u64 = before.values().sum();
+    if before.get("failed").copied().unwrap_or(0) != 0 || all as usize != population.total {
+        return Err(format!("before the boundary the server shows {before:?}").into());
+    }
+    if left <= chrono::Duration::milliseconds(200) {
+        return Err(format!(
+            "the boundary {boundary} came before the server was ready ({} ms left): raise \
+             the lead",
+            left.num_milliseconds()
+        )
+        .into());
+    }
+    eprintln!(
+        "   {} snitches due in {:.1} s; scraping /metrics from just before",
+        thousands(population.due),
+        left.num_milliseconds() as f64 / 1000.0
+    );
+    tokio::time::sleep((left - chrono::Duration::milliseconds(100)).to_std()?).await;
+    let since = |at: Timestamp| (at - boundary).to_std().unwrap_or(Duration::ZERO);
+    let mut scrape_micros = Vec::new();
+    let mut first_failed = None;
+    let all_failed = loop {
+        let sent = monotonic_now();
+        let statuses = scrape_statuses(&client, live.metrics).await?;
+        let answered = SystemClock.now();
+        scrape_micros.push(as_micros(sent.elapsed()));
+        let failed = statuses.get("failed").copied().unwrap_or(0) as usize;
+        if failed > 0 && first_failed.is_none() && answered >= boundary {
+            first_failed = Some(since(answered));
+        }
+        if failed >= population.due {
+            break since(answered);
+        }
+        if since(answered) > timeout {
+            return Err(format!(
+                "{} s after the boundary /metrics shows {} of {} failed",
+                timeout.as_secs(),
+                failed,
+                population.due
+            )
+            .into());
+        }
+        tokio::time::sleep(live.scrape_pause).await;
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let settled = scrape_statuses(&client, live.metrics).await?;
+    let due = population.due;
+    let hook_timeout = if live.webhooks {
+        hook_timeout
+    } else {
+        Duration::ZERO
+    };
+    live.receiver
+        .wait_for(hook_timeout, |a| a.missing.len() >= due)
+        .await;
+    let (hooks, hook_count) = live.receiver.arrivals(|a| {
+        let first = a.missing.iter().min().copied();
+        let last = a.missing.iter().max().copied();
+        (
+            first.zip(last).map(|(f, l)| (since(f), since(l))),
+            a.missing.len(),
+        )
+    });
+    Ok(SeenSweep {
+        all_failed,
+        first_failed,
+        scrapes: scrape_micros.len(),
+        scrape: Latency::of(scrape_micros).ok_or("no scrape")?,
+        settled,
+        hooks,
+        hook_count,
+    })
+}
+
+/// Row 3d: the sweep of a release server on Postgres as its users see it.
+async fn sweep_seen_postgres(sizes: &Sizes, database_url: &str) -> Result<Measured, BoxError> {
+    let db = FreshDatabase::create(database_url).await?;
+    let result = async {
+        let mut snitches = LiveSnitches::new(sizes.sweep_seen)?;
+        let inserted = fill_postgres_live(&db, &mut snitches, SEEN_LEAD).await?;
+        sweep_seen(
+            sizes,
+            &BenchStore::Postgres(db.url.clone()),
+            &snitches,
+            format!("bulk `insert_snitches` in {:.1} s", inserted.as_secs_f64()),
+        )
+        .await
+    }
+    .await;
+    db.drop_it().await;
+    result
+}
+
+/// Row 3e: the same on SQLite, the file filled with `synchronous = OFF` first, then
+/// opened by the server with its own settings.
+async fn sweep_seen_sqlite(sizes: &Sizes) -> Result<Measured, BoxError> {
+    let dir = fresh_sqlite_dir()?;
+    let path = dir.path().join("bench.db");
+    let mut snitches = LiveSnitches::new(sizes.sweep_seen)?;
+    let inserted = fill_sqlite_live(&path, &mut snitches, SEEN_LEAD).await?;
+    sweep_seen(
+        sizes,
+        &BenchStore::Sqlite(path),
+        &snitches,
+        format!(
+            "bulk `insert_snitches` in {:.1} s, `synchronous = OFF`",
+            inserted.as_secs_f64()
+        ),
+    )
+    .await
+}
+
+async fn sweep_seen(
+    sizes: &Sizes,
+    store: &BenchStore,
+    snitches: &LiveSnitches,
+    set_up: String,
+) -> Result<Measured, BoxError> {
+    let live = LiveServer::start(store, snitches, sizes).await?;
+    let population = snitches.population;
+    let seen = watch_sweep(
+        &live,
+        snitches.boundary()?,
+        &population,
+        Duration::from_secs(60),
+        Duration::from_secs(60),
+    )
+    .await?;
+    Ok(Measured {
+        figure: format!(
+            "{} (set-up: {} snitches made by {set_up})",
+            seen.figure(&population),
+            thousands(population.total)
+        ),
+        met: seen.exact(&population) && seen.all_failed < Duration::from_secs(1),
+    })
+}
+
+/// `VmRSS` and `VmHWM` of process `pid`, in bytes.
+fn process_memory(pid: u32) -> Result<(u64, u64), BoxError> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| -> Result<u64, BoxError> {
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .ok_or_else(|| format!("no {name} in /proc/{pid}/status"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()?;
+        Ok(kib * 1024)
+    };
+    Ok((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.0} MiB", bytes as f64 / f64::from(1 << 20))
+}
+
+/// Row 8: a million snitches in one release server on Postgres.
+async fn million_postgres(sizes: &Sizes, database_url: &str) -> Result<Measured, BoxError> {
+    let population = sizes.million;
+    if population.list_case != sizes.api_snitches {
+        return Err("row 8's list case must hold row 6's number of snitches".into());
+    }
+    // Row 2's figure (measured now, in a database of its own, if it did not run).
+    if ROW_2.get().is_none() {
+        eprintln!("   row 2 did not run: measuring it first, for the comparison");
+        check_in_postgres(sizes, database_url).await?;
+    }
+    if ROW_6.get().is_none() {
+        eprintln!("   row 6 did not run: measuring it first, for the comparison");
+        api_list(sizes).await?;
+    }
+    let row_2 = ROW_2.get().ok_or("row 2 has no figure")?;
+    let row_6 = *ROW_6.get().ok_or("row 6 has no figure")?;
+    let db = FreshDatabase::create(database_url).await?;
+    let result = million_in(sizes, &db, row_2, row_6).await;
+    db.drop_it().await;
+    result
+}
+
+async fn million_in(
+    sizes: &Sizes,
+    db: &FreshDatabase,
+    row_2: &Comparison,
+    row_6: Latency,
+) -> Result<Measured, BoxError> {
+    let population = sizes.million;
+    let row_started = monotonic_now();
+    // (a) Creating them.
+    let mut snitches = LiveSnitches::new(population)?;
+    // The boundary comes after the check-in loads and the list (their time, generously,
+    // on top of the start's lead).
+    let loads = 3 * sizes.rounds as u32 * (sizes.warm_up + sizes.measure);
+    let lead = MILLION_LEAD + chrono::Duration::from_std(loads * 3 / 2 + Duration::from_secs(15))?;
+    let inserted = fill_postgres_live(db, &mut snitches, lead).await?;
+    eprintln!(
+        "   (a) {} snitches inserted in {:.1} s",
+        thousands(population.total),
+        inserted.as_secs_f64()
+    );
+    let live = LiveServer::start(&BenchStore::Postgres(db.url.clone()), &snitches, sizes).await?;
+    let pid = live.server.pid();
+    let (rss_started, _) = process_memory(pid)?;
+    // (b) Check-ins, before the boundary: 10,000 of them (never due), then spread over
+    // every snitch never due (a check-in of a due one would move its deadline).
+    let first = population.list_case;
+    let checked = snitches.paths(first..first + sizes.check_in_snitches)?;
+    let tokens: Vec<String> = checked
+        .iter()
+        .map(|p| p.path().trim_start_matches('/').to_owned())
+        .collect();
+    check_in_all_over_http(live.server.check_in_addr, &tokens).await?;
+    let comparison = compare_with_baseline(live.server.check_in_addr, checked, sizes).await?;
+    let (rss_loaded, _) = process_memory(pid)?;
+    let spread_paths = snitches.paths(0..snitches.first_due())?;
+    let mut spread_rounds = Vec::new();
+    for round in 1..=sizes.rounds {
+        let result =
+            load_spread(live.server.check_in_addr, spread_paths.clone(), sizes, None).await?;
+        eprintln!(
+            "   round {round}/{} spread over {}: {} req/s, p50 {}, p99 {}",
+            sizes.rounds,
+            thousands(spread_paths.len()),
+            thousands(result.per_second.round() as usize),
+            ms(result.latency.p50),
+            ms(result.latency.p99)
+        );
+        spread_rounds.push(result);
+    }
+    let spread = median_load(&spread_rounds);
+    let (rss_spread, _) = process_memory(pid)?;
+    // (e) The list of the 10,000-snitch case.
+    let (list, list_bytes) = time_list(live.server.api_addr, sizes).await?;
+    // (c) The sweep, as users see it.
+    let seen = watch_sweep(
+        &live,
+        snitches.boundary()?,
+        &population,
+        Duration::from_secs(120),
+        Duration::from_secs(120),
+    )
+    .await?;
+    eprintln!("   (c) {}", seen.figure(&population));
+    // (d) Memory at the end.
+    let (rss, hwm) = process_memory(pid)?;
+    let boundary = snitches.boundary()?;
+    let (hooks_at_end, last_hook) = live.receiver.arrivals(|a| {
+        (
+            a.missing.len(),
+            a.missing
+                .iter()
+                .max()
+                .map(|l| (*l - boundary).num_milliseconds() as f64 / 1000.0),
+        )
+    });
+    drop(live);
+    eprintln!(
+        "   resident: {} at the start, {} after the 10,000-token load, {} after the spread \
+         load, {} at the end, after the sweep (peak {})",
+        mib(rss_started),
+        mib(rss_loaded),
+        mib(rss_spread),
+        mib(rss),
+        mib(hwm)
+    );
+    let to_row_2 = comparison.snitch.per_second / row_2.snitch.per_second;
+    let spread_to_row_2 = spread.per_second / row_2.snitch.per_second;
+    let figure = format!(
+        "(a) created in {:.1} s (bulk `insert_snitches`, batches of 10,000); (b) {} \
+         snitches checked in: {:.2} of row 2's rate ({} vs {} req/s), {:.2} of baseline \
+         ({} req/s; row 2 {:.2}); p50/p99 {} / {}; spread over the {} never due: {} req/s \
+         ({:.2} of row 2's), p50/p99 {} / {}; (c) {:.3} s from the boundary to \
+         `/metrics` showing all {} `failed` (a second later {}{}; webhooks {} of {}{}, by \
+         the row's end {}{}); \
+         (d) resident {} at the end, after the sweep, peak {} (VmRSS/VmHWM; {} when \
+         started, {} after the {}-snitch load, {} after the spread load); (e) list of {} \
+         snitches p50 {}, p99 {} ({:.1} MB; row 6, memory store: p50 {}, p99 {}); the row \
+         took {}",
+        inserted.as_secs_f64(),
+        thousands(sizes.check_in_snitches),
+        to_row_2,
+        thousands(comparison.snitch.per_second.round() as usize),
+        thousands(row_2.snitch.per_second.round() as usize),
+        comparison.ratio(),
+        thousands(comparison.baseline.per_second.round() as usize),
+        row_2.ratio(),
+        ms(comparison.snitch.latency.p50),
+        ms(comparison.snitch.latency.p99),
+        thousands(spread_paths.len()),
+        thousands(spread.per_second.round() as usize),
+        spread_to_row_2,
+        ms(spread.latency.p50),
+        ms(spread.latency.p99),
+        seen.all_failed.as_secs_f64(),
+        thousands(population.due),
+        seen.statuses(),
+        if seen.exact(&population) {
+            ", exactly the due ones"
+        } else {
+            ", NOT exactly the due ones"
+        },
+        thousands(seen.hook_count),
+        thousands(population.due),
+        seen.hooks.map_or(String::new(), |(f, l)| format!(
+            ", the first {:.2} s and the last {:.2} s after the boundary",
+            f.as_secs_f64(),
+            l.as_secs_f64()
+        )),
+        thousands(hooks_at_end),
+        last_hook.map_or(String::new(), |l| format!(
+            ", the last {l:.1} s after the boundary"
+        )),
+        mib(rss),
+        mib(hwm),
+        mib(rss_started),
+        mib(rss_loaded),
+        thousands(sizes.check_in_snitches),
+        mib(rss_spread),
+        thousands(population.list_case),
+        ms(list.p50),
+        ms(list.p99),
+        list_bytes as f64 / 1e6,
+        ms(row_6.p50),
+        ms(row_6.p99),
+        human_duration(row_started.elapsed()),
+    );
+    Ok(Measured {
+        figure,
+        met: inserted < Duration::from_secs(60)
+            && to_row_2 >= 0.9
+            && seen.exact(&population)
+            && seen.all_failed < Duration::from_secs(5)
+            && hwm < 512 << 20,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Row 2d: Postgres check-ins long enough for history trims and vacuum.
+
+/// Row 2d: row 2's load, in rounds until every snitch has passed a history trim, then the
+/// history table's rows, size and a `VACUUM (ANALYZE)`, and one more round with a
+/// `VACUUM` running meanwhile.
+async fn check_in_postgres_long(sizes: &Sizes, database_url: &str) -> Result<Measured, BoxError> {
+    let db = FreshDatabase::create(database_url).await?;
+    let result = long_in(sizes, &db).await;
+    db.drop_it().await;
+    result
+}
+
+/// `SELECT` of one bigint.
+async fn pg_number(admin: &mut PgConnection, sql: &str) -> Result<i64, BoxError> {
+    Ok(sqlx::query_scalar::<_, i64>(sql).fetch_one(admin).await?)
+}
+
+const CHECK_INS_SIZE: &str = "SELECT pg_total_relation_size('snitch.check_ins')";
+
+async fn long_in(sizes: &Sizes, db: &FreshDatabase) -> Result<Measured, BoxError> {
+    let (server, paths) = check_in_server(sizes, BenchStore::Postgres(db.url.clone())).await?;
+    let mut admin = PgConnection::connect_with(&db.options).await?;
+    let snitches = paths.len();
+    // The server's default history (`check_in_history`), and where a save trims it
+    // (`trim_at` of the Postgres store: twice the keep).
+    let keep = snitch::core::snitch::CHECK_INS_KEPT;
+    let trim_at = 2 * keep;
+    // Every snitch holds its set-up check-in; each needs `trim_at` to be trimmed once.
+    let needed = (snitches * trim_at) as f64 * 1.1;
+    let mut round_sizes = sizes.clone();
+    round_sizes.measure = sizes.long_round;
+    let (min_rounds, max_rounds) = sizes.long_rounds;
+    let mut rounds = Vec::new();
+    let mut total = 0.0;
+    while rounds.len() < max_rounds && (rounds.len() < min_rounds || total < needed) {
+        let result = load_spread(
+            server.check_in_addr,
+            paths.clone(),
+            &round_sizes,
+            Some(Duration::ZERO),
+        )
+        .await?;
+        total += result.per_second * sizes.long_round.as_secs_f64();
+        let stored = pg_number(&mut admin, "SELECT count(*) FROM snitch.check_ins").await?;
+        eprintln!(
+            "   round {}: {} req/s, p50 {}, p99 {}; {:.0} check-ins per snitch so far, {} \
+             rows stored",
+            rounds.len() + 1,
+            thousands(result.per_second.round() as usize),
+            ms(result.latency.p50),
+            ms(result.latency.p99),
+            total / snitches as f64,
+            thousands(stored as usize)
+        );
+        rounds.push(result);
+    }
+    let per_snitch = total / snitches as f64 + 1.0;
+    let stored = pg_number(&mut admin, "SELECT count(*) FROM snitch.check_ins").await?;
+    let (least, most): (i64, i64) = sqlx::query_as(
+        "SELECT min(n), max(n) FROM (SELECT count(*) AS n FROM snitch.check_ins GROUP BY token) c",
+    )
+    .fetch_one(&mut admin)
+    .await?;
+    let (dead, autovacuums): (i64, i64) = sqlx::query_as(
+        "SELECT n_dead_tup, autovacuum_count FROM pg_stat_user_tables \
+         WHERE schemaname = 'snitch' AND relname = 'check_ins'",
+    )
+    .fetch_one(&mut admin)
+    .await?;
+    let size_before = pg_number(&mut admin, CHECK_INS_SIZE).await?;
+    let vacuum_started = monotonic_now();
+    admin.execute("VACUUM (ANALYZE) snitch.check_ins").await?;
+    let vacuum = vacuum_started.elapsed();
+    let size_after = pg_number(&mut admin, CHECK_INS_SIZE).await?;
+    eprintln!(
+        "   VACUUM (ANALYZE) in {:.2} s: {} → {} MiB ({} dead rows before, {} autovacuums)",
+        vacuum.as_secs_f64(),
+        size_before >> 20,
+        size_after >> 20,
+        thousands(dead as usize),
+        autovacuums
+    );
+    // One more round, a VACUUM started a third into it.
+    let options = db.options.clone();
+    let delay = sizes.long_round / 3;
+    let concurrent = tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        let mut connection = PgConnection::connect_with(&options).await?;
+        let started = monotonic_now();
+        connection
+            .execute("VACUUM (ANALYZE) snitch.check_ins")
+            .await?;
+        let took = started.elapsed();
+        connection.close().await?;
+        Ok::<_, BoxError>(took)
+    });
+    let during = load_spread(
+        server.check_in_addr,
+        paths.clone(),
+        &round_sizes,
+        Some(Duration::ZERO),
+    )
+    .await?;
+    let concurrent_vacuum = concurrent.await??;
+    admin.close().await?;
+    drop(server);
+    let first = rounds[0].per_second;
+    let lowest = rounds
+        .iter()
+        .map(|r| r.per_second)
+        .fold(f64::INFINITY, f64::min);
+    let rates = rounds
+        .iter()
+        .map(|r| thousands(r.per_second.round() as usize))
+        .collect::<Vec<_>>()
+        .join(" / ");
+    let median = median_load(&rounds);
+    Ok(Measured {
+        figure: format!(
+            "{} rounds of {} s: {rates} req/s (median {}, p50/p99 {} / {}; lowest {:.2} of \
+             the first), about {per_snitch:.0} check-ins per snitch (a trim at {trim_at}, \
+             back to {keep}); then {} rows in `snitch.check_ins` vs {} snitches × {keep} = \
+             {} (per snitch {least}–{most}); `VACUUM (ANALYZE)` took {:.2} s, {} → {} MiB \
+             ({} dead rows before it, {autovacuums} autovacuums during the rounds); a round \
+             with a `VACUUM (ANALYZE)` started {:.1} s in (it took {:.2} s): {} req/s, p50/p99 \
+             {} / {}",
+            rounds.len(),
+            sizes.long_round.as_secs(),
+            thousands(median.per_second.round() as usize),
+            ms(median.latency.p50),
+            ms(median.latency.p99),
+            lowest / first,
+            thousands(stored as usize),
+            thousands(snitches),
+            thousands(snitches * keep),
+            vacuum.as_secs_f64(),
+            size_before >> 20,
+            size_after >> 20,
+            thousands(dead as usize),
+            delay.as_secs_f64(),
+            concurrent_vacuum.as_secs_f64(),
+            thousands(during.per_second.round() as usize),
+            ms(during.latency.p50),
+            ms(during.latency.p99),
+        ),
+        met: lowest >= 0.8 * first,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
 // Shared helpers: the server, snitches through the service, Postgres, statistics, report.
 
 /// The real server (`snitch::server::launch_with_clock`) on two listeners on 127.0.0.1:0.
@@ -1448,13 +2500,17 @@ impl ChildServer {
         };
         let stdout = stdout.ok_or("the child's stdout is not piped")?;
         let (lines, listening) = std::sync::mpsc::channel::<String>();
+        let wanted: Vec<String> = prefixes.iter().map(|p| (*p).to_owned()).collect();
         // Reads the child's output to its end, so it never blocks on a full pipe; lines
         // other than its addresses (warnings, errors) are passed on to stderr.
         std::thread::spawn(move || {
             for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
                 let Ok(line) = line else { break };
-                if line.contains("listening on ") {
+                if line.contains("listening on ") || wanted.iter().any(|p| line.starts_with(p)) {
                     let _ = lines.send(line);
+                } else if line.contains(" INFO ") && line.contains("delivery attempt") {
+                    // One a delivery: read (the server writes them, as for its users),
+                    // not repeated here, where a sweep's thousands would drown the rest.
                 } else {
                     eprintln!("   [{name}] {line}");
                 }
@@ -1530,13 +2586,15 @@ impl Drop for ChildServer {
 
 /// The address after `listening on ` in a line such as
 /// `Snitch API: http://… (listening on 127.0.0.1:40123)`.
+/// or `Snitch metrics:   http://127.0.0.1:40125/metrics`.
 fn listening_addr(line: &str) -> Result<SocketAddr, BoxError> {
     let rest = line
         .split_once("listening on ")
+        .or_else(|| line.split_once("http://"))
         .map(|(_, rest)| rest)
         .ok_or_else(|| format!("no address in {line:?}"))?;
     let addr = rest
-        .split(|c: char| c == ')' || c.is_whitespace())
+        .split(|c: char| c == ')' || c == '/' || c.is_whitespace())
         .next()
         .unwrap_or(rest);
     addr.parse()
@@ -1557,7 +2615,14 @@ struct SnitchProcess {
     api_addr: SocketAddr,
     check_in_addr: SocketAddr,
     /// Killed when dropped.
-    _process: ChildServer,
+    process: ChildServer,
+}
+
+impl SnitchProcess {
+    /// The process id of the server (`setpriv` runs it in its own place).
+    fn pid(&self) -> u32 {
+        self.process.child.id()
+    }
 }
 
 impl SnitchProcess {
@@ -1574,8 +2639,18 @@ impl SnitchProcess {
             .suffix(".toml")
             .tempfile()?;
         std::fs::write(config.path(), server_config(store, cases, max_snitches))?;
+        let (server, _) = SnitchProcess::start_configured(config.path(), false).await?;
+        Ok(server)
+    }
+
+    /// Starts the server with the configuration file at `config`; with `metrics`, the
+    /// file must set `metrics_listen`, and the metrics address is returned too.
+    async fn start_configured(
+        config: &Path,
+        metrics: bool,
+    ) -> Result<(SnitchProcess, Option<SocketAddr>), BoxError> {
         let mut command = child_command(sibling_binary("server")?);
-        command.arg("--config").arg(config.path()).arg("serve");
+        command.arg("--config").arg(config).arg("serve");
         // Only the file configures it: `DATABASE_URL` (set by scripts/bench.sh) or a
         // `SNITCH_*` variable of this environment would override it.
         for (name, _) in std::env::vars_os() {
@@ -1586,13 +2661,21 @@ impl SnitchProcess {
         // The server's default log level, as an operator runs it (accepted check-ins are
         // logged at debug, so not per request; API calls are).
         command.env("RUST_LOG", "info").env("NO_COLOR", "1");
-        let process =
-            ChildServer::start("server", command, &["Snitch API:", "Snitch check-ins:"]).await?;
-        Ok(SnitchProcess {
-            api_addr: process.addrs[0],
-            check_in_addr: process.addrs[1],
-            _process: process,
-        })
+        let prefixes: &[&str] = if metrics {
+            &["Snitch API:", "Snitch check-ins:", "Snitch metrics:"]
+        } else {
+            &["Snitch API:", "Snitch check-ins:"]
+        };
+        let process = ChildServer::start("server", command, prefixes).await?;
+        let metrics_addr = process.addrs.get(2).copied();
+        Ok((
+            SnitchProcess {
+                api_addr: process.addrs[0],
+                check_in_addr: process.addrs[1],
+                process,
+            },
+            metrics_addr,
+        ))
     }
 }
 
