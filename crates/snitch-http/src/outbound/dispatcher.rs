@@ -48,8 +48,9 @@ pub struct DispatcherOptions {
     pub poll: Duration,
 }
 
-/// How long the dispatcher gathers wake-ups before it claims again (see `run`): short
-/// beside an alert's delay, long beside sending one webhook to a local receiver.
+/// How long the dispatcher gathers finished deliveries before it claims again while
+/// others are still in flight (see `run`): short beside an alert's delay, long beside
+/// sending one webhook to a local receiver.
 const CLAIM_GATHER: Duration = Duration::from_millis(20);
 
 impl Default for DispatcherOptions {
@@ -325,6 +326,12 @@ impl Dispatcher {
         Ok(started)
     }
 
+    /// Whether no delivery is being sent: every slot of both kinds is free.
+    fn nothing_in_flight(&self) -> bool {
+        self.webhook_slots.available_permits() >= self.options.concurrency.max(1)
+            && self.email_slots.available_permits() >= self.options.email_concurrency.max(1)
+    }
+
     /// A slot of the delivery's kind; the claim took no more than were free.
     async fn slot(&self, delivery: &Delivery) -> Option<OwnedSemaphorePermit> {
         let slots = match delivery.channel {
@@ -477,14 +484,27 @@ impl Dispatcher {
             tokio::select! {
                 () = &mut stop => break,
                 () = self.wake.notified() => {
-                    // Woken by a new event or a finished delivery: let the others that
-                    // finish meanwhile free their slots too, so that one claim takes them
-                    // all. A claim per finished delivery made a sweep's thousands of
-                    // alerts thousands of claims, each a query over every pending
-                    // delivery (and on SQLite a write), beside the sweep's own saves.
-                    tokio::select! {
-                        () = &mut stop => break,
-                        () = tokio::time::sleep(CLAIM_GATHER) => {}
+                    // Woken by a new event or a finished delivery: while deliveries are
+                    // still in flight, let those that finish within CLAIM_GATHER free
+                    // their slots too, so that one claim takes them all. A claim per
+                    // finished delivery made a sweep's thousands of alerts thousands of
+                    // claims, each a query over every pending delivery (and on SQLite a
+                    // write), beside the sweep's own saves. With nothing in flight (a new
+                    // event, or the last delivery done) it claims at once.
+                    let gathered_by = tokio::time::Instant::now() + CLAIM_GATHER;
+                    let mut stopped = false;
+                    while !self.nothing_in_flight() {
+                        tokio::select! {
+                            () = &mut stop => {
+                                stopped = true;
+                                break;
+                            }
+                            () = self.wake.notified() => {}
+                            () = tokio::time::sleep_until(gathered_by) => break,
+                        }
+                    }
+                    if stopped {
+                        break;
                     }
                 }
                 () = tokio::time::sleep(sleep) => {}
