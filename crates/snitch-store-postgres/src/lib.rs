@@ -69,7 +69,7 @@ use records::{
     DeliveryRow, EventRecord, Pg, SnitchFields, SnitchRow, WebhookRow, DELIVERY_COLUMNS,
     DELIVERY_FIELDS, SNITCH_COLUMNS, SNITCH_FIELDS,
 };
-use snitch_store_sql::batcher::Batcher;
+use snitch_store_sql::batcher::{AttemptWrite, Batcher};
 use snitch_store_sql::check_in_cache::CheckInCache;
 pub(crate) use snitch_store_sql::{backend, limit};
 use snitch_store_sql::{
@@ -106,14 +106,6 @@ pub struct PgStorage {
     cache: Arc<CheckInCache>,
     /// Deliveries' attempts, recorded in batches (one transaction each).
     attempts: Arc<Batcher<AttemptWrite, Result<(), StorageError>>>,
-}
-
-/// A delivery's attempt to record.
-#[derive(Debug)]
-struct AttemptWrite {
-    delivery_id: String,
-    attempt: snitch_core::Attempt,
-    result: AttemptResult,
 }
 
 /// The most attempts recorded in one transaction.
@@ -864,16 +856,7 @@ impl Storage for PgStorage {
         attempt: &Attempt,
         result: AttemptResult,
     ) -> Result<(), StorageError> {
-        let write = AttemptWrite {
-            delivery_id: delivery_id.to_owned(),
-            attempt: attempt.clone(),
-            result,
-        };
-        self.attempts.submit(write).await.unwrap_or_else(|| {
-            Err(StorageError::Backend(
-                "the task recording attempts stopped before answering".into(),
-            ))
-        })
+        self.attempts.record(delivery_id, attempt, result).await
     }
 
     async fn next_delivery_at(&self) -> Result<Option<Timestamp>, StorageError> {

@@ -11,6 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use snitch_core::{Attempt, AttemptResult, StorageError};
 use tokio::sync::{mpsc, oneshot};
 
 /// Applies a batch of writes, answering each in order (one answer per write).
@@ -66,6 +67,38 @@ impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
         runtime.spawn(run(receiver, Arc::clone(&self.apply), self.max_batch));
         *queue = Some(sender.clone());
         Some(sender)
+    }
+}
+
+/// A delivery's attempt to record: both SQL stores record them in batches.
+#[derive(Debug)]
+pub struct AttemptWrite {
+    /// The delivery tried.
+    pub delivery_id: String,
+    /// The attempt, as `Storage::record_attempt` got it.
+    pub attempt: Attempt,
+    /// What it led to.
+    pub result: AttemptResult,
+}
+
+impl Batcher<AttemptWrite, Result<(), StorageError>> {
+    /// Records one attempt in the next batch (`Storage::record_attempt`).
+    pub async fn record(
+        &self,
+        delivery_id: &str,
+        attempt: &Attempt,
+        result: AttemptResult,
+    ) -> Result<(), StorageError> {
+        let write = AttemptWrite {
+            delivery_id: delivery_id.to_owned(),
+            attempt: attempt.clone(),
+            result,
+        };
+        self.submit(write).await.unwrap_or_else(|| {
+            Err(StorageError::Backend(
+                "the task recording attempts stopped before answering".into(),
+            ))
+        })
     }
 }
 

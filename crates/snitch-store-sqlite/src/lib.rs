@@ -54,7 +54,7 @@ use snitch_core::{
     ClaimLimits, Delivery, Event, Outage, Snitch, Storage, StorageError, StoreStats, Tag,
     Timestamp, Token, Webhook,
 };
-use snitch_store_sql::batcher::Batcher;
+use snitch_store_sql::batcher::{AttemptWrite, Batcher};
 use snitch_store_sql::check_in_cache::CheckInCache;
 use snitch_store_sql::records::{
     self, after_attempt, ApiKeyRow, AttemptRecord, CaseRow, ChannelFields, ChannelRow,
@@ -152,14 +152,6 @@ pub struct SqliteStorage {
     cache: Arc<CheckInCache>,
     /// Deliveries' attempts, recorded in batches (one transaction each).
     attempts: Arc<Batcher<AttemptWrite, Result<(), StorageError>>>,
-}
-
-/// A delivery's attempt to record.
-#[derive(Debug)]
-struct AttemptWrite {
-    delivery_id: String,
-    attempt: Attempt,
-    result: AttemptResult,
 }
 
 /// The most attempts recorded in one transaction.
@@ -1036,16 +1028,7 @@ impl Storage for SqliteStorage {
         attempt: &Attempt,
         result: AttemptResult,
     ) -> Result<(), StorageError> {
-        let write = AttemptWrite {
-            delivery_id: delivery_id.to_owned(),
-            attempt: attempt.clone(),
-            result,
-        };
-        self.attempts.submit(write).await.unwrap_or_else(|| {
-            Err(StorageError::Backend(
-                "the task recording attempts stopped before answering".into(),
-            ))
-        })
+        self.attempts.record(delivery_id, attempt, result).await
     }
 
     async fn next_delivery_at(&self) -> Result<Option<Timestamp>, StorageError> {
