@@ -36,8 +36,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use snitch_core::{Change, StorageError};
-
-use crate::set_based;
 use snitch_store_sql::backend;
 use snitch_store_sql::queue::{answer_all, Job, SaveQueue};
 use sqlx::pool::PoolConnection;
@@ -45,6 +43,8 @@ use sqlx::sqlite::SqlitePool;
 use sqlx::{Sqlite, Transaction};
 use tokio::sync::{mpsc, Mutex as AsyncMutex, OwnedMutexGuard};
 use tokio::time::{timeout, timeout_at, Instant};
+
+use crate::set_based;
 
 /// How [`crate::SqliteStorage`] groups concurrent saves into transactions.
 ///
@@ -131,8 +131,8 @@ pub(crate) struct WriteTx {
 /// saves keep coming. SQLite keeps a page cache per connection and drops it when another
 /// connection wrote meanwhile: batches on whichever connection the pool handed out read
 /// their pages again each time, about twice the instructions per check-in (BENCHMARKS.md).
-/// It goes back to the pool when the writer has nothing queued (closing a pool waits for
-/// every connection).
+/// It goes back to the pool once nothing was queued for [`HOLD_WHILE_IDLE`] (closing a
+/// pool waits for every connection).
 #[derive(Debug)]
 pub(crate) struct HeldConnection {
     conn: PoolConnection<Sqlite>,
