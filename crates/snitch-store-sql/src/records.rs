@@ -456,7 +456,7 @@ impl<'a, D: Dialect> SnitchFields<'a, D> {
 macro_rules! bind_snitch_fields {
     ($query:expr, $fields:expr, $bind:ident, $list:path) => {{
         let f = $fields;
-        $query
+        let settings = $query
             .$bind(f.name)
             .$bind($list(f.tags))
             .$bind(f.notes)
@@ -467,28 +467,39 @@ macro_rules! bind_snitch_fields {
             .$bind(f.failure_tolerance)
             .$bind(f.missed_tolerance)
             .$bind(f.max_runtime_seconds)
-            .$bind(f.email_keywords)
-            .$bind(f.status)
-            .$bind(f.checked_in_at)
-            .$bind(f.last_check_in_at)
-            .$bind(f.anchor_at)
-            .$bind(f.deadline_at)
-            .$bind(f.pause_until_kind)
-            .$bind(f.pause_until_at)
-            .$bind(f.pause_resume_status)
-            .$bind(f.pause_checked_in)
-            .$bind($list(f.smart_offsets_ms))
-            .$bind(f.last_errored_alert_at)
-            .$bind(f.error_announced)
-            .$bind(f.last_recovery_alert_at)
-            .$bind(f.consecutive_failures)
-            .$bind(f.consecutive_misses)
-            .$bind(f.runs)
-            .$bind(f.check_in_seq)
-            .$bind(f.event_seq)
-            .$bind(f.version)
-            .$bind(f.wake_at)
+            .$bind(f.email_keywords);
+        $crate::bind_snitch_state!(settings, f, $bind, $list)
     }};
+}
+
+/// Binds the state of a [`SnitchFields`] `$f` (a variable): [`SNITCH_FIELDS`] after
+/// [`SETTINGS_FIELDS`], in their order, as [`bind_snitch_fields!`](crate::bind_snitch_fields)
+/// binds them after the settings (a save that keeps the settings writes these alone).
+#[macro_export]
+macro_rules! bind_snitch_state {
+    ($query:expr, $f:ident, $bind:ident, $list:path) => {
+        $query
+            .$bind($f.status)
+            .$bind($f.checked_in_at)
+            .$bind($f.last_check_in_at)
+            .$bind($f.anchor_at)
+            .$bind($f.deadline_at)
+            .$bind($f.pause_until_kind)
+            .$bind($f.pause_until_at)
+            .$bind($f.pause_resume_status)
+            .$bind($f.pause_checked_in)
+            .$bind($list($f.smart_offsets_ms))
+            .$bind($f.last_errored_alert_at)
+            .$bind($f.error_announced)
+            .$bind($f.last_recovery_alert_at)
+            .$bind($f.consecutive_failures)
+            .$bind($f.consecutive_misses)
+            .$bind($f.runs)
+            .$bind($f.check_in_seq)
+            .$bind($f.event_seq)
+            .$bind($f.version)
+            .$bind($f.wake_at)
+    };
 }
 
 /// A snitch as stored.

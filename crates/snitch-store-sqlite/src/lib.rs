@@ -74,6 +74,7 @@ use sqlx::sqlite::{
 use sqlx::types::Json;
 
 use records_lite::Lite;
+use set_based::RowRecord;
 pub use writer::SqliteStorageOptions;
 use writer::Writer;
 
@@ -397,20 +398,14 @@ async fn insert_check_ins(
     let keep = keep.max(1);
     let newest = &check_ins[check_ins.len().saturating_sub(keep)..];
     for c in newest.iter().map(CheckInRecord::<Lite>::of) {
-        sqlx::query(
+        let insert = sqlx::query(
             "INSERT INTO snitch_check_ins (token, at, exit_status, message, number, details, body) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )
-        .bind(token)
-        .bind(c.at)
-        .bind(c.exit_status)
-        .bind(c.message)
-        .bind(c.number)
-        .bind(c.details)
-        .bind(c.body)
-        .execute(&mut *conn)
-        .await
-        .map_err(backend)?;
+        );
+        c.bind_to(insert.bind(token))
+            .execute(&mut *conn)
+            .await
+            .map_err(backend)?;
     }
     sqlx::query(&set_based::SETTLE_HISTORY)
         .bind(token)

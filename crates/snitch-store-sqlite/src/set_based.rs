@@ -30,7 +30,7 @@ use snitch_store_sql::records::{
     CheckInRecord, DeliveryFields, EventRecord, SnitchFields, DELIVERY_FIELDS, EVENT_COLUMNS,
     SETTINGS_FIELDS, SNITCH_FIELDS,
 };
-use snitch_store_sql::{backend, bind_delivery, bind_event, limit, to_integer};
+use snitch_store_sql::{backend, bind_delivery, bind_event, bind_snitch_state, limit, to_integer};
 use sqlx::sqlite::{SqliteArguments, SqliteConnection};
 use sqlx::types::Json;
 use sqlx::{Row, Sqlite};
@@ -230,32 +230,13 @@ struct StateRow<'a> {
     expected: i64,
     added: i64,
     keep: i64,
-    status: &'static str,
-    checked_in_at: Option<i64>,
-    last_check_in_at: Option<i64>,
-    anchor_at: Option<i64>,
-    deadline_at: Option<i64>,
-    pause_until_kind: Option<&'static str>,
-    pause_until_at: Option<i64>,
-    pause_resume_status: Option<&'static str>,
-    pause_checked_in: Option<bool>,
-    smart_offsets_ms: Vec<i64>,
-    last_errored_alert_at: Option<i64>,
-    error_announced: bool,
-    last_recovery_alert_at: Option<i64>,
-    consecutive_failures: i64,
-    consecutive_misses: i64,
-    runs: Option<String>,
-    check_in_seq: i64,
-    event_seq: i64,
-    version: i64,
-    wake_at: Option<i64>,
+    /// Its state is bound from these; its settings are not.
+    fields: SnitchFields<'a, Lite>,
 }
 
 impl<'a> StateRow<'a> {
     fn of(change: &'a Change, added: usize, events: usize) -> Result<Self, StorageError> {
         let snitch = change.snitch();
-        let f = SnitchFields::<Lite>::of(snitch)?;
         let event_seq = snitch.state().event_seq();
         Ok(StateRow {
             check_ins: added,
@@ -271,105 +252,60 @@ impl<'a> StateRow<'a> {
             expected: to_integer("version", change.expected_version())?,
             added: limit(added),
             keep: limit(change.keep_check_ins().max(1)),
-            status: f.status,
-            checked_in_at: f.checked_in_at,
-            last_check_in_at: f.last_check_in_at,
-            anchor_at: f.anchor_at,
-            deadline_at: f.deadline_at,
-            pause_until_kind: f.pause_until_kind,
-            pause_until_at: f.pause_until_at,
-            pause_resume_status: f.pause_resume_status,
-            pause_checked_in: f.pause_checked_in,
-            smart_offsets_ms: f.smart_offsets_ms.to_vec(),
-            last_errored_alert_at: f.last_errored_alert_at,
-            error_announced: f.error_announced,
-            last_recovery_alert_at: f.last_recovery_alert_at,
-            consecutive_failures: f.consecutive_failures,
-            consecutive_misses: f.consecutive_misses,
-            runs: f.runs,
-            check_in_seq: f.check_in_seq,
-            event_seq: f.event_seq,
-            version: f.version,
-            wake_at: f.wake_at,
+            fields: SnitchFields::<Lite>::of(snitch)?,
         })
     }
 }
 
-/// A check-in of a round, with its snitch's token and expected version.
+/// A check-in, event or delivery of a round, with its snitch's token and expected version
+/// (the columns its insert joins on).
 #[derive(Debug)]
-struct CheckInRow<'a> {
+struct OwnedRow<'a, R> {
     token: &'a str,
     expected: i64,
-    record: CheckInRecord<Lite>,
+    record: R,
 }
 
-/// An event of a round, with its snitch's token and expected version.
-#[derive(Debug)]
-struct EventRow<'a> {
-    token: &'a str,
-    expected: i64,
-    record: EventRecord<Lite>,
+pub(crate) type LiteQuery<'q> = sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>;
+
+/// What a row of one of a round's inserts ([`inserts_of_rows`]) holds after its snitch's
+/// token, expected version and order.
+pub(crate) trait RowRecord<'q> {
+    /// Binds the record's columns, in the order of its table's columns as inserted.
+    fn bind_to(self, query: LiteQuery<'q>) -> LiteQuery<'q>;
 }
 
-/// A delivery of a round, with its snitch's token and expected version.
-#[derive(Debug)]
-struct DeliveryRow<'a> {
-    token: &'a str,
-    expected: i64,
-    fields: DeliveryFields<Lite>,
-}
-
-type LiteQuery<'q> = sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>>;
-
-/// A row of one of a round's inserts ([`inserts_of_rows`]).
-trait RoundRow<'a> {
-    /// Binds the row, `order` its place among the round's rows of its kind.
-    fn bind(self, order: usize, query: LiteQuery<'a>) -> LiteQuery<'a>;
-}
-
-impl<'a> RoundRow<'a> for CheckInRow<'a> {
-    fn bind(self, order: usize, query: LiteQuery<'a>) -> LiteQuery<'a> {
-        let c = self.record;
+impl<'q> RowRecord<'q> for CheckInRecord<Lite> {
+    fn bind_to(self, query: LiteQuery<'q>) -> LiteQuery<'q> {
         query
-            .bind(self.token)
-            .bind(self.expected)
-            .bind(limit(order))
-            .bind(c.at)
-            .bind(c.exit_status)
-            .bind(c.message)
-            .bind(c.number)
-            .bind(c.details)
-            .bind(c.body)
+            .bind(self.at)
+            .bind(self.exit_status)
+            .bind(self.message)
+            .bind(self.number)
+            .bind(self.details)
+            .bind(self.body)
     }
 }
 
-impl<'a> RoundRow<'a> for EventRow<'a> {
-    fn bind(self, order: usize, query: LiteQuery<'a>) -> LiteQuery<'a> {
-        let query = query
-            .bind(self.token)
-            .bind(self.expected)
-            .bind(limit(order));
-        bind_event!(query, self.record, bind)
+impl<'q> RowRecord<'q> for EventRecord<Lite> {
+    fn bind_to(self, query: LiteQuery<'q>) -> LiteQuery<'q> {
+        bind_event!(query, self, bind)
     }
 }
 
-impl<'a> RoundRow<'a> for DeliveryRow<'a> {
-    fn bind(self, order: usize, query: LiteQuery<'a>) -> LiteQuery<'a> {
-        let query = query
-            .bind(self.token)
-            .bind(self.expected)
-            .bind(limit(order));
-        bind_delivery!(query, self.fields, bind)
+impl<'q> RowRecord<'q> for DeliveryFields<Lite> {
+    fn bind_to(self, query: LiteQuery<'q>) -> LiteQuery<'q> {
+        bind_delivery!(query, self, bind)
     }
 }
 
 /// Inserts `rows` with `statements` (one per bucket, rows of `columns` parameters), in
 /// statements of at most [`MOST_ROWS`]; `order` counts the rows of this kind so far.
-async fn insert_rows<'a, R: RoundRow<'a>>(
+async fn insert_rows<'a, R: RowRecord<'a>>(
     conn: &mut SqliteConnection,
     statements: &'a [String],
     columns: usize,
-    mut rows: Vec<R>,
+    mut rows: Vec<OwnedRow<'a, R>>,
     order: &mut usize,
 ) -> Result<(), sqlx::Error> {
     while !rows.is_empty() {
@@ -378,7 +314,9 @@ async fn insert_rows<'a, R: RoundRow<'a>>(
         let count = chunk.len();
         let mut query = sqlx::query(&statements[bucket_index(count)]);
         for row in chunk {
-            query = row.bind(*order, query);
+            query = row
+                .record
+                .bind_to(query.bind(row.token).bind(row.expected).bind(limit(*order)));
             *order += 1;
         }
         bind_padding(query, bucket(count) - count, columns)
@@ -391,31 +329,13 @@ async fn insert_rows<'a, R: RoundRow<'a>>(
 impl<'a> StateRow<'a> {
     /// Binds the row in the order of [`UPDATE_STATES`]' columns.
     fn bind(self, query: LiteQuery<'a>) -> LiteQuery<'a> {
-        query
+        let query = query
             .bind(self.token)
             .bind(self.expected)
             .bind(self.added)
-            .bind(self.keep)
-            .bind(self.status)
-            .bind(self.checked_in_at)
-            .bind(self.last_check_in_at)
-            .bind(self.anchor_at)
-            .bind(self.deadline_at)
-            .bind(self.pause_until_kind)
-            .bind(self.pause_until_at)
-            .bind(self.pause_resume_status)
-            .bind(self.pause_checked_in)
-            .bind(Json(self.smart_offsets_ms))
-            .bind(self.last_errored_alert_at)
-            .bind(self.error_announced)
-            .bind(self.last_recovery_alert_at)
-            .bind(self.consecutive_failures)
-            .bind(self.consecutive_misses)
-            .bind(self.runs)
-            .bind(self.check_in_seq)
-            .bind(self.event_seq)
-            .bind(self.version)
-            .bind(self.wake_at)
+            .bind(self.keep);
+        let f = self.fields;
+        bind_snitch_state!(query, f, bind, Json)
     }
 }
 
@@ -496,20 +416,20 @@ pub(crate) async fn save_round(
         match StateRow::of(change, written.len(), emitted.len()) {
             Ok(row) => {
                 let (token, expected) = (row.token, row.expected);
-                check_ins.extend(written.iter().map(|c| CheckInRow {
+                check_ins.extend(written.iter().map(|c| OwnedRow {
                     token,
                     expected,
                     record: CheckInRecord::of(c),
                 }));
-                events.extend(emitted.iter().map(|e| EventRow {
+                events.extend(emitted.iter().map(|e| OwnedRow {
                     token,
                     expected,
                     record: EventRecord::of(e),
                 }));
-                deliveries.extend(change.deliveries().iter().map(|d| DeliveryRow {
+                deliveries.extend(change.deliveries().iter().map(|d| OwnedRow {
                     token,
                     expected,
-                    fields: DeliveryFields::of(d),
+                    record: DeliveryFields::of(d),
                 }));
                 snitches.push(row);
                 results.push(Ok(()));
