@@ -71,6 +71,7 @@ use records::{
 };
 use snitch_store_sql::batcher::{AttemptWrite, Batcher};
 use snitch_store_sql::check_in_cache::CheckInCache;
+use snitch_store_sql::queue::failed_batch;
 pub(crate) use snitch_store_sql::{backend, limit};
 use snitch_store_sql::{
     bind_channel, bind_delivery, bind_event, bind_snitch_fields, corrupt, count, fetch,
@@ -378,13 +379,7 @@ const LIVENESS_LOCK: i64 = 0x736e_6974_6368;
 async fn record_attempts(pool: &PgPool, batch: &[AttemptWrite]) -> Vec<Result<(), StorageError>> {
     match record_attempts_in_one(pool, batch).await {
         Ok(answers) => answers,
-        Err(e) => {
-            let e = Arc::new(e);
-            batch
-                .iter()
-                .map(|_| Err(StorageError::Backend(Box::new(Arc::clone(&e)))))
-                .collect()
-        }
+        Err(e) => failed_batch(e, false, batch.len()),
     }
 }
 

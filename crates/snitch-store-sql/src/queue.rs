@@ -41,6 +41,26 @@ pub fn answer_all(batch: Vec<Job>, results: Vec<Result<(), StorageError>>) {
     }
 }
 
+/// The answers of a batch of `n` writes that failed as a whole: each the same `cause`, as
+/// [`StorageError::CommitOutcomeUnknown`] when the commit may have reached the disk, else
+/// as [`StorageError::Backend`].
+pub fn failed_batch<E>(cause: E, outcome_unknown: bool, n: usize) -> Vec<Result<(), StorageError>>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let cause = Arc::new(cause);
+    (0..n)
+        .map(|_| {
+            let shared = Box::new(Arc::clone(&cause));
+            Err(if outcome_unknown {
+                StorageError::CommitOutcomeUnknown(shared)
+            } else {
+                StorageError::Backend(shared)
+            })
+        })
+        .collect()
+}
+
 /// The queue to a store's batching task.
 #[derive(Debug)]
 pub struct SaveQueue {

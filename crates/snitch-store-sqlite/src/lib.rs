@@ -56,6 +56,7 @@ use snitch_core::{
 };
 use snitch_store_sql::batcher::{AttemptWrite, Batcher};
 use snitch_store_sql::check_in_cache::CheckInCache;
+use snitch_store_sql::queue::failed_batch;
 use snitch_store_sql::records::{
     self, after_attempt, ApiKeyRow, AttemptRecord, CaseRow, ChannelFields, ChannelRow,
     CheckInRecord, DeliveryFields, DeliveryRow, EventRecord, SnitchFields, SnitchRow, WebhookRow,
@@ -560,18 +561,7 @@ async fn record_attempts(writer: &Writer, batch: &[AttemptWrite]) -> Vec<Result<
         Ok(answers) => answers,
         Err(e) => {
             let unknown = e.is_outcome_unknown();
-            let e = Arc::new(e);
-            batch
-                .iter()
-                .map(|_| {
-                    let cause = Box::new(Arc::clone(&e));
-                    Err(if unknown {
-                        StorageError::CommitOutcomeUnknown(cause)
-                    } else {
-                        StorageError::Backend(cause)
-                    })
-                })
-                .collect()
+            failed_batch(e, unknown, batch.len())
         }
     }
 }

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use snitch_core::{Change, StorageError};
 use snitch_store_sql::backend;
-use snitch_store_sql::queue::{answer_all, Job, SaveQueue};
+use snitch_store_sql::queue::{answer_all, failed_batch, Job, SaveQueue};
 use sqlx::pool::PoolConnection;
 use sqlx::sqlite::SqlitePool;
 use sqlx::{Sqlite, Transaction};
@@ -325,15 +325,8 @@ async fn commit(
         }
         Err(e) => {
             let unknown = e.0.is_outcome_unknown();
-            let e = Arc::new(e);
-            for job in batch {
-                let cause = Box::new(e.clone());
-                job.answer(Err(if unknown {
-                    StorageError::CommitOutcomeUnknown(cause)
-                } else {
-                    StorageError::Backend(cause)
-                }));
-            }
+            let answers = failed_batch(e, unknown, batch.len());
+            answer_all(batch, answers);
         }
     }
 }
