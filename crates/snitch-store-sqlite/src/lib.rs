@@ -296,53 +296,6 @@ static INSERT_SNITCH: LazyLock<String> = LazyLock::new(|| {
 });
 
 static UPDATE_SNITCH: LazyLock<String> = LazyLock::new(sql::update_snitch::<Lite>);
-/// `?` marks for `n` positional parameters.
-fn marks(n: usize) -> String {
-    vec!["?"; n].join(", ")
-}
-/// The update that opens a change saved in one round trip (see [`SAVE_ONE_EVENT`]): the
-/// snitch's fields, then its token and expected version. Its `RETURNING` row tells that it
-/// applied; the statements after it that must not run otherwise are guarded by
-/// `changes()` (the rows the statement before changed).
-///
-/// Parameters are positional (`?`), bound in the order they appear across the statements:
-/// sqlx binds a parameter number a statement skips as if it were positional, so numbered
-/// ones cannot be shared between statements.
-static UPDATE_RETURNING: LazyLock<String> = LazyLock::new(|| {
-    let sets: Vec<String> = SNITCH_FIELDS.iter().map(|f| format!("{f} = ?")).collect();
-    format!(
-        "UPDATE snitch_snitches SET {}, sweep_lease_until = NULL \
-         WHERE token = ? AND version = ? RETURNING 1;",
-        sets.join(", ")
-    )
-});
-/// The most deliveries of a change saved by [`SAVE_ONE_EVENT`] (a case's webhooks, its
-/// e-mail and its channels); a change with more goes statement by statement.
-const ONE_EVENT_MAX_DELIVERIES: usize = 8;
-/// A change that is one event and its deliveries (a sweep's missing, most often) in one
-/// round trip instead of four or more: the update, the event (only when the update
-/// applied), the history's trim, then the deliveries. When the update did not apply, the
-/// writer rolls the change's savepoint back, deliveries included. Indexed by the number
-/// of deliveries.
-static SAVE_ONE_EVENT: LazyLock<Vec<String>> = LazyLock::new(|| {
-    let evicted = "SELECT id FROM snitch_events WHERE token = ? AND seq <= \
-        (SELECT seq FROM snitch_events WHERE token = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)";
-    let head = format!(
-        "{update} \
-         INSERT INTO snitch_events ({EVENT_COLUMNS}) SELECT {event} WHERE changes() = 1; \
-         DELETE FROM snitch_deliveries WHERE state <> 'pending' AND event_id IN ({evicted}); \
-         DELETE FROM snitch_events WHERE id IN ({evicted});",
-        update = *UPDATE_RETURNING,
-        event = marks(EVENT_COLUMNS.split(", ").count()),
-    );
-    let delivery = format!(
-        " INSERT OR REPLACE INTO snitch_deliveries ({DELIVERY_FIELDS}) VALUES ({});",
-        marks(DELIVERY_FIELDS.split(", ").count())
-    );
-    (0..=ONE_EVENT_MAX_DELIVERIES)
-        .map(|n| format!("{head}{}", delivery.repeat(n)))
-        .collect()
-});
 static SELECT_SNITCHES: LazyLock<String> = LazyLock::new(sql::select_snitches::<Lite>);
 static SNITCH_EXISTS: LazyLock<String> = LazyLock::new(|| lite(sql::SNITCH_EXISTS));
 static CASE_EXISTS: LazyLock<String> = LazyLock::new(|| lite(sql::CASE_EXISTS));
@@ -440,21 +393,6 @@ async fn not_applied(
     })
 }
 
-/// Runs a change saved in one round trip (its query opens with [`UPDATE_RETURNING`]):
-/// saved when the update returned its row, else why not.
-async fn save_in_one_trip<'q>(
-    conn: &mut SqliteConnection,
-    token: &str,
-    query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
-) -> Result<(), StorageError> {
-    let applied = query.fetch_all(&mut *conn).await.map_err(backend)?;
-    if applied.is_empty() {
-        Err(not_applied(conn, token).await?)
-    } else {
-        Ok(())
-    }
-}
-
 /// Applies one change in the caller's transaction: the new state, then its check-ins,
 /// events, deferrals and deliveries. Nothing is written when the version is stale
 /// ([`StorageError::Conflict`]) or the snitch is gone ([`StorageError::NotFound`]); after
@@ -477,30 +415,6 @@ pub(crate) async fn save_change(
         return outcome.results.pop().unwrap_or(Ok(()));
     }
     let fields = SnitchFields::<Lite>::of(snitch)?;
-    if let [event] = change.events() {
-        if change.check_ins().is_empty()
-            && change.deferred_by().is_empty()
-            && change.deliveries().len() <= ONE_EVENT_MAX_DELIVERIES
-        {
-            let keep = limit(EVENTS_KEPT);
-            let mut query = bind_snitch_fields!(
-                sqlx::query(&SAVE_ONE_EVENT[change.deliveries().len()]),
-                fields,
-                bind,
-                Json
-            )
-            .bind(token)
-            .bind(expected);
-            query = bind_event!(query, EventRecord::<Lite>::of(event), bind);
-            for _ in 0..2 {
-                query = query.bind(token).bind(token).bind(keep);
-            }
-            for d in change.deliveries().iter().map(DeliveryFields::<Lite>::of) {
-                query = bind_delivery!(query, d, bind);
-            }
-            return save_in_one_trip(conn, token, query).await;
-        }
-    }
     let updated = bind_snitch_fields!(
         sqlx::query(&UPDATE_SNITCH).bind(token).bind(expected),
         fields,
