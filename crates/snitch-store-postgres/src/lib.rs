@@ -814,8 +814,10 @@ impl Storage for PgStorage {
         lease_until: Timestamp,
         limits: &ClaimLimits,
     ) -> Result<Vec<Delivery>, StorageError> {
-        // The three rounds of ClaimLimits, set-based: rank the due deliveries per
-        // (case, channel) and keep those under the key's room, rank the survivors per
+        // The three rounds of ClaimLimits, set-based: walk the (case, channel) keys with
+        // pending deliveries down their index, read each key's first due ones (no more
+        // than a key may ever hold, so the reading is bounded by the keys, not by how
+        // many wait) and keep those under the key's room, rank the survivors per
         // destination, then per channel. Window functions cannot lock rows, so the chosen
         // rows are then locked, skipping rows another dispatcher is claiming right now
         // (they are not waited for; a row it already leased fails the recheck of
@@ -975,11 +977,23 @@ impl Storage for PgStorage {
 /// `$11` the HTTP deliveries (every kind but e-mail) and e-mails to take.
 static CLAIM_DELIVERIES: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "WITH due AS ( \
-               SELECT id, next_attempt_at, seq, case_id, channel, destination, \
-                 row_number() OVER (PARTITION BY case_id, channel \
-                                    ORDER BY next_attempt_at, seq) AS n \
-               FROM snitch.deliveries WHERE state = 'pending' AND next_attempt_at <= $1), \
+        "WITH RECURSIVE keys AS ( \
+               (SELECT case_id, channel FROM snitch.deliveries WHERE state = 'pending' \
+                ORDER BY case_id, channel LIMIT 1) \
+               UNION ALL \
+               SELECT successor.case_id, successor.channel FROM keys k, LATERAL ( \
+                 SELECT case_id, channel FROM snitch.deliveries \
+                 WHERE state = 'pending' AND (case_id, channel) > (k.case_id, k.channel) \
+                 ORDER BY case_id, channel LIMIT 1) successor), \
+             due AS ( \
+               SELECT head.*, row_number() OVER (PARTITION BY head.case_id, head.channel \
+                                                  ORDER BY head.next_attempt_at, head.seq) AS n \
+               FROM keys k, LATERAL ( \
+                 SELECT id, next_attempt_at, seq, case_id, channel, destination \
+                 FROM snitch.deliveries \
+                 WHERE state = 'pending' AND case_id = k.case_id AND channel = k.channel \
+                   AND next_attempt_at <= $1 \
+                 ORDER BY next_attempt_at, seq LIMIT $6) head), \
              busy_case AS ( \
                SELECT case_id, channel, sum(n) AS n \
                FROM unnest($3::text[], $4::text[], $5::int8[]) AS b(case_id, channel, n) \

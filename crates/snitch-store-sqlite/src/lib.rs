@@ -880,8 +880,10 @@ impl Storage for SqliteStorage {
         lease_until: Timestamp,
         limits: &ClaimLimits,
     ) -> Result<Vec<Delivery>, StorageError> {
-        // The three rounds of ClaimLimits, set-based as on Postgres: rank the due
-        // deliveries per (case, channel) and keep those under the key's room, rank the
+        // The three rounds of ClaimLimits, set-based as on Postgres: walk the (case,
+        // channel) keys with pending deliveries down their index, read each key's first
+        // due ones (no more than a key may ever hold, so the reading is bounded by the
+        // keys, not by how many wait) and keep those under the key's room, rank the
         // survivors per destination, then per channel. The write transaction keeps any
         // other claim out until the chosen rows carry their lease.
         let busy_cases: Vec<(&str, &str, i64)> = limits
@@ -1146,11 +1148,28 @@ static DELIVERIES_OF_EVENTS: LazyLock<String> = LazyLock::new(|| {
 /// the HTTP deliveries (every kind but e-mail) and e-mails to take.
 static CLAIM_DELIVERIES: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "WITH due AS ( \
-           SELECT id, next_attempt_at, seq, case_id, channel, destination, \
-             row_number() OVER (PARTITION BY case_id, channel \
-                                ORDER BY next_attempt_at, seq) AS n \
-           FROM snitch_deliveries WHERE state = 'pending' AND next_attempt_at <= ?1), \
+        "WITH RECURSIVE keys(case_id, channel) AS ( \
+           SELECT * FROM (SELECT case_id, channel FROM snitch_deliveries \
+                          WHERE state = 'pending' ORDER BY case_id, channel LIMIT 1) \
+           UNION ALL \
+           SELECT successor.case_id, successor.channel \
+           FROM keys k JOIN snitch_deliveries successor ON successor.seq = coalesce( \
+             (SELECT seq FROM snitch_deliveries \
+              WHERE state = 'pending' AND case_id = k.case_id AND channel > k.channel \
+              ORDER BY channel LIMIT 1), \
+             (SELECT seq FROM snitch_deliveries \
+              WHERE state = 'pending' AND case_id > k.case_id \
+              ORDER BY case_id, channel LIMIT 1))), \
+         due AS ( \
+           SELECT head.id, head.next_attempt_at, head.seq, head.case_id, head.channel, \
+             head.destination, \
+             row_number() OVER (PARTITION BY head.case_id, head.channel \
+                                ORDER BY head.next_attempt_at, head.seq) AS n \
+           FROM keys k JOIN snitch_deliveries head ON head.seq IN ( \
+             SELECT seq FROM snitch_deliveries \
+             WHERE state = 'pending' AND case_id = k.case_id AND channel = k.channel \
+               AND next_attempt_at <= ?1 \
+             ORDER BY next_attempt_at, seq LIMIT ?3)), \
          busy_case AS ( \
            SELECT value ->> 0 AS case_id, value ->> 1 AS channel, sum(value ->> 2) AS n \
            FROM json_each(?2) GROUP BY 1, 2), \
