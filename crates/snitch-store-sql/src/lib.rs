@@ -156,7 +156,7 @@ pub fn count(n: i64) -> u64 {
 }
 
 /// The store's figures from its counts of snitches by status and of pending deliveries
-/// ([`sql::SNITCHES_BY_STATUS`], [`sql::PENDING_DELIVERIES`]).
+/// (each store's kept counts, [`sql::PENDING_DELIVERIES`]).
 pub fn stats(by_status: Vec<(String, i64)>, pending: i64) -> StoreStats {
     let counts = by_status
         .into_iter()

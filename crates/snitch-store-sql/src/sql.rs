@@ -74,9 +74,6 @@ pub fn due<D: Dialect>() -> String {
 /// The earliest wake time of any snitch.
 pub const NEXT_WAKE_AT: &str = "SELECT min(wake_at) FROM snitch.snitches WHERE wake_at IS NOT NULL";
 
-/// How many snitches hold each status.
-pub const SNITCHES_BY_STATUS: &str = "SELECT status, count(*) FROM snitch.snitches GROUP BY status";
-
 /// How many deliveries are pending.
 pub const PENDING_DELIVERIES: &str =
     "SELECT count(*) FROM snitch.deliveries WHERE state = 'pending'";

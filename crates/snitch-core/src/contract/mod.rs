@@ -157,6 +157,7 @@ macro_rules! storage_contract_tests {
             destination_caps_count_only_what_the_case_caps_let_through,
             // Operators.
             stats_count_snitches_by_status_and_unfinished_deliveries,
+            status_counts_follow_every_write,
             a_migrated_store_is_ready,
             // Cases and API keys.
             cases_are_listed_by_id,
@@ -2160,6 +2161,97 @@ pub async fn stats_count_snitches_by_status_and_unfinished_deliveries(store: Arc
     assert_eq!(count(&stats, Status::Healthy), Some(1));
     assert_eq!(count(&stats, Status::Paused), Some(1));
     assert!(matches!(stats.outbox_depth, None | Some(1)), "{stats:?}");
+}
+
+/// The counts of `stats` against a count of every snitch of `cases`, read one by one.
+async fn assert_counts_match(store: &Arc<dyn Storage>, cases: &[&Case], when: &str) {
+    let mut counted: Vec<(Status, u64)> = Status::ALL.iter().map(|s| (*s, 0)).collect();
+    for case in cases {
+        for s in store.snitches(&case.id, &[]).await.expect("list") {
+            if let Some(slot) = counted.iter_mut().find(|(status, _)| *status == s.status()) {
+                slot.1 += 1;
+            }
+        }
+    }
+    let stats = store.stats().await.expect("stats");
+    assert_eq!(stats.snitches_by_status, counted, "{when}");
+}
+
+/// A store may keep its counts by status as writes happen (not count them at each
+/// `stats`): they stay exact through every kind of write, through writes that are
+/// refused, and through writes and reads of the counts at the same time.
+pub async fn status_counts_follow_every_write(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let globex = with_case(&store, "globex").await;
+    let cases = [&acme, &globex];
+    let fresh: Vec<Snitch> = (1..=8)
+        .map(|n| snitch(if n % 2 == 0 { &acme } else { &globex }, n, t0()))
+        .collect();
+    store
+        .insert_snitches(&fresh, NO_LIMIT)
+        .await
+        .expect("bulk insert");
+    assert_counts_match(&store, &cases, "after a bulk insert").await;
+    let refused = [snitch(&acme, 9, t0()), snitch(&acme, 1, t0())];
+    assert!(store.insert_snitches(&refused, NO_LIMIT).await.is_err());
+    insert(&store, &snitch(&globex, 10, t0())).await;
+    assert_counts_match(&store, &cases, "after a refused bulk insert and one insert").await;
+
+    let check_ins: Vec<Change> = fresh[..6].iter().map(|s| checked_in(s, at(1))).collect();
+    for result in store.save_all(&check_ins).await {
+        result.expect("check-in");
+    }
+    assert_counts_match(&store, &cases, "after check-ins in one batch").await;
+    // A stale change (the first check-in again) is refused and moves nothing.
+    assert!(matches!(
+        store.save(&check_ins[0]).await,
+        Err(StorageError::Conflict)
+    ));
+
+    // The sweep: claimed (a write that keeps the status), then failed.
+    let claimed = store
+        .claim_due(far_future(), far_future(), 100)
+        .await
+        .expect("claim due");
+    assert!(!claimed.is_empty());
+    let missed: Vec<Change> = claimed.iter().map(|s| advanced(s, far_future())).collect();
+    for result in store.save_all(&missed).await {
+        result.expect("sweep");
+    }
+    assert_counts_match(&store, &cases, "after a sweep").await;
+
+    let first = stored(&store, &token(2)).await.expect("stored");
+    apply(&store, paused(&first, PauseUntil::Unpaused, far_future())).await;
+    assert!(store.delete_snitch(&token(3)).await.expect("delete"));
+    assert!(!store.delete_snitch(&token(3)).await.expect("delete again"));
+    assert_counts_match(&store, &cases, "after a pause and a deletion").await;
+
+    // Check-ins of distinct snitches and reads of the counts, all at once.
+    let more: Vec<Snitch> = (11..=80).map(|n| snitch(&acme, n, t0())).collect();
+    store
+        .insert_snitches(&more, NO_LIMIT)
+        .await
+        .expect("bulk insert");
+    let check_ins: Vec<Change> = more.iter().map(|s| checked_in(s, at(2))).collect();
+    let writes = join_all(check_ins.iter().map(|c| store.save(c)));
+    let reads = join_all((0..8).map(|_| store.stats()));
+    let (written, read) = futures::join!(writes, reads);
+    for result in written {
+        result.expect("check-in");
+    }
+    for result in read {
+        result.expect("stats");
+    }
+    assert_counts_match(&store, &cases, "after concurrent check-ins and reads").await;
+
+    // Many writes one by one (a store keeping changes as rows folds them), then more.
+    for s in &more {
+        let now = stored(&store, &s.token).await.expect("stored");
+        apply(&store, paused(&now, PauseUntil::Unpaused, at(3))).await;
+    }
+    assert_counts_match(&store, &cases, "after writes one by one").await;
+    assert!(store.delete_snitch(&more[0].token).await.expect("delete"));
+    assert_counts_match(&store, &cases, "after one more write").await;
 }
 
 /// A store that was migrated (every store the suite makes) is ready.
