@@ -1038,9 +1038,9 @@ static CLAIM_DELIVERIES: LazyLock<String> = LazyLock::new(|| {
              SELECT {DELIVERY_COLUMNS} FROM claimed ORDER BY due_at, seq"
     )
 });
-/// Folds the rows of changes to the status counts into one a status, once there are more
-/// than a few. A fold running at the same time on another server waits for this one's
-/// rows and skips them, so no change is counted twice or lost.
+/// Folds the rows of changes to the status counts into one row per status, once there are
+/// more than a few. A fold running at the same time on another server waits for the rows
+/// this one deletes and then skips them, so no change is counted twice or lost.
 const FOLD_STATUS_COUNTS: &str = "WITH folded AS ( \
          DELETE FROM snitch.status_counts \
          WHERE (SELECT count(*) FROM snitch.status_counts) > 64 \
