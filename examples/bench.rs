@@ -1069,20 +1069,10 @@ impl Snitches {
     /// Inserts them all with the store's bulk insert (`Storage::insert_snitches`), a
     /// batch at a time; the time it took.
     async fn insert(&self, storage: Arc<dyn Storage>) -> Result<Duration, BoxError> {
-        const BATCH: usize = 10_000;
-        let started = monotonic_now();
-        let progress = Progress::start("inserted", self.population.total);
-        let done = progress.counter();
-        for first in (0..self.population.total).step_by(BATCH) {
-            let last = (first + BATCH).min(self.population.total);
-            let batch = (first..last)
-                .map(|n| self.snitch(n))
-                .collect::<Result<Vec<_>, _>>()?;
-            storage.insert_snitches(&batch, u32::MAX).await?;
-            done.fetch_add(batch.len(), Ordering::Relaxed);
-        }
-        progress.finish();
-        Ok(started.elapsed())
+        insert_in_batches(storage.as_ref(), 0..self.population.total, |n| {
+            self.snitch(n)
+        })
+        .await
     }
 
     /// Times `service.tick(boundary)` on a manual clock and checks that it found exactly
@@ -1640,20 +1630,7 @@ impl LiveSnitches {
         storage: &dyn Storage,
         range: std::ops::Range<usize>,
     ) -> Result<Duration, BoxError> {
-        const BATCH: usize = 10_000;
-        let started = monotonic_now();
-        let progress = Progress::start("inserted", range.len());
-        let done = progress.counter();
-        for first in range.clone().step_by(BATCH) {
-            let last = (first + BATCH).min(range.end);
-            let batch = (first..last)
-                .map(|n| self.snitch(n))
-                .collect::<Result<Vec<_>, _>>()?;
-            storage.insert_snitches(&batch, u32::MAX).await?;
-            done.fetch_add(batch.len(), Ordering::Relaxed);
-        }
-        progress.finish();
-        Ok(started.elapsed())
+        insert_in_batches(storage, range, |n| self.snitch(n)).await
     }
 
     /// The check-in paths of snitches `range`.
@@ -3015,6 +2992,27 @@ fn human_duration(d: Duration) -> String {
     } else {
         format!("{:.1} s", d.as_secs_f64())
     }
+}
+
+/// Inserts snitches `range`, each made by `snitch`, with the store's bulk insert
+/// (`Storage::insert_snitches`) 10,000 at a time, showing progress; the time it took.
+async fn insert_in_batches(
+    storage: &dyn Storage,
+    range: std::ops::Range<usize>,
+    snitch: impl Fn(usize) -> Result<Snitch, BoxError>,
+) -> Result<Duration, BoxError> {
+    const BATCH: usize = 10_000;
+    let started = monotonic_now();
+    let progress = Progress::start("inserted", range.len());
+    let done = progress.counter();
+    for first in range.clone().step_by(BATCH) {
+        let last = (first + BATCH).min(range.end);
+        let batch = (first..last).map(&snitch).collect::<Result<Vec<_>, _>>()?;
+        storage.insert_snitches(&batch, u32::MAX).await?;
+        done.fetch_add(batch.len(), Ordering::Relaxed);
+    }
+    progress.finish();
+    Ok(started.elapsed())
 }
 
 /// A line on stderr every second while a long step runs.
