@@ -9,10 +9,12 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use snitch_core::{Attempt, AttemptResult, StorageError};
 use tokio::sync::{mpsc, oneshot};
+
+use crate::queue::TaskQueue;
 
 /// Applies a batch of writes, answering each in order (one answer per write).
 pub type ApplyBatch<T, R> =
@@ -25,8 +27,7 @@ type Queued<T, R> = (T, oneshot::Sender<R>);
 pub struct Batcher<T, R> {
     max_batch: usize,
     apply: ApplyBatch<T, R>,
-    /// The queue to the running task; `None` before the first write.
-    queue: Mutex<Option<mpsc::Sender<Queued<T, R>>>>,
+    queue: TaskQueue<Queued<T, R>>,
 }
 
 impl<T, R> std::fmt::Debug for Batcher<T, R> {
@@ -43,7 +44,7 @@ impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
         Batcher {
             max_batch: max_batch.max(1),
             apply,
-            queue: Mutex::new(None),
+            queue: TaskQueue::new(max_batch),
         }
     }
 
@@ -52,21 +53,12 @@ impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
     /// stops waiting does not withdraw the write: it may still commit.
     pub async fn submit(&self, write: T) -> Option<R> {
         let (reply, answer) = oneshot::channel();
-        self.sender()?.send((write, reply)).await.ok()?;
+        let sender = self
+            .queue
+            .sender(|receiver| run(receiver, Arc::clone(&self.apply), self.max_batch))
+            .ok()?;
+        sender.send((write, reply)).await.ok()?;
         answer.await.ok()
-    }
-
-    fn sender(&self) -> Option<mpsc::Sender<Queued<T, R>>> {
-        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(running) = queue.as_ref().filter(|q| !q.is_closed()) {
-            return Some(running.clone());
-        }
-        let runtime = tokio::runtime::Handle::try_current().ok()?;
-        // Room for the batch being applied and the next: writes beyond that wait.
-        let (sender, receiver) = mpsc::channel(self.max_batch.saturating_mul(2));
-        runtime.spawn(run(receiver, Arc::clone(&self.apply), self.max_batch));
-        *queue = Some(sender.clone());
-        Some(sender)
     }
 }
 

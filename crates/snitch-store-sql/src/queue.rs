@@ -61,14 +61,54 @@ where
         .collect()
 }
 
+/// The queue to a batching task spawned on the current runtime by the first message, and
+/// spawned again by the next one once the task has stopped (its runtime shut down, or
+/// it panicked). Saves ([`SaveQueue`]) and other batched writes
+/// ([`crate::batcher::Batcher`]) both sit on one.
+#[derive(Debug)]
+pub(crate) struct TaskQueue<M> {
+    /// Room for the batch being gathered and the next one: messages beyond that wait for
+    /// room, in order, which bounds the memory a burst takes.
+    capacity: usize,
+    /// The queue to the running task; `None` before the first message.
+    queue: Mutex<Option<mpsc::Sender<M>>>,
+}
+
+impl<M> TaskQueue<M> {
+    /// A queue for batches of up to `max_batch` messages (room for two batches).
+    pub(crate) fn new(max_batch: usize) -> Self {
+        TaskQueue {
+            capacity: max_batch.max(1).saturating_mul(2),
+            queue: Mutex::new(None),
+        }
+    }
+
+    /// The queue to the running task; when none runs, `spawn` makes one from the
+    /// receiving end of a new queue. Fails outside a tokio runtime.
+    pub(crate) fn sender<F, T>(
+        &self,
+        spawn: F,
+    ) -> Result<mpsc::Sender<M>, tokio::runtime::TryCurrentError>
+    where
+        F: FnOnce(mpsc::Receiver<M>) -> T,
+        T: Future<Output = ()> + Send + 'static,
+    {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(running) = queue.as_ref().filter(|q| !q.is_closed()) {
+            return Ok(running.clone());
+        }
+        let runtime = tokio::runtime::Handle::try_current()?;
+        let (sender, receiver) = mpsc::channel(self.capacity);
+        runtime.spawn(spawn(receiver));
+        *queue = Some(sender.clone());
+        Ok(sender)
+    }
+}
+
 /// The queue to a store's batching task.
 #[derive(Debug)]
 pub struct SaveQueue {
-    /// Room for the batch being gathered and the next one: saves beyond that wait for
-    /// room, in order, which bounds the memory a burst takes.
-    capacity: usize,
-    /// The queue to the running task; `None` before the first save.
-    queue: Mutex<Option<mpsc::Sender<Job>>>,
+    queue: TaskQueue<Job>,
     batches_committed: Arc<AtomicU64>,
 }
 
@@ -76,8 +116,7 @@ impl SaveQueue {
     /// A queue for batches of up to `max_batch` changes (room for two batches).
     pub fn new(max_batch: usize) -> Self {
         SaveQueue {
-            capacity: max_batch.max(1).saturating_mul(2),
-            queue: Mutex::new(None),
+            queue: TaskQueue::new(max_batch),
             batches_committed: Arc::new(AtomicU64::new(0)),
         }
     }
@@ -112,16 +151,9 @@ impl SaveQueue {
         F: FnOnce(mpsc::Receiver<Job>, Arc<AtomicU64>) -> T,
         T: Future<Output = ()> + Send + 'static,
     {
-        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(running) = queue.as_ref().filter(|q| !q.is_closed()) {
-            return Ok(running.clone());
-        }
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|e| StorageError::Backend(Box::new(e)))?;
-        let (sender, receiver) = mpsc::channel(self.capacity);
-        runtime.spawn(spawn(receiver, Arc::clone(&self.batches_committed)));
-        *queue = Some(sender.clone());
-        Ok(sender)
+        self.queue
+            .sender(|receiver| spawn(receiver, Arc::clone(&self.batches_committed)))
+            .map_err(|e| StorageError::Backend(Box::new(e)))
     }
 }
 
