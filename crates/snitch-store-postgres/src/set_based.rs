@@ -3,18 +3,18 @@
 //! A batch is cut into *rounds* in which every snitch appears at most once: the first
 //! change of each token in round 1, its second in round 2, and so on, so two changes to one
 //! snitch still apply one after another (the second sees the version the first wrote).
-//! Each round is one statement: a round whose changes emit nothing (no events,
-//! deliveries or deferrals: most check-ins) binds one typed array per column
-//! ([`STATE_ROUND`], `unnest`, read in binary), any other round's rows travel as JSON
-//! arrays (`jsonb_to_recordset`, [`SAVE_ROUND`]). The snitches whose stored version is the
+//! Each round is one statement ([`round_statement`]): its snitches and check-ins bind one
+//! typed array per column (`unnest`, read in binary); the events, deliveries and
+//! deferrals of a round that emits any (a sweep's missed snitches) travel as JSON arrays
+//! (`jsonb_to_recordset`). The snitches whose stored version is the
 //! expected one are updated, in token order ([`update_expected`]), and only their
 //! check-ins, events, deliveries and outage deferrals are inserted. A change that
 //! updated nothing is then a conflict or a missing snitch (one more query, only when some
 //! did). History is trimmed lazily: a snitch counts its stored check-ins
 //! (`check_ins_stored`) and the length its last change asked for (`check_ins_keep`), and is
 //! trimmed back to that once it holds twice as many, so a check-in costs no `DELETE`;
-//! readers never see more than the newest `check_ins_keep`. Events, rare, are trimmed in one statement per round that
-//! emitted any.
+//! readers never see more than the newest `check_ins_keep`. Events, rare, are trimmed in
+//! the statement of a round that emitted any.
 //!
 //! A statement that fails (a constraint a change breaks, say) fails its whole round, so the
 //! caller rolls the transaction back and applies the batch again one change at a time, each
@@ -134,107 +134,28 @@ fn keep_after_save(keep: &str, added: &str) -> String {
 static KEEP_AFTER_SAVE: LazyLock<String> =
     LazyLock::new(|| keep_after_save("i.keep", "i.check_ins_added"));
 
-/// One round: `$1` snitches, `$2` check-ins, `$3` events, `$4` deliveries, `$5` outage
-/// deferrals, each a JSON array of rows, `$6` [`EVENTS_KEPT`], `$7` the tokens of `$1` as
-/// an array (so that whether a snitch that was not updated exists is looked up by its
-/// index: the planner cannot see into the JSON, and would scan the table). For every
-/// snitch of `$1`: its token, its stored check-in count if it was updated, and whether
-/// it exists. The
-/// events the new ones push out of a history go in the same statement, with their
-/// finished deliveries (the statement sees the stored events, not the new ones: it keeps
-/// the newest `EVENTS_KEPT - new` of those).
-static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| {
-    let input_columns: Vec<String> = SNITCH_FIELDS
-        .iter()
-        .zip(SNITCH_FIELD_TYPES)
-        .map(|(field, ty)| format!("{field} {ty}"))
-        .collect();
-    let sets: Vec<String> = SNITCH_FIELDS
-        .iter()
-        .map(|field| format!("{field} = i.{field}"))
-        .collect();
-    let delivery_selects: Vec<String> = DELIVERY_INSERT_COLUMNS
-        .split(", ")
-        .map(|c| format!("d.{c}"))
-        .collect();
-    let event_selects: Vec<String> = EVENT_COLUMNS
-        .split(", ")
-        .map(|c| format!("e.{c}"))
-        .collect();
-    format!(
-        "WITH input AS ( \
-           SELECT * FROM jsonb_to_recordset($1) \
-             AS i(token text, expected bigint, check_ins_added integer, keep integer, \
-               {input_columns})), \
-         {updated}, \
-         new_check_ins AS ( \
-           INSERT INTO snitch.check_ins (token, at, exit_status, message, number, details, body) \
-           SELECT c.token, c.at, c.exit_status, c.message, c.number, c.details, c.body \
-           FROM jsonb_to_recordset($2) \
-             AS c(token text, ord integer, at timestamptz, exit_status text, message text, \
-               number bigint, details text, body text) \
-           WHERE c.token IN (SELECT token FROM updated) ORDER BY c.ord), \
-         new_events AS ( \
-           INSERT INTO snitch.events ({EVENT_COLUMNS}) \
-           SELECT {event_selects} FROM jsonb_to_recordset($3) \
-             AS e(owner text, ord integer, {EVENT_COLUMN_TYPES}) \
-           WHERE e.owner IN (SELECT token FROM updated) ORDER BY e.ord), \
-         event_counts AS ( \
-           SELECT e.owner AS token, count(*) AS n FROM jsonb_to_recordset($3) AS e(owner text) \
-           WHERE e.owner IN (SELECT token FROM updated) GROUP BY e.owner), \
-         event_cuts AS ( \
-           SELECT c.token, (SELECT x.seq FROM snitch.events x WHERE x.token = c.token \
-                            ORDER BY x.seq DESC OFFSET greatest($6::bigint - c.n, 0) LIMIT 1) \
-             AS seq \
-           FROM event_counts c), \
-         evicted_events AS ( \
-           DELETE FROM snitch.events x USING event_cuts c \
-           WHERE x.token = c.token AND x.seq <= c.seq RETURNING x.id), \
-         evicted_deliveries AS ( \
-           DELETE FROM snitch.deliveries \
-           WHERE state <> 'pending' AND event_id IN (SELECT id FROM evicted_events)), \
-         new_deliveries AS ( \
-           INSERT INTO snitch.deliveries ({DELIVERY_INSERT_COLUMNS}) \
-           SELECT {delivery_selects} FROM jsonb_to_recordset($4) \
-             AS d(token text, ord integer, {DELIVERY_COLUMN_TYPES}) \
-           WHERE d.token IN (SELECT token FROM updated) ORDER BY d.ord \
-           ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, event_id = EXCLUDED.event_id, \
-             event = EXCLUDED.event, case_id = EXCLUDED.case_id, \
-             destination = EXCLUDED.destination, channel = EXCLUDED.channel, \
-             hook_id = EXCLUDED.hook_id, url = EXCLUDED.url, secret = EXCLUDED.secret, \
-             recipients = EXCLUDED.recipients, state = EXCLUDED.state, \
-             next_attempt_at = EXCLUDED.next_attempt_at, attempts = EXCLUDED.attempts, \
-             settings = EXCLUDED.settings), \
-         new_deferrals AS ( \
-           INSERT INTO snitch.outage_deferrals (outage_id, case_id, snitches) \
-           SELECT o.outage_id, o.case_id, count(*) FROM jsonb_to_recordset($5) \
-             AS o(token text, outage_id bigint, case_id text) \
-           WHERE o.token IN (SELECT token FROM updated) GROUP BY o.outage_id, o.case_id \
-           ON CONFLICT (outage_id, case_id) \
-           DO UPDATE SET snitches = outage_deferrals.snitches + EXCLUDED.snitches) \
-         SELECT i.token, u.check_ins_stored, p.token IS NOT NULL AS present \
-         FROM input i LEFT JOIN updated u ON u.token = i.token \
-         LEFT JOIN (SELECT token FROM snitch.snitches WHERE token = ANY($7)) p \
-           ON p.token = i.token",
-        input_columns = input_columns.join(", "),
-        updated = update_expected(&sets),
-        event_selects = event_selects.join(", "),
-        delivery_selects = delivery_selects.join(", "),
-    )
-});
-
-/// A round of changes that emit nothing (no events, deliveries or outage deferrals: a
-/// check-in that keeps the status, the usual case): the snitches and their check-ins
-/// only, each field as a typed array (`unnest`), which Postgres reads without parsing
-/// text per row. `$1` tokens, `$2` expected versions, `$3` check-ins added, `$4` history
-/// lengths, then [`SNITCH_FIELDS`] from the `from`th on (`$5`–`$35` for all of them),
-/// then the check-ins (token, time, exit status, message; in order). Rows are updated
-/// in token order ([`update_expected`]).
-/// Answers, for each snitch of the round, its token, its stored check-in count if it was
-/// updated, and whether it exists (looked up only for those not updated): one
+/// One round's statement: the snitches of the round and their check-ins, each field
+/// as a typed array (`unnest`), which Postgres reads without parsing text per row. `$1`
+/// tokens, `$2` expected versions, `$3` check-ins added, `$4` history lengths, then
+/// [`SNITCH_FIELDS`] from the `from`th on (`$5`–`$35` for all of them), then the
+/// check-ins (token, time, exit status, message, number, details, body; in order).
+/// Rows are updated in token order ([`update_expected`]).
+///
+/// A round that `emits` (events, deliveries or outage deferrals: a sweep's missed
+/// snitches, a status change) binds after those its events, deliveries and deferrals,
+/// each a JSON array of rows (`jsonb_to_recordset`: few per round, of many kinds), then
+/// [`EVENTS_KEPT`]. The events the new ones push out of a history go in the same
+/// statement, with their finished deliveries (the statement sees the stored events, not
+/// the new ones: it keeps the newest `EVENTS_KEPT - new` of those).
+///
+/// It answers, for each snitch of the round, its token, its stored check-in count if it
+/// was updated, and whether it exists (looked up only for those not updated): one
 /// statement, so a one-round batch is its own transaction (a second query after it
-/// would run after the commit).
-fn state_round(from: usize) -> String {
+/// would run after the commit). The snitches not updated are found by a hashed `NOT IN`,
+/// where a join of the input with `updated` was planned as a nested loop (the planner
+/// counts one row for a data-modifying CTE): 65,000 comparisons for a sweep's round of
+/// 256.
+fn round_statement(from: usize, emits: bool) -> String {
     // A field of an array type travels as one array literal per row (`unnest` cannot
     // take an array of arrays of different lengths): a text array of them.
     let (fields, types) = (&SNITCH_FIELDS[from..], &SNITCH_FIELD_TYPES[from..]);
@@ -259,6 +180,11 @@ fn state_round(from: usize) -> String {
         })
         .collect();
     let check_ins = fields.len() + 5;
+    let emitted = if emits {
+        emitted_rows(check_ins + 7)
+    } else {
+        String::new()
+    };
     format!(
         "WITH input AS ( \
            SELECT * FROM unnest($1::text[], $2::bigint[], $3::integer[], $4::integer[], \
@@ -271,11 +197,12 @@ fn state_round(from: usize) -> String {
              ${c5}::bigint[], ${c6}::text[], ${c7}::text[]) \
              WITH ORDINALITY AS c(token, at, exit_status, message, number, details, body, ord) \
            WHERE c.token IN (SELECT token FROM updated) ORDER BY c.ord) \
-         SELECT i.token, u.check_ins_stored, \
-           CASE WHEN u.token IS NOT NULL THEN true \
-             ELSE EXISTS (SELECT 1 FROM snitch.snitches x WHERE x.token = i.token) END \
-             AS present \
-         FROM input i LEFT JOIN updated u ON u.token = i.token",
+         {emitted} \
+         SELECT u.token, u.check_ins_stored, true AS present FROM updated u \
+         UNION ALL \
+         SELECT i.token, NULL::integer, \
+           EXISTS (SELECT 1 FROM snitch.snitches x WHERE x.token = i.token) \
+         FROM input i WHERE i.token NOT IN (SELECT token FROM updated)",
         arrays = arrays.join(", "),
         fields = fields.join(", "),
         updated = update_expected(&sets),
@@ -289,15 +216,76 @@ fn state_round(from: usize) -> String {
     )
 }
 
-/// [`state_round`] for all fields.
-static STATE_ROUND: LazyLock<String> = LazyLock::new(|| state_round(0));
+/// The CTEs of [`round_statement`] that write what a round emits, from its parameters
+/// `$first` (events), `$first + 1` (deliveries), `$first + 2` (outage deferrals) and
+/// `$first + 3` ([`EVENTS_KEPT`]); each begins with a comma.
+fn emitted_rows(first: usize) -> String {
+    let delivery_selects: Vec<String> = DELIVERY_INSERT_COLUMNS
+        .split(", ")
+        .map(|c| format!("d.{c}"))
+        .collect();
+    let event_selects: Vec<String> = EVENT_COLUMNS
+        .split(", ")
+        .map(|c| format!("e.{c}"))
+        .collect();
+    let (events, deliveries, deferrals, kept) = (first, first + 1, first + 2, first + 3);
+    format!(
+        ", new_events AS ( \
+           INSERT INTO snitch.events ({EVENT_COLUMNS}) \
+           SELECT {event_selects} FROM jsonb_to_recordset(${events}) \
+             AS e(owner text, ord integer, {EVENT_COLUMN_TYPES}) \
+           WHERE e.owner IN (SELECT token FROM updated) ORDER BY e.ord), \
+         event_counts AS ( \
+           SELECT e.owner AS token, count(*) AS n \
+           FROM jsonb_to_recordset(${events}) AS e(owner text) \
+           WHERE e.owner IN (SELECT token FROM updated) GROUP BY e.owner), \
+         event_cuts AS ( \
+           SELECT c.token, (SELECT x.seq FROM snitch.events x WHERE x.token = c.token \
+                            ORDER BY x.seq DESC OFFSET greatest(${kept}::bigint - c.n, 0) \
+                            LIMIT 1) \
+             AS seq \
+           FROM event_counts c), \
+         evicted_events AS ( \
+           DELETE FROM snitch.events x USING event_cuts c \
+           WHERE x.token = c.token AND x.seq <= c.seq RETURNING x.id), \
+         evicted_deliveries AS ( \
+           DELETE FROM snitch.deliveries \
+           WHERE state <> 'pending' AND event_id IN (SELECT id FROM evicted_events)), \
+         new_deliveries AS ( \
+           INSERT INTO snitch.deliveries ({DELIVERY_INSERT_COLUMNS}) \
+           SELECT {delivery_selects} FROM jsonb_to_recordset(${deliveries}) \
+             AS d(token text, ord integer, {DELIVERY_COLUMN_TYPES}) \
+           WHERE d.token IN (SELECT token FROM updated) ORDER BY d.ord \
+           ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, event_id = EXCLUDED.event_id, \
+             event = EXCLUDED.event, case_id = EXCLUDED.case_id, \
+             destination = EXCLUDED.destination, channel = EXCLUDED.channel, \
+             hook_id = EXCLUDED.hook_id, url = EXCLUDED.url, secret = EXCLUDED.secret, \
+             recipients = EXCLUDED.recipients, state = EXCLUDED.state, \
+             next_attempt_at = EXCLUDED.next_attempt_at, attempts = EXCLUDED.attempts, \
+             settings = EXCLUDED.settings), \
+         new_deferrals AS ( \
+           INSERT INTO snitch.outage_deferrals (outage_id, case_id, snitches) \
+           SELECT o.outage_id, o.case_id, count(*) FROM jsonb_to_recordset(${deferrals}) \
+             AS o(token text, outage_id bigint, case_id text) \
+           WHERE o.token IN (SELECT token FROM updated) GROUP BY o.outage_id, o.case_id \
+           ON CONFLICT (outage_id, case_id) \
+           DO UPDATE SET snitches = outage_deferrals.snitches + EXCLUDED.snitches)",
+        event_selects = event_selects.join(", "),
+        delivery_selects = delivery_selects.join(", "),
+    )
+}
 
-/// [`state_round`] for a round whose changes all keep the snitches' settings (every
-/// check-in and sweep): the fields after [`SETTINGS_FIELDS`] only, so the settings
-/// (names, notes, tags as array literals) are neither sent nor parsed per row. About a
-/// fifteenth of Postgres's time per check-in (BENCHMARKS.md).
+/// The round statements ([`round_statement`]): of all fields or, for rounds whose changes
+/// all keep the snitches' settings (every check-in and sweep), of the fields after
+/// [`SETTINGS_FIELDS`] only, so the settings (names, notes, tags as array literals) are
+/// neither sent nor parsed per row (about a fifteenth of Postgres's time per check-in,
+/// BENCHMARKS.md); emitting nothing (most check-ins) or emitting.
+static STATE_ROUND: LazyLock<String> = LazyLock::new(|| round_statement(0, false));
 static STATE_ROUND_KEEPING_SETTINGS: LazyLock<String> =
-    LazyLock::new(|| state_round(SETTINGS_FIELDS));
+    LazyLock::new(|| round_statement(SETTINGS_FIELDS, false));
+static SAVE_ROUND: LazyLock<String> = LazyLock::new(|| round_statement(0, true));
+static SAVE_ROUND_KEEPING_SETTINGS: LazyLock<String> =
+    LazyLock::new(|| round_statement(SETTINGS_FIELDS, true));
 
 /// Trims the check-ins of the snitches `$1` to the newest each keeps (`check_ins_keep`)
 /// and sets their counts. It deletes only above where the last trim cut
@@ -318,22 +306,19 @@ const TRIM_CHECK_INS: &str = "WITH cut AS ( \
      JOIN cut ON cut.token = g.token \
      WHERE s.token = g.token";
 
-#[derive(Serialize)]
 struct SnitchInput<'a> {
     token: &'a str,
     expected: i64,
     check_ins_added: i32,
     /// The change's history length (`Change::keep_check_ins`, at least 1).
     keep: i32,
-    #[serde(flatten)]
     fields: SnitchFields<'a>,
 }
 
-#[derive(Serialize)]
+/// A check-in of the round (bound in the round's order, which is the one they are
+/// numbered in).
 struct CheckInInput<'a> {
     token: &'a str,
-    ord: usize,
-    #[serde(flatten)]
     record: CheckInRecord,
 }
 
@@ -381,9 +366,10 @@ impl<'a> Round<'a> {
         self.events.is_empty() && self.deliveries.is_empty() && self.deferrals.is_empty()
     }
 
-    /// Runs the round as [`STATE_ROUND`]: for each snitch of the round, its stored
-    /// check-in count when it was updated, `None` when it was refused or is missing.
-    async fn apply_state_only(
+    /// Runs the round's statement ([`round_statement`]): for each snitch of the round, its
+    /// stored check-in count when it was updated (`None` when it was refused or is
+    /// missing), and whether it exists.
+    async fn apply(
         &self,
         conn: &mut PgConnection,
     ) -> Result<HashMap<&'a str, (Option<i32>, bool)>, sqlx::Error> {
@@ -423,17 +409,19 @@ impl<'a> Round<'a> {
             c_details.push(c.record.details.as_deref());
             c_body.push(c.record.body.as_deref());
         }
-        let statement: &str = if self.changes_settings {
-            &STATE_ROUND
-        } else {
-            &STATE_ROUND_KEEPING_SETTINGS
+        let emits = !self.is_state_only();
+        let statement: &str = match (self.changes_settings, emits) {
+            (true, false) => &STATE_ROUND,
+            (false, false) => &STATE_ROUND_KEEPING_SETTINGS,
+            (true, true) => &SAVE_ROUND,
+            (false, true) => &SAVE_ROUND_KEEPING_SETTINGS,
         };
         let query = sqlx::query_as::<_, (String, Option<i32>, bool)>(statement)
             .bind(&tokens)
             .bind(expected)
             .bind(added)
             .bind(keep);
-        let answers = columns
+        let mut query = columns
             .bind(query)
             .bind(c_tokens)
             .bind(c_at)
@@ -441,9 +429,15 @@ impl<'a> Round<'a> {
             .bind(c_message)
             .bind(c_number)
             .bind(c_details)
-            .bind(c_body)
-            .fetch_all(&mut *conn)
-            .await?;
+            .bind(c_body);
+        if emits {
+            query = query
+                .bind(Json(&self.events))
+                .bind(Json(&self.deliveries))
+                .bind(Json(&self.deferrals))
+                .bind(limit(EVENTS_KEPT));
+        }
+        let answers = query.fetch_all(&mut *conn).await?;
         let by_token: HashMap<String, (Option<i32>, bool)> = answers
             .into_iter()
             .map(|(token, stored, present)| (token, (stored, present)))
@@ -488,7 +482,6 @@ impl<'a> Round<'a> {
         for c in check_ins {
             self.check_ins.push(CheckInInput {
                 token,
-                ord: self.check_ins.len(),
                 record: CheckInRecord::of(c),
             });
         }
@@ -651,31 +644,7 @@ impl<'a> Plan<'a> {
         let mut housekeeping = Housekeeping::default();
         let rounds = std::mem::take(&mut self.rounds);
         for round in &rounds {
-            if round.is_state_only() {
-                let answers = round.apply_state_only(&mut *conn).await?;
-                settle(&mut self.results, round, &answers, &mut housekeeping);
-                continue;
-            }
-            let answers: Vec<(String, Option<i32>, bool)> = sqlx::query_as(&SAVE_ROUND)
-                .bind(Json(&round.snitches))
-                .bind(Json(&round.check_ins))
-                .bind(Json(&round.events))
-                .bind(Json(&round.deliveries))
-                .bind(Json(&round.deferrals))
-                .bind(limit(EVENTS_KEPT))
-                .bind(
-                    round
-                        .snitches
-                        .iter()
-                        .map(|s| s.token)
-                        .collect::<Vec<&str>>(),
-                )
-                .fetch_all(&mut *conn)
-                .await?;
-            let answers: HashMap<&str, (Option<i32>, bool)> = answers
-                .iter()
-                .map(|(token, stored, present)| (token.as_str(), (*stored, *present)))
-                .collect();
+            let answers = round.apply(&mut *conn).await?;
             settle(&mut self.results, round, &answers, &mut housekeeping);
         }
         Ok((self.results, housekeeping))
