@@ -613,13 +613,16 @@ impl Storage for PgStorage {
             .execute(&mut *tx)
             .await
             .map_err(backend)?;
-        // Its check-ins (no foreign key: see the migration that dropped it) go first;
-        // its events go with it (ON DELETE CASCADE); its case holds one snitch less.
-        sqlx::query("DELETE FROM snitch.check_ins WHERE token = $1")
-            .bind(token.as_str())
-            .execute(&mut *tx)
-            .await
-            .map_err(backend)?;
+        // Its check-ins and events (no foreign keys: see the migrations that dropped
+        // them) go first; its case holds one snitch less.
+        sqlx::query(
+            "WITH check_ins AS (DELETE FROM snitch.check_ins WHERE token = $1) \
+             DELETE FROM snitch.events WHERE token = $1",
+        )
+        .bind(token.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
         sqlx::query(
             "WITH gone AS (DELETE FROM snitch.snitches WHERE token = $1 RETURNING case_id) \
              UPDATE snitch.cases SET snitches_held = snitches_held - 1 \

@@ -153,6 +153,40 @@ mod beyond_the_contract {
         assert_eq!(stored, new);
     }
 
+    /// Check-ins and events hold no foreign key to their snitch (each save writes them
+    /// under its row's lock): deleting the snitch deletes them itself, while another
+    /// snitch's history stays whole.
+    #[tokio::test]
+    async fn deleting_a_snitch_leaves_none_of_its_history_behind() {
+        let db = fresh_database().await;
+        let store = PgStorage::new(db.pool.clone());
+        let (acme, hooks) = case_with_outbox(&store).await;
+        reporting(&store, &acme, &hooks, 1, 1).await;
+        reporting(&store, &acme, &hooks, 2, 1).await;
+        let rows = |table: &'static str, n: u64| {
+            let pool = db.pool.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>(&format!(
+                    "SELECT count(*) FROM snitch.{table} WHERE token = $1"
+                ))
+                .bind(token(n).as_str())
+                .fetch_one(&pool)
+                .await
+                .expect("count")
+            }
+        };
+        for table in ["check_ins", "events"] {
+            assert!(rows(table, 1).await > 0, "fixture: {table} stored");
+        }
+
+        assert!(store.delete_snitch(&token(1)).await.expect("delete"));
+
+        for table in ["check_ins", "events"] {
+            assert_eq!(rows(table, 1).await, 0, "{table} of the deleted snitch");
+            assert!(rows(table, 2).await > 0, "{table} of the other snitch");
+        }
+    }
+
     /// Dispatchers on different pools (different servers) share the outbox: no delivery
     /// is claimed twice, and together they claim every one.
     #[tokio::test]
