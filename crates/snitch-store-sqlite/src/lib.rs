@@ -103,20 +103,10 @@ pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
 /// checkpoint instead of once per thousand pages written.
 const WAL_AUTOCHECKPOINT_PAGES: &str = "10000";
 
-/// The page size of a database this store creates (SQLite's default is 4,096; a database
-/// made before keeps its own). A batch of check-ins dirties a few pages per check-in,
-/// scattered (the snitch's row, its deadline index entry, its history's index entry),
-/// and the WAL then the checkpoint write each page whole: at 1,024 bytes the server wrote
-/// about 12 KB per check-in instead of 27 KB under row 2c's load, and the row went from
-/// 0.10 of bare axum to 0.12 (medians of interleaved runs, BENCHMARKS.md). A snitch's
-/// row (about 600 bytes) still fits in one page.
-const PAGE_SIZE: u32 = 1024;
-
 /// The connection settings the store is meant for, for the database file at `path`
 /// (created if missing; its directory must exist): WAL journal, `synchronous = FULL`
 /// (a commit is on disk when it returns), foreign keys on, a busy timeout of
-/// [`BUSY_TIMEOUT`], the WAL copied into the database file every 10,000 pages, and pages
-/// of 1,024 bytes in a new database.
+/// [`BUSY_TIMEOUT`], and the WAL copied into the database file every 10,000 pages.
 pub fn connect_options(path: &Path) -> SqliteConnectOptions {
     SqliteConnectOptions::new()
         .filename(path)
@@ -126,7 +116,6 @@ pub fn connect_options(path: &Path) -> SqliteConnectOptions {
         .foreign_keys(true)
         .busy_timeout(BUSY_TIMEOUT)
         .pragma("wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)
-        .page_size(PAGE_SIZE)
 }
 
 /// A pool of up to `max_connections` on the database file at `path`, with
@@ -144,8 +133,7 @@ pub async fn connect_url(url: &str, max_connections: u32) -> Result<SqlitePool, 
         .synchronous(SqliteSynchronous::Full)
         .foreign_keys(true)
         .busy_timeout(BUSY_TIMEOUT)
-        .pragma("wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)
-        .page_size(PAGE_SIZE);
+        .pragma("wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES);
     pool_with(options, max_connections).await
 }
 

@@ -87,51 +87,6 @@ async fn connections_are_durable_wal_with_foreign_keys() {
     assert!(timeout >= 1_000, "{timeout}");
 }
 
-async fn page_size(pool: &SqlitePool) -> i64 {
-    sqlx::query_scalar("PRAGMA page_size")
-        .fetch_one(pool)
-        .await
-        .expect("read")
-}
-
-/// A new database gets small pages (fewer bytes written per check-in); one made with
-/// SQLite's default pages before keeps them (a WAL database cannot change its page size)
-/// and opens, migrates and writes as before.
-#[tokio::test]
-async fn new_files_get_small_pages_and_old_files_keep_theirs() {
-    assert_eq!(page_size(&fresh_pool().await).await, 1_024);
-
-    let path = fresh_dir().join("snitch.db");
-    let older = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(
-            sqlx::sqlite::SqliteConnectOptions::new()
-                .filename(&path)
-                .create_if_missing(true)
-                .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal),
-        )
-        .await
-        .expect("open with SQLite's defaults");
-    MIGRATOR.run(&older).await.expect("migrate");
-    let store = SqliteStorage::new(older);
-    let (_, snitches) = acme_with_snitches(&store, 2).await;
-    assert_eq!(
-        page_size(store.pool()).await,
-        4_096,
-        "fixture: SQLite's default"
-    );
-    store.pool().close().await;
-
-    let again = SqliteStorage::new(open(&path).await);
-    assert_eq!(page_size(again.pool()).await, 4_096);
-    let change = checked_in(&snitches[0], at(3));
-    again.save(&change).await.expect("save");
-    assert_eq!(
-        again.snitch(&token(1)).await.expect("read"),
-        Some(change.snitch().clone())
-    );
-}
-
 /// Two stores on one file (two pools, as two processes would have) write at once: every
 /// write succeeds, none fails with SQLITE_BUSY.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
