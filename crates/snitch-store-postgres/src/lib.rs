@@ -17,8 +17,8 @@
 //! - Group commit: concurrent saves share one transaction and are answered once it
 //!   committed (see [`PgStorageOptions`]). A save is durable when it returns `Ok`, yet a
 //!   burst of check-ins costs a few commits, not one each. A batch is applied set-based:
-//!   one statement for all its snitches (typed arrays, or JSON rows when changes emit
-//!   events), not several per change. Changes to one snitch in one transaction apply as
+//!   one statement for all its snitches (typed arrays; the events, deliveries and
+//!   deferrals changes emit as JSON rows), not several per change. Changes to one snitch in one transaction apply as
 //!   if one after another.
 //! - Concurrent reads of snitches share one query (the case joined). A check-in's read
 //!   comes from the store's check-in cache when it holds the snitch: a stale copy only
