@@ -18,8 +18,8 @@
 //!   committed (see [`PgStorageOptions`]). A save is durable when it returns `Ok`, yet a
 //!   burst of check-ins costs a few commits, not one each. A batch is applied set-based:
 //!   one statement for all its snitches (typed arrays; the events, deliveries and
-//!   deferrals changes emit as JSON rows), not several per change. Changes to one snitch in one transaction apply as
-//!   if one after another.
+//!   deferrals changes emit as JSON rows), not several per change. Changes to one
+//!   snitch in one transaction apply as if one after another.
 //! - Concurrent reads of snitches share one query (the case joined). A check-in's read
 //!   comes from the store's check-in cache when it holds the snitch: a stale copy only
 //!   makes its save a conflict, which the service retries from a fresh read (see
