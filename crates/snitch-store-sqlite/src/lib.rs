@@ -108,8 +108,13 @@ const WAL_AUTOCHECKPOINT_PAGES: &str = "10000";
 /// (a commit is on disk when it returns), foreign keys on, a busy timeout of
 /// [`BUSY_TIMEOUT`], and the WAL copied into the database file every 10,000 pages.
 pub fn connect_options(path: &Path) -> SqliteConnectOptions {
-    SqliteConnectOptions::new()
-        .filename(path)
+    with_store_settings(SqliteConnectOptions::new().filename(path))
+}
+
+/// `options` with the settings of [`connect_options`] on top (the file created if
+/// missing): the one place both ways of connecting take them from.
+fn with_store_settings(options: SqliteConnectOptions) -> SqliteConnectOptions {
+    options
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Full)
@@ -127,13 +132,7 @@ pub async fn connect(path: &Path, max_connections: u32) -> Result<SqlitePool, sq
 /// A pool on a `sqlite://…` URL, with the settings of [`connect_options`] (options in the
 /// URL's query come first and are then overridden).
 pub async fn connect_url(url: &str, max_connections: u32) -> Result<SqlitePool, sqlx::Error> {
-    let options = SqliteConnectOptions::from_str(url)?
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Full)
-        .foreign_keys(true)
-        .busy_timeout(BUSY_TIMEOUT)
-        .pragma("wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES);
+    let options = with_store_settings(SqliteConnectOptions::from_str(url)?);
     pool_with(options, max_connections).await
 }
 
