@@ -13,7 +13,7 @@ status=0
 excluded=(':(exclude)crates/*/migrations/*.sql' ':(exclude)scripts/check-repo.sh')
 
 # Documents outside the repository, and "issue 12"-style references to a tracker.
-pattern='behaviour\.md|api-v1\.md|\.\./shared|shared/spec|[Ii]ssues? #?[0-9]+'
+pattern='behaviour\.md|api-v1\.md|\.\./shar[e]d|shar[e]d/spec|[Ii]ssues? #?[0-9]+'
 if offending=$(git grep -nIE "$pattern" -- . "${excluded[@]}"); then
     echo "check-repo: these lines refer to something outside the repository." >&2
     echo "Cite a section of docs/rules.md (or another file of the repository), or state" >&2
