@@ -171,25 +171,72 @@ pub fn schedule_text(runs: &ExpectedRuns) -> String {
 /// schedule, or `cron` and its schedule.
 pub fn cadence(interval: &str, schedule: Option<&str>) -> Result<Cadence, StorageError> {
     match (interval, schedule) {
-        (CRON, Some(text)) => {
-            let stored: StoredSchedule =
-                serde_json::from_str(text).map_err(|e| corrupt("schedule", e))?;
-            let parsed = CronSchedule::parse(&stored.expression, &stored.timezone)
-                .map_err(|e| corrupt("schedule", e))?;
-            let runs = ExpectedRuns::with_spans(
-                parsed,
-                chrono::Duration::milliseconds(stored.grace_ms),
-                chrono::Duration::milliseconds(stored.early_ms),
-            )
-            .map_err(invalid("schedule"))?;
-            Ok(Cadence::from(runs))
-        }
+        (CRON, Some(text)) => Ok(Cadence::from(PARSED_SCHEDULES.expected_runs(text)?)),
         (CRON, None) => Err(corrupt("schedule", "a cron snitch without a schedule")),
         (_, Some(_)) => Err(corrupt("schedule", "an interval snitch with a schedule")),
         (name, None) => Ok(Cadence::Interval(
             name.parse::<Interval>()
                 .map_err(|e| corrupt("interval", e))?,
         )),
+    }
+}
+
+fn parse_schedule_text(text: &str) -> Result<ExpectedRuns, StorageError> {
+    let stored: StoredSchedule = serde_json::from_str(text).map_err(|e| corrupt("schedule", e))?;
+    let parsed = CronSchedule::parse(&stored.expression, &stored.timezone)
+        .map_err(|e| corrupt("schedule", e))?;
+    ExpectedRuns::with_spans(
+        parsed,
+        chrono::Duration::milliseconds(stored.grace_ms),
+        chrono::Duration::milliseconds(stored.early_ms),
+    )
+    .map_err(invalid("schedule"))
+}
+
+/// How many distinct `schedule` texts [`PARSED_SCHEDULES`] keeps: a few hundred bytes
+/// each (the text and croner's patterns), so at most a few MiB.
+pub const PARSED_SCHEDULES_KEPT: usize = 4_096;
+
+/// Schedules parsed from their stored text, by that text. Parsing a cron expression
+/// (croner's patterns, the zone's rules) cost a sweep of cron snitches about a quarter of
+/// the server's CPU when every row read parsed it again, while a deployment has far fewer
+/// distinct schedules than snitches. Parsing is a function of the text, so a kept parse
+/// is never stale; when full, the map is emptied and fills again with the schedules in use.
+static PARSED_SCHEDULES: ParsedSchedules = ParsedSchedules::new(PARSED_SCHEDULES_KEPT);
+
+struct ParsedSchedules {
+    kept: usize,
+    by_text: std::sync::Mutex<Option<std::collections::HashMap<String, ExpectedRuns>>>,
+}
+
+impl ParsedSchedules {
+    const fn new(kept: usize) -> Self {
+        ParsedSchedules {
+            kept,
+            by_text: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Option<std::collections::HashMap<String, ExpectedRuns>>> {
+        // A panic while held leaves a map of whole parses: still sound.
+        self.by_text.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn expected_runs(&self, text: &str) -> Result<ExpectedRuns, StorageError> {
+        if let Some(runs) = self.lock().as_ref().and_then(|map| map.get(text)) {
+            return Ok(runs.clone());
+        }
+        // Parsed outside the lock; a text that does not parse is not kept.
+        let runs = parse_schedule_text(text)?;
+        let mut guard = self.lock();
+        let map = guard.get_or_insert_with(std::collections::HashMap::new);
+        if map.len() >= self.kept {
+            map.clear();
+        }
+        map.insert(text.to_owned(), runs.clone());
+        Ok(runs)
     }
 }
 
@@ -1297,5 +1344,65 @@ impl<D: Dialect> ApiKeyRow<D> {
             last_used_at: opt_instant::<D>("key last_used_at", self.last_used_at)?,
             revoked: self.revoked,
         })
+    }
+}
+
+#[cfg(test)]
+mod parsed_schedule_tests {
+    use super::*;
+
+    fn text(expression: &str, timezone: &str) -> String {
+        let schedule = CronSchedule::parse(expression, timezone).expect("valid");
+        let runs = ExpectedRuns::with_spans(
+            schedule,
+            chrono::Duration::minutes(5),
+            chrono::Duration::zero(),
+        )
+        .expect("valid spans");
+        schedule_text(&runs)
+    }
+
+    #[test]
+    fn a_kept_parse_is_the_parse_of_its_text() {
+        let kept = ParsedSchedules::new(8);
+        let riga = text("30 2 * * *", "Europe/Riga");
+        let first = kept.expected_runs(&riga).expect("parses");
+        let again = kept.expected_runs(&riga).expect("kept");
+        assert_eq!(first, again);
+        assert_eq!(again, parse_schedule_text(&riga).expect("parses"));
+        assert_eq!(again.schedule().timezone(), "Europe/Riga");
+        assert_eq!(again.grace(), chrono::Duration::minutes(5));
+        // Another text is another schedule, not the kept one.
+        let utc = kept
+            .expected_runs(&text("30 2 * * *", "UTC"))
+            .expect("parses");
+        assert_eq!(utc.schedule().timezone(), "UTC");
+        assert_eq!(kept.lock().as_ref().map(|m| m.len()), Some(2));
+    }
+
+    #[test]
+    fn the_kept_parses_never_exceed_their_bound() {
+        let kept = ParsedSchedules::new(3);
+        for minute in 0..10 {
+            let runs = kept
+                .expected_runs(&text(&format!("{minute} * * * *"), "UTC"))
+                .expect("parses");
+            assert_eq!(runs.schedule().expression(), format!("{minute} * * * *"));
+            let held = kept.lock().as_ref().map_or(0, |m| m.len());
+            assert!((1..=3).contains(&held), "{held} kept");
+        }
+    }
+
+    #[test]
+    fn a_text_that_does_not_parse_is_corrupt_and_not_kept() {
+        let kept = ParsedSchedules::new(8);
+        let bad = r#"{"expression":"61 * * * *","timezone":"UTC","grace_ms":60000,"early_ms":0}"#;
+        for text in [bad, "not json", "\0"] {
+            assert!(matches!(
+                kept.expected_runs(text),
+                Err(StorageError::Corrupt(_))
+            ));
+        }
+        assert_eq!(kept.lock().as_ref().map_or(0, |m| m.len()), 0);
     }
 }

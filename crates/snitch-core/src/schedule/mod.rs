@@ -198,9 +198,16 @@ impl From<ScheduleError> for Validation {
 }
 
 /// A cron expression in a time zone, checked: it runs at some time, and every search of
-/// it is bounded. Built only by [`CronSchedule::parse`].
+/// it is bounded. Built only by [`CronSchedule::parse`]. Its parsed parts are shared:
+/// a clone costs a reference count, so a store may keep one parse per expression and
+/// hand out copies (parsing is far dearer than a snitch's other fields).
 #[derive(Debug, Clone)]
 pub struct CronSchedule {
+    parsed: std::sync::Arc<ParsedSchedule>,
+}
+
+#[derive(Debug)]
+struct ParsedSchedule {
     /// As given, trimmed.
     expression: String,
     /// The IANA name as the database spells it (`europe/riga` becomes `Europe/Riga`).
@@ -216,7 +223,8 @@ pub struct CronSchedule {
 
 impl PartialEq for CronSchedule {
     fn eq(&self, other: &Self) -> bool {
-        self.expression == other.expression && self.timezone_name == other.timezone_name
+        self.parsed.expression == other.parsed.expression
+            && self.parsed.timezone_name == other.parsed.timezone_name
     }
 }
 
@@ -231,30 +239,32 @@ impl CronSchedule {
         let (timezone_name, timezone) = lookup_timezone(timezone)?;
         let patterns = build_patterns(&fields)?;
         Ok(CronSchedule {
-            expression,
-            timezone_name,
-            timezone,
-            fields,
-            patterns,
-            fixed_time,
+            parsed: std::sync::Arc::new(ParsedSchedule {
+                expression,
+                timezone_name,
+                timezone,
+                fields,
+                patterns,
+                fixed_time,
+            }),
         })
     }
 
     /// The expression as given (trimmed; a macro stays a macro).
     pub fn expression(&self) -> &str {
-        &self.expression
+        &self.parsed.expression
     }
 
     /// The IANA name of the time zone, as the database spells it.
     pub fn timezone(&self) -> &str {
-        &self.timezone_name
+        &self.parsed.timezone_name
     }
 
     /// The first expected instant strictly after `t`, or `None` when there is none within
     /// [`HORIZON_YEARS`] of wall clock time (or past year 5000, where croner stops).
     pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let t = to_jiff(t)?;
-        let next = if self.fixed_time {
+        let next = if self.parsed.fixed_time {
             self.next_fixed_time(t)
         } else {
             self.next_real_time(t)
@@ -275,7 +285,7 @@ impl CronSchedule {
     pub fn to_local_iso(&self, t: DateTime<Utc>) -> String {
         match to_jiff(t) {
             Some(ts) => ts
-                .to_zoned(self.timezone.clone())
+                .to_zoned(self.parsed.timezone.clone())
                 .strftime("%Y-%m-%dT%H:%M:%S%.3f%:z")
                 .to_string(),
             // Past jiff's range (year 9999): no offset to show, so UTC's.
@@ -318,22 +328,22 @@ impl CronSchedule {
     /// the written time (a spring-forward gap: the run is at the first minute after it).
     /// A repeated fall-back hour needs no note: the job runs once, at the first.
     pub fn notes_on(&self, times: &[DateTime<Utc>]) -> Vec<String> {
-        if !self.fixed_time {
+        if !self.parsed.fixed_time {
             return Vec::new();
         }
         let mut notes = Vec::new();
         for &t in times {
             let Some(ts) = to_jiff(t) else { continue };
-            let local = ts.to_zoned(self.timezone.clone());
+            let local = ts.to_zoned(self.parsed.timezone.clone());
             let (hour, minute) = (local.hour() as u32, local.minute() as u32);
-            let written = (self.fields.hours.values >> hour) & 1 == 1
-                && (self.fields.minutes.values >> minute) & 1 == 1;
+            let written = (self.parsed.fields.hours.values >> hour) & 1 == 1
+                && (self.parsed.fields.minutes.values >> minute) & 1 == 1;
             if !written {
                 notes.push(format!(
                     "on {} the written time does not exist in {} (clocks go forward): \
                      that run is at {:02}:{:02} local time",
                     local.strftime("%Y-%m-%d"),
-                    self.timezone_name,
+                    self.parsed.timezone_name,
                     hour,
                     minute
                 ));
@@ -345,7 +355,7 @@ impl CronSchedule {
     /// The schedule in words when it is a common simple one ("every 15 minutes", "every
     /// day at 02:30", "every Monday at 09:00"), else `None`. Says nothing of the zone.
     pub fn describe(&self) -> Option<String> {
-        let f = &self.fields;
+        let f = &self.parsed.fields;
         let every_day = f.days.values.count_ones() == 31
             && !f.days.last_day
             && !f.days.last_weekday
@@ -410,7 +420,8 @@ impl CronSchedule {
         inclusive: bool,
         last_year: i16,
     ) -> Option<civil::DateTime> {
-        self.patterns
+        self.parsed
+            .patterns
             .iter()
             .filter_map(|pattern| pattern.find_next_occurrence(&after, inclusive).ok())
             .filter(|found| found.year() <= last_year)
@@ -424,7 +435,7 @@ impl CronSchedule {
     /// second pass of a repeated hour, the times of that hour map to the first pass and
     /// are skipped.
     fn next_fixed_time(&self, t: JiffTimestamp) -> Option<JiffTimestamp> {
-        let mut cursor = self.timezone.to_datetime(t);
+        let mut cursor = self.parsed.timezone.to_datetime(t);
         let last_year = cursor.year().saturating_add(HORIZON_YEARS);
         for _ in 0..FOLD_MAX_SKIPS {
             let wall = self.next_civil(cursor, false, last_year)?;
@@ -443,7 +454,7 @@ impl CronSchedule {
     fn first_real_instant(&self, wall: civil::DateTime) -> Option<JiffTimestamp> {
         let mut minute = wall;
         for _ in 0..=GAP_MAX_MINUTES {
-            let ambiguous = self.timezone.to_ambiguous_timestamp(minute);
+            let ambiguous = self.parsed.timezone.to_ambiguous_timestamp(minute);
             if !matches!(ambiguous.offset(), AmbiguousOffset::Gap { .. }) {
                 return ambiguous.earlier().ok();
             }
@@ -459,6 +470,7 @@ impl CronSchedule {
     /// belongs to two (it happens twice).
     fn next_real_time(&self, t: JiffTimestamp) -> Option<JiffTimestamp> {
         let last_year = self
+            .parsed
             .timezone
             .to_datetime(t)
             .year()
@@ -470,9 +482,10 @@ impl CronSchedule {
         // expressions would otherwise search years ahead once per stretch.
         let mut known: Option<(civil::DateTime, civil::DateTime)> = None;
         for _ in 0..SEGMENT_MAX {
-            let offset = self.timezone.to_offset(start);
+            let offset = self.parsed.timezone.to_offset(start);
             let wall_start = offset.to_datetime(start);
             let stretch_end = self
+                .parsed
                 .timezone
                 .following(start)
                 .next()
