@@ -75,11 +75,10 @@ impl SnitchService {
         let mut first_error = None;
         // Each case and its hooks are read once per sweep.
         let mut owners: HashMap<CaseId, (Case, Targets)> = HashMap::new();
+        let claim = || self.storage.claim_due(now, now + SWEEP_LEASE, self.sweep_batch);
+        let mut claimed = claim().await;
         loop {
-            let due = self
-                .storage
-                .claim_due(now, now + SWEEP_LEASE, self.sweep_batch)
-                .await?;
+            let due = claimed?;
             if due.is_empty() {
                 return match first_error {
                     None => Ok(report),
@@ -120,7 +119,11 @@ impl SnitchService {
                 changes.push(change);
                 stepped.push((snitch, swept));
             }
-            let results = self.storage.save_all(&changes).await;
+            // The next batch is claimed while this one is saved: the two take turns on
+            // the database otherwise, leaving a core idle (the lease keeps this batch's
+            // snitches out of the next claim).
+            let (results, next) = futures::join!(self.storage.save_all(&changes), claim());
+            claimed = next;
             for ((change, (before, swept)), result) in changes.iter().zip(stepped).zip(results) {
                 let swept = match result {
                     Ok(()) => {
