@@ -1352,10 +1352,14 @@ mod parsed_schedule_tests {
     use super::*;
 
     fn text(expression: &str, timezone: &str) -> String {
+        text_with_grace(expression, timezone, 5)
+    }
+
+    fn text_with_grace(expression: &str, timezone: &str, grace_minutes: i64) -> String {
         let schedule = CronSchedule::parse(expression, timezone).expect("valid");
         let runs = ExpectedRuns::with_spans(
             schedule,
-            chrono::Duration::minutes(5),
+            chrono::Duration::minutes(grace_minutes),
             chrono::Duration::zero(),
         )
         .expect("valid spans");
@@ -1377,7 +1381,13 @@ mod parsed_schedule_tests {
             .expected_runs(&text("30 2 * * *", "UTC"))
             .expect("parses");
         assert_eq!(utc.schedule().timezone(), "UTC");
-        assert_eq!(kept.lock().as_ref().map(|m| m.len()), Some(2));
+        // The same expression with another grace is another text: its own spans.
+        let longer = kept
+            .expected_runs(&text_with_grace("30 2 * * *", "UTC", 30))
+            .expect("parses");
+        assert_eq!(longer.grace(), chrono::Duration::minutes(30));
+        assert_eq!(utc.grace(), chrono::Duration::minutes(5));
+        assert_eq!(kept.lock().as_ref().map(|m| m.len()), Some(3));
     }
 
     #[test]

@@ -75,7 +75,10 @@ impl SnitchService {
         let mut first_error = None;
         // Each case and its hooks are read once per sweep.
         let mut owners: HashMap<CaseId, (Case, Targets)> = HashMap::new();
-        let claim = || self.storage.claim_due(now, now + SWEEP_LEASE, self.sweep_batch);
+        let claim = || {
+            self.storage
+                .claim_due(now, now + SWEEP_LEASE, self.sweep_batch)
+        };
         let mut claimed = claim().await;
         loop {
             let due = claimed?;
