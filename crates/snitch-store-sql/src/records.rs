@@ -193,7 +193,7 @@ fn parse_schedule_text(text: &str) -> Result<ExpectedRuns, StorageError> {
     .map_err(invalid("schedule"))
 }
 
-/// How many distinct `schedule` texts [`PARSED_SCHEDULES`] keeps: a few hundred bytes
+/// How many distinct `schedule` texts the parsed-schedule memo keeps: a few hundred bytes
 /// each (the text and croner's patterns), so at most a few MiB.
 pub const PARSED_SCHEDULES_KEPT: usize = 4_096;
 
