@@ -202,36 +202,37 @@ pub const PARSED_SCHEDULES_KEPT: usize = 4_096;
 /// the server's CPU when every row read parsed it again, while a deployment has far fewer
 /// distinct schedules than snitches. Parsing is a function of the text, so a kept parse
 /// is never stale; when full, the map is emptied and fills again with the schedules in use.
-static PARSED_SCHEDULES: ParsedSchedules = ParsedSchedules::new(PARSED_SCHEDULES_KEPT);
+static PARSED_SCHEDULES: std::sync::LazyLock<ParsedSchedules> =
+    std::sync::LazyLock::new(|| ParsedSchedules::new(PARSED_SCHEDULES_KEPT));
+
+/// Parses by their text, hashed as the check-in cache hashes tokens.
+type ParsesByText = std::collections::HashMap<String, ExpectedRuns, foldhash::fast::RandomState>;
 
 struct ParsedSchedules {
     kept: usize,
-    by_text: std::sync::Mutex<Option<std::collections::HashMap<String, ExpectedRuns>>>,
+    by_text: std::sync::Mutex<ParsesByText>,
 }
 
 impl ParsedSchedules {
-    const fn new(kept: usize) -> Self {
+    fn new(kept: usize) -> Self {
         ParsedSchedules {
             kept,
-            by_text: std::sync::Mutex::new(None),
+            by_text: std::sync::Mutex::default(),
         }
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, Option<std::collections::HashMap<String, ExpectedRuns>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ParsesByText> {
         // A panic while held leaves a map of whole parses: still sound.
         self.by_text.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn expected_runs(&self, text: &str) -> Result<ExpectedRuns, StorageError> {
-        if let Some(runs) = self.lock().as_ref().and_then(|map| map.get(text)) {
+        if let Some(runs) = self.lock().get(text) {
             return Ok(runs.clone());
         }
         // Parsed outside the lock; a text that does not parse is not kept.
         let runs = parse_schedule_text(text)?;
-        let mut guard = self.lock();
-        let map = guard.get_or_insert_with(std::collections::HashMap::new);
+        let mut map = self.lock();
         if map.len() >= self.kept {
             map.clear();
         }
@@ -1387,7 +1388,7 @@ mod parsed_schedule_tests {
             .expect("parses");
         assert_eq!(longer.grace(), chrono::Duration::minutes(30));
         assert_eq!(utc.grace(), chrono::Duration::minutes(5));
-        assert_eq!(kept.lock().as_ref().map(|m| m.len()), Some(3));
+        assert_eq!(kept.lock().len(), 3);
     }
 
     #[test]
@@ -1398,7 +1399,7 @@ mod parsed_schedule_tests {
                 .expected_runs(&text(&format!("{minute} * * * *"), "UTC"))
                 .expect("parses");
             assert_eq!(runs.schedule().expression(), format!("{minute} * * * *"));
-            let held = kept.lock().as_ref().map_or(0, |m| m.len());
+            let held = kept.lock().len();
             assert!((1..=3).contains(&held), "{held} kept");
         }
     }
@@ -1413,6 +1414,6 @@ mod parsed_schedule_tests {
                 Err(StorageError::Corrupt(_))
             ));
         }
-        assert_eq!(kept.lock().as_ref().map_or(0, |m| m.len()), 0);
+        assert_eq!(kept.lock().len(), 0);
     }
 }
