@@ -215,6 +215,29 @@ static INSERT_SNITCH: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// Claims due snitches for a sweep (`$1` now, `$2` the lease's end, `$3` how many): the
+/// earliest due whose lease is void (ended, or taken on a version since saved), each
+/// leased in `snitch.sweep_leases` with its version. A claim writes only that narrow row,
+/// not the snitch's (migration `sweep_leases_apart`). Two servers claiming at once may pick
+/// the same snitches: the second's insert waits for the first's and then finds a lease it
+/// may not take, so each snitch is answered to one of them.
+static CLAIM_DUE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH candidates AS ( \
+           SELECT {SNITCH_COLUMNS} FROM snitch.snitches s \
+           WHERE s.wake_at <= $1 AND NOT EXISTS ( \
+             SELECT 1 FROM snitch.sweep_leases l \
+             WHERE l.token = s.token AND l.version = s.version AND l.until > $1) \
+           ORDER BY s.wake_at, s.token LIMIT $3), \
+         leased AS ( \
+           INSERT INTO snitch.sweep_leases AS l (token, version, until) \
+           SELECT token, version, $2 FROM candidates \
+           ON CONFLICT (token) DO UPDATE SET version = EXCLUDED.version, until = EXCLUDED.until \
+           WHERE l.version <> EXCLUDED.version OR l.until <= $1 \
+           RETURNING l.token) \
+         SELECT {SNITCH_COLUMNS} FROM candidates WHERE token IN (SELECT token FROM leased)"
+    )
+});
 static UPDATE_SNITCH: LazyLock<String> = LazyLock::new(sql::update_snitch::<Pg>);
 static SELECT_SNITCHES: LazyLock<String> = LazyLock::new(sql::select_snitches::<Pg>);
 static INSERT_EVENTS: LazyLock<String> =
@@ -624,7 +647,8 @@ impl Storage for PgStorage {
         .await
         .map_err(backend)?;
         sqlx::query(
-            "WITH gone AS (DELETE FROM snitch.snitches WHERE token = $1 RETURNING case_id) \
+            "WITH gone AS (DELETE FROM snitch.snitches WHERE token = $1 RETURNING case_id), \
+               lease AS (DELETE FROM snitch.sweep_leases WHERE token = $1) \
              UPDATE snitch.cases SET snitches_held = snitches_held - 1 \
              WHERE id IN (SELECT case_id FROM gone)",
         )
@@ -649,22 +673,16 @@ impl Storage for PgStorage {
         lease_until: Timestamp,
         limit_to: usize,
     ) -> Result<Vec<Snitch>, StorageError> {
-        let mut claimed = sqlx::query_as::<_, SnitchRow>(&format!(
-            "UPDATE snitch.snitches SET sweep_lease_until = $2 WHERE token IN ( \
-                 SELECT token FROM snitch.snitches \
-                 WHERE wake_at <= $1 AND (sweep_lease_until IS NULL OR sweep_lease_until <= $1) \
-                 ORDER BY wake_at, token LIMIT $3 FOR UPDATE SKIP LOCKED) \
-             RETURNING {SNITCH_COLUMNS}"
-        ))
-        .bind(now)
-        .bind(lease_until)
-        .bind(limit(limit_to))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(backend)?
-        .into_iter()
-        .map(SnitchRow::into_snitch)
-        .collect::<Result<Vec<Snitch>, StorageError>>()?;
+        let mut claimed = sqlx::query_as::<_, SnitchRow>(&CLAIM_DUE)
+            .bind(now)
+            .bind(lease_until)
+            .bind(limit(limit_to))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(backend)?
+            .into_iter()
+            .map(SnitchRow::into_snitch)
+            .collect::<Result<Vec<Snitch>, StorageError>>()?;
         // RETURNING has no order.
         claimed.sort_by(|a, b| (a.wake_at(), a.token()).cmp(&(b.wake_at(), b.token())));
         Ok(claimed)

@@ -235,6 +235,68 @@ mod beyond_the_contract {
         assert_eq!(distinct, all);
     }
 
+    /// Sweeps on different pools (different servers) share the due snitches: none is
+    /// claimed twice, and together they claim every one. The leases are rows of their
+    /// own (`snitch.sweep_leases`): deleting a snitch deletes its lease too.
+    #[tokio::test]
+    async fn sweeps_on_several_pools_never_claim_a_snitch_twice() {
+        let db = fresh_database().await;
+        let pool = db.pool.clone();
+        let store = PgStorage::new(pool.clone());
+        let (acme, hooks) = case_with_outbox(&store).await;
+        for n in 1..=15 {
+            reporting(&store, &acme, &hooks, n, n as i64).await;
+        }
+        let other_server = PgStorage::new(
+            sqlx::postgres::PgPoolOptions::new()
+                .max_connections(5)
+                .connect_with(pool.connect_options().as_ref().clone())
+                .await
+                .expect("a second pool"),
+        );
+        // A month on, every one of them is overdue.
+        let later = at(60 * 24 * 30);
+        let lease = later + Duration::seconds(30);
+
+        let servers = [&store, &other_server, &store, &other_server, &other_server];
+        let claims = join_all(servers.iter().map(|s| s.claim_due(later, lease, 4))).await;
+        let mut claimed = Vec::new();
+        for claim in claims {
+            claimed.extend(claim.expect("claim").into_iter().map(|s| s.token().clone()));
+        }
+        let rest = store.claim_due(later, lease, 100).await.expect("claim");
+        claimed.extend(rest.into_iter().map(|s| s.token().clone()));
+
+        let distinct: HashSet<_> = claimed.iter().cloned().collect();
+        assert_eq!(distinct.len(), claimed.len(), "claimed twice: {claimed:?}");
+        assert_eq!(distinct, (1..=15).map(token).collect::<HashSet<_>>());
+        assert!(
+            other_server
+                .claim_due(later, lease, 100)
+                .await
+                .expect("claim")
+                .is_empty(),
+            "all are leased"
+        );
+
+        let leases = |token: Option<String>| {
+            let pool = pool.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>(
+                    "SELECT count(*) FROM snitch.sweep_leases WHERE $1::text IS NULL OR token = $1",
+                )
+                .bind(token)
+                .fetch_one(&pool)
+                .await
+                .expect("count")
+            }
+        };
+        assert_eq!(leases(None).await, 15);
+        assert!(store.delete_snitch(&token(1)).await.expect("delete"));
+        assert_eq!(leases(Some(token(1).as_str().to_owned())).await, 0);
+        assert_eq!(leases(None).await, 14, "the others' leases stay");
+    }
+
     /// A stored value that its domain type refuses reads as `Corrupt`, never as a value.
     #[tokio::test]
     async fn unreadable_rows_are_corrupt() {
