@@ -1867,7 +1867,8 @@ async fn empty_postgres_store(url: &str) -> Arc<dyn Storage> {
         .expect("connect to the test database");
     sqlx::query(
         "TRUNCATE snitch.deliveries, snitch.events, snitch.check_ins, snitch.snitches, \
-         snitch.webhooks, snitch.channels, snitch.badge_keys, snitch.api_keys, snitch.cases",
+         snitch.webhooks, snitch.channels, snitch.badge_keys, snitch.api_keys, snitch.cases, \
+         snitch.sweep_leases",
     )
     .execute(&pool)
     .await
