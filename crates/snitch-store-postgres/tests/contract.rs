@@ -187,6 +187,17 @@ mod beyond_the_contract {
         }
     }
 
+    /// A store on a pool of its own on `pool`'s database: another server.
+    async fn another_server(pool: &sqlx::PgPool) -> PgStorage {
+        PgStorage::new(
+            sqlx::postgres::PgPoolOptions::new()
+                .max_connections(5)
+                .connect_with(pool.connect_options().as_ref().clone())
+                .await
+                .expect("a second pool"),
+        )
+    }
+
     /// Dispatchers on different pools (different servers) share the outbox: no delivery
     /// is claimed twice, and together they claim every one.
     #[tokio::test]
@@ -204,13 +215,7 @@ mod beyond_the_contract {
                     .map(|d| d.id),
             );
         }
-        let other_server = PgStorage::new(
-            sqlx::postgres::PgPoolOptions::new()
-                .max_connections(5)
-                .connect_with(pool.connect_options().as_ref().clone())
-                .await
-                .expect("a second pool"),
-        );
+        let other_server = another_server(&pool).await;
 
         let servers = [&store, &other_server, &store, &other_server, &other_server];
         let four = ClaimLimits::at_most(4);
@@ -247,13 +252,7 @@ mod beyond_the_contract {
         for n in 1..=15 {
             reporting(&store, &acme, &hooks, n, n as i64).await;
         }
-        let other_server = PgStorage::new(
-            sqlx::postgres::PgPoolOptions::new()
-                .max_connections(5)
-                .connect_with(pool.connect_options().as_ref().clone())
-                .await
-                .expect("a second pool"),
-        );
+        let other_server = another_server(&pool).await;
         // A month on, every one of them is overdue.
         let later = at(60 * 24 * 30);
         let lease = later + Duration::seconds(30);
