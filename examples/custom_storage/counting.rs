@@ -220,6 +220,11 @@ impl Storage for CountingStorage {
         self.inner.set_badge_key(case, key).await
     }
 
+    async fn badge_key_or_insert(&self, case: &CaseId, key: &str) -> Result<String, StorageError> {
+        self.called("badge_key_or_insert");
+        self.inner.badge_key_or_insert(case, key).await
+    }
+
     async fn badge_key(&self, case: &CaseId) -> Result<Option<String>, StorageError> {
         self.called("badge_key");
         self.inner.badge_key(case).await

@@ -453,6 +453,13 @@ pub trait Storage: Send + Sync {
     /// The case's badge key, if it has one.
     async fn badge_key(&self, case: &CaseId) -> Result<Option<String>, StorageError>;
 
+    /// The case's badge key, storing `key` as it first when the case has none: the key
+    /// the case holds afterwards. Callers racing to make a case's first key all get the
+    /// one that was stored, never a key a later write replaced. A `key` another case
+    /// holds is [`StorageError::DuplicateToken`]; a case that is not stored is
+    /// [`StorageError::UnknownCase`].
+    async fn badge_key_or_insert(&self, case: &CaseId, key: &str) -> Result<String, StorageError>;
+
     /// The case whose badge key is `key`, if any.
     async fn case_of_badge_key(&self, key: &str) -> Result<Option<CaseId>, StorageError>;
 

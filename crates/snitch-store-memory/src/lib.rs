@@ -562,6 +562,21 @@ impl Storage for MemoryStorage {
         Ok(())
     }
 
+    async fn badge_key_or_insert(&self, case: &CaseId, key: &str) -> Result<String, StorageError> {
+        let mut inner = self.write();
+        if !inner.cases.contains_key(case) {
+            return Err(StorageError::UnknownCase(case.clone()));
+        }
+        if let Some(held) = inner.badge_keys.get(case) {
+            return Ok(held.clone());
+        }
+        if inner.badge_keys.values().any(|k| k == key) {
+            return Err(StorageError::DuplicateToken);
+        }
+        inner.badge_keys.insert(case.clone(), key.to_owned());
+        Ok(key.to_owned())
+    }
+
     async fn badge_key(&self, case: &CaseId) -> Result<Option<String>, StorageError> {
         Ok(self.read().badge_keys.get(case).cloned())
     }

@@ -812,6 +812,25 @@ impl Storage for PgStorage {
             .await
     }
 
+    async fn badge_key_or_insert(&self, case: &CaseId, key: &str) -> Result<String, StorageError> {
+        // Two statements, not one: a statement's own snapshot would not see the key of
+        // a first use that committed while this insert waited on it.
+        let insert = sqlx::query(sql::INSERT_FIRST_BADGE_KEY)
+            .bind(case.as_str())
+            .bind(key);
+        self.write_of_case(
+            case,
+            insert,
+            "badge_keys_key_key",
+            "badge_keys_case_id_fkey",
+        )
+        .await?;
+        self.badge_key(case)
+            .await?
+            // Keys are replaced, never removed; only a case deleted meanwhile has none.
+            .ok_or_else(|| StorageError::UnknownCase(case.clone()))
+    }
+
     async fn badge_key(&self, case: &CaseId) -> Result<Option<String>, StorageError> {
         sqlx::query_scalar(sql::BADGE_KEY)
             .bind(case.as_str())

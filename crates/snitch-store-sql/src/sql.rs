@@ -151,6 +151,10 @@ pub const DELETE_CHANNEL: &str = "DELETE FROM snitch.channels WHERE case_id = $1
 pub const SET_BADGE_KEY: &str = "INSERT INTO snitch.badge_keys (case_id, key) VALUES ($1, $2) \
     ON CONFLICT (case_id) DO UPDATE SET key = excluded.key";
 
+/// Case `$1`'s badge key becomes `$2` unless it has one (the caller reads it back).
+pub const INSERT_FIRST_BADGE_KEY: &str =
+    "INSERT INTO snitch.badge_keys (case_id, key) VALUES ($1, $2) ON CONFLICT (case_id) DO NOTHING";
+
 /// The badge key of case `$1`.
 pub const BADGE_KEY: &str = "SELECT key FROM snitch.badge_keys WHERE case_id = $1";
 

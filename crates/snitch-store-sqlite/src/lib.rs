@@ -852,6 +852,36 @@ impl Storage for SqliteStorage {
         self.write_of_case(case, set).await
     }
 
+    async fn badge_key_or_insert(&self, case: &CaseId, key: &str) -> Result<String, StorageError> {
+        let mut w = self.writer.begin().await?;
+        let known: bool = sqlx::query_scalar(&CASE_EXISTS)
+            .bind(case.as_str())
+            .fetch_one(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        if !known {
+            return Err(StorageError::UnknownCase(case.clone()));
+        }
+        match sqlx::query(&INSERT_FIRST_BADGE_KEY)
+            .bind(case.as_str())
+            .bind(key)
+            .execute(&mut *w.tx)
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => return Err(StorageError::DuplicateToken),
+            Err(e) => return Err(backend(e)),
+        }
+        // Read in the writer's transaction: the key just stored, or the one before it.
+        let held: String = sqlx::query_scalar(&BADGE_KEY)
+            .bind(case.as_str())
+            .fetch_one(&mut *w.tx)
+            .await
+            .map_err(backend)?;
+        w.commit().await?;
+        Ok(held)
+    }
+
     async fn badge_key(&self, case: &CaseId) -> Result<Option<String>, StorageError> {
         sqlx::query_scalar(&BADGE_KEY)
             .bind(case.as_str())
@@ -1134,6 +1164,8 @@ static CHANNELS: LazyLock<String> = LazyLock::new(sql::channels::<Lite>);
 static UPDATE_CHANNEL: LazyLock<String> = LazyLock::new(sql::update_channel::<Lite>);
 static DELETE_CHANNEL: LazyLock<String> = LazyLock::new(|| lite(sql::DELETE_CHANNEL));
 static SET_BADGE_KEY: LazyLock<String> = LazyLock::new(|| lite(sql::SET_BADGE_KEY));
+static INSERT_FIRST_BADGE_KEY: LazyLock<String> =
+    LazyLock::new(|| lite(sql::INSERT_FIRST_BADGE_KEY));
 static BADGE_KEY: LazyLock<String> = LazyLock::new(|| lite(sql::BADGE_KEY));
 static CASE_OF_BADGE_KEY: LazyLock<String> = LazyLock::new(|| lite(sql::CASE_OF_BADGE_KEY));
 static DELETE_ORPHAN_DELIVERY: LazyLock<String> =

@@ -141,6 +141,7 @@ macro_rules! storage_contract_tests {
             channel_deliveries_keep_their_settings_and_key,
             // Badge keys.
             badge_keys_are_one_per_case_and_unique,
+            the_first_badge_key_stored_is_the_one_every_first_use_gets,
             // The outbox.
             saved_deliveries_are_claimed_earliest_first_under_a_lease,
             attempts_are_recorded_and_decide_what_follows,
@@ -1995,6 +1996,64 @@ pub async fn channels_round_trip_change_and_delete_per_case(store: Arc<dyn Stora
         .expect("delete"));
     assert_eq!(store.channels(&acme.id).await.expect("read"), [second]);
     assert_eq!(store.channels(&other.id).await.expect("read"), [theirs]);
+}
+
+/// Contract: first uses of a case's badge key that race each get the key that was
+/// stored, never one another write replaced; an existing key is kept; a key another case
+/// holds and an unknown case are refused.
+pub async fn the_first_badge_key_stored_is_the_one_every_first_use_gets(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let other = with_case(&store, "other").await;
+    let racers: Vec<_> = (0..8)
+        .map(|n| {
+            let store = store.clone();
+            let case = acme.id.clone();
+            async move {
+                store
+                    .badge_key_or_insert(&case, &format!("badge-first-{n}"))
+                    .await
+            }
+        })
+        .collect();
+    let answers: Vec<String> = futures::future::join_all(racers)
+        .await
+        .into_iter()
+        .map(|answer| answer.expect("first use"))
+        .collect();
+    let stored = store
+        .badge_key(&acme.id)
+        .await
+        .expect("read")
+        .expect("a key was stored");
+    assert!(stored.starts_with("badge-first-"), "stored {stored}");
+    assert!(
+        answers.iter().all(|key| *key == stored),
+        "every first use answers the stored key {stored}: {answers:?}"
+    );
+    assert_eq!(
+        store
+            .badge_key_or_insert(&acme.id, "badge-later")
+            .await
+            .expect("a later use"),
+        stored,
+        "a case's key is kept"
+    );
+    assert_eq!(
+        store.case_of_badge_key("badge-later").await.expect("read"),
+        None
+    );
+    let taken = store.badge_key_or_insert(&other.id, &stored).await;
+    assert!(
+        matches!(taken, Err(StorageError::DuplicateToken)),
+        "expected DuplicateToken, got {taken:?}"
+    );
+    assert_eq!(store.badge_key(&other.id).await.expect("read"), None);
+    let unknown = CaseId::parse("nobody").expect("case id");
+    let refused = store.badge_key_or_insert(&unknown, "badge-nobody").await;
+    assert!(
+        matches!(refused, Err(StorageError::UnknownCase(_))),
+        "expected UnknownCase, got {refused:?}"
+    );
 }
 
 /// Contract: a case has at most one badge key, which a new one replaces (the old one then

@@ -7,10 +7,20 @@ impl SnitchService {
     /// and nothing else.
     pub async fn badge_key(&self, case: &Case) -> Result<String, ServiceError> {
         ensure_active(case)?;
-        match self.storage.badge_key(&case.id).await? {
-            Some(key) => Ok(key),
-            None => self.rotate_badge_key(case).await,
+        if let Some(key) = self.storage.badge_key(&case.id).await? {
+            return Ok(key);
         }
+        // Two first uses at once (two tabs, two servers) must not each hand out a key of
+        // their own: the store keeps the first and both answer it.
+        for _ in 0..TOKEN_ATTEMPTS {
+            let key = self.tokens.new_token().to_string();
+            match self.storage.badge_key_or_insert(&case.id, &key).await {
+                Ok(stored) => return Ok(stored),
+                Err(StorageError::DuplicateToken) => continue,
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(StorageError::DuplicateToken.into())
     }
 
     /// Gives the case a new badge key: badges under the old one are gone.
