@@ -473,13 +473,20 @@ impl Dispatcher {
             }
             // The claim took all it could: what was due then and is still pending waits
             // for a slot or a cap, and a finished delivery (or a new event) wakes us.
-            // Otherwise sleep until the next delivery is due.
-            let sleep = match self.storage.next_delivery_at().await {
-                Ok(Some(next)) if next > claimed_at => (next - self.now())
-                    .to_std()
-                    .unwrap_or(Duration::ZERO)
-                    .min(self.options.poll),
-                _ => self.options.poll,
+            // Otherwise sleep until the next delivery is due. While deliveries are in
+            // flight, their ends wake us (or `poll` does), so the store is not asked:
+            // in a sweep's burst of alerts that lookup ran once per claim, hundreds of
+            // times a second, beside the sweep's own saves.
+            let sleep = if self.nothing_in_flight() {
+                match self.storage.next_delivery_at().await {
+                    Ok(Some(next)) if next > claimed_at => (next - self.now())
+                        .to_std()
+                        .unwrap_or(Duration::ZERO)
+                        .min(self.options.poll),
+                    _ => self.options.poll,
+                }
+            } else {
+                self.options.poll
             };
             tokio::select! {
                 () = &mut stop => break,
