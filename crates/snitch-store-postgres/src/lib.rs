@@ -867,9 +867,10 @@ impl Storage for PgStorage {
         limits: &ClaimLimits,
     ) -> Result<Vec<Delivery>, StorageError> {
         // The three rounds of ClaimLimits, set-based: walk the (case, channel) keys with
-        // pending deliveries down their index, read each key's first due ones (no more
-        // than a key may ever hold, so the reading is bounded by the keys, not by how
-        // many wait) and keep those under the key's room, rank the survivors per
+        // pending deliveries down their index, read each key's first due ones, as many
+        // as the key has room for now (so the reading is bounded by the keys, not by how
+        // many wait; numbering every key's first `per_case_channel` and filtering them
+        // after cost a sort of all of them, a sixth of a claim), rank those per
         // destination, then per channel. Window functions cannot lock rows, so the chosen
         // rows are then locked, skipping rows another dispatcher is claiming right now
         // (they are not waited for; a row it already leased fails the recheck of
@@ -1045,26 +1046,22 @@ static CLAIM_DELIVERIES: LazyLock<String> = LazyLock::new(|| {
                  SELECT case_id, channel FROM snitch.deliveries \
                  WHERE state = 'pending' AND (case_id, channel) > (k.case_id, k.channel) \
                  ORDER BY case_id, channel LIMIT 1) successor), \
-             due AS ( \
-               SELECT head.*, row_number() OVER (PARTITION BY head.case_id, head.channel \
-                                                  ORDER BY head.next_attempt_at, head.seq) AS n \
-               FROM keys k, LATERAL ( \
-                 SELECT id, next_attempt_at, seq, case_id, channel, destination \
-                 FROM snitch.deliveries \
-                 WHERE state = 'pending' AND case_id = k.case_id AND channel = k.channel \
-                   AND next_attempt_at <= $1 \
-                 ORDER BY next_attempt_at, seq LIMIT $6) head), \
              busy_case AS ( \
                SELECT case_id, channel, sum(n) AS n \
                FROM unnest($3::text[], $4::text[], $5::int8[]) AS b(case_id, channel, n) \
                GROUP BY case_id, channel), \
              case_ok AS ( \
-               SELECT due.id, due.next_attempt_at, due.seq, due.channel, due.destination, \
-                 row_number() OVER (PARTITION BY due.destination \
-                                    ORDER BY due.next_attempt_at, due.seq) AS n \
-               FROM due LEFT JOIN busy_case b \
-                 ON b.case_id = due.case_id AND b.channel = due.channel \
-               WHERE due.n <= $6 - coalesce(b.n, 0)), \
+               SELECT head.*, \
+                 row_number() OVER (PARTITION BY head.destination \
+                                    ORDER BY head.next_attempt_at, head.seq) AS n \
+               FROM keys k LEFT JOIN busy_case b \
+                 ON b.case_id = k.case_id AND b.channel = k.channel, LATERAL ( \
+                 SELECT id, next_attempt_at, seq, channel, destination \
+                 FROM snitch.deliveries \
+                 WHERE state = 'pending' AND case_id = k.case_id AND channel = k.channel \
+                   AND next_attempt_at <= $1 \
+                 ORDER BY next_attempt_at, seq \
+                 LIMIT greatest($6 - coalesce(b.n, 0), 0)) head), \
              busy_destination AS ( \
                SELECT destination, sum(n) AS n \
                FROM unnest($7::text[], $8::int8[]) AS b(destination, n) \

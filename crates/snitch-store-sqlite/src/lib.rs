@@ -853,33 +853,16 @@ impl Storage for SqliteStorage {
     }
 
     async fn badge_key_or_insert(&self, case: &CaseId, key: &str) -> Result<String, StorageError> {
-        let mut w = self.writer.begin().await?;
-        let known: bool = sqlx::query_scalar(&CASE_EXISTS)
+        // Writes take turns on the writer: a first use that lost the race inserts
+        // nothing, and both read the key committed first.
+        let insert = sqlx::query(&INSERT_FIRST_BADGE_KEY)
             .bind(case.as_str())
-            .fetch_one(&mut *w.tx)
-            .await
-            .map_err(backend)?;
-        if !known {
-            return Err(StorageError::UnknownCase(case.clone()));
-        }
-        match sqlx::query(&INSERT_FIRST_BADGE_KEY)
-            .bind(case.as_str())
-            .bind(key)
-            .execute(&mut *w.tx)
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if is_unique_violation(&e) => return Err(StorageError::DuplicateToken),
-            Err(e) => return Err(backend(e)),
-        }
-        // Read in the writer's transaction: the key just stored, or the one before it.
-        let held: String = sqlx::query_scalar(&BADGE_KEY)
-            .bind(case.as_str())
-            .fetch_one(&mut *w.tx)
-            .await
-            .map_err(backend)?;
-        w.commit().await?;
-        Ok(held)
+            .bind(key);
+        self.write_of_case(case, insert).await?;
+        self.badge_key(case)
+            .await?
+            // Keys are replaced, never removed; only a case deleted meanwhile has none.
+            .ok_or_else(|| StorageError::UnknownCase(case.clone()))
     }
 
     async fn badge_key(&self, case: &CaseId) -> Result<Option<String>, StorageError> {
