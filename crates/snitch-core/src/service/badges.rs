@@ -12,24 +12,34 @@ impl SnitchService {
         }
         // Two first uses at once (two tabs, two servers) must not each hand out a key of
         // their own: the store keeps the first and both answer it.
-        for _ in 0..TOKEN_ATTEMPTS {
-            let key = self.tokens.new_token().to_string();
-            match self.storage.badge_key_or_insert(&case.id, &key).await {
-                Ok(stored) => return Ok(stored),
-                Err(StorageError::DuplicateToken) => continue,
-                Err(other) => return Err(other.into()),
-            }
-        }
-        Err(StorageError::DuplicateToken.into())
+        self.store_new_badge_key(|key| async move {
+            self.storage.badge_key_or_insert(&case.id, &key).await
+        })
+        .await
     }
 
     /// Gives the case a new badge key: badges under the old one are gone.
     pub async fn rotate_badge_key(&self, case: &Case) -> Result<String, ServiceError> {
         ensure_active(case)?;
+        self.store_new_badge_key(|key| async move {
+            self.storage
+                .set_badge_key(&case.id, &key)
+                .await
+                .map(|()| key)
+        })
+        .await
+    }
+
+    /// Draws a new badge key and hands it to `store`, which answers the key the case
+    /// holds then; a key another case holds is drawn again.
+    async fn store_new_badge_key<Store, Stored>(&self, store: Store) -> Result<String, ServiceError>
+    where
+        Store: Fn(String) -> Stored,
+        Stored: std::future::Future<Output = Result<String, StorageError>>,
+    {
         for _ in 0..TOKEN_ATTEMPTS {
-            let key = self.tokens.new_token().to_string();
-            match self.storage.set_badge_key(&case.id, &key).await {
-                Ok(()) => return Ok(key),
+            match store(self.tokens.new_token().to_string()).await {
+                Ok(held) => return Ok(held),
                 Err(StorageError::DuplicateToken) => continue,
                 Err(other) => return Err(other.into()),
             }
