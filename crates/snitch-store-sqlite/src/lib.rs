@@ -121,6 +121,7 @@ fn with_store_settings(options: SqliteConnectOptions) -> SqliteConnectOptions {
         .foreign_keys(true)
         .busy_timeout(BUSY_TIMEOUT)
         .pragma("wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)
+        .pragma("temp_store", "memory")
 }
 
 /// A pool of up to `max_connections` on the database file at `path`, with

@@ -182,6 +182,17 @@ static UPDATE_STATES: LazyLock<Vec<String>> = LazyLock::new(|| {
         .collect()
 });
 
+/// [`INSERT_CHECK_INS`] then [`UPDATE_STATES`] of the same bucket, as one query: its
+/// positional parameters are the check-ins' rows, then the snitches' (the statements of a
+/// query take them in turn), and its rows are the update's answers.
+static CHECK_INS_THEN_STATES: LazyLock<Vec<String>> = LazyLock::new(|| {
+    INSERT_CHECK_INS
+        .iter()
+        .zip(UPDATE_STATES.iter())
+        .map(|(insert, update)| format!("{insert}; {update}"))
+        .collect()
+});
+
 /// After a save that wrote check-ins one by one (`?1` token, `?2` the length asked, `?3`
 /// check-ins written): the history length it leaves ([`keep_after_save`]), the history cut
 /// to it, and the count of what is stored.
@@ -311,19 +322,30 @@ async fn insert_rows<'a, R: RowRecord<'a>>(
     while !rows.is_empty() {
         let tail = rows.split_off(rows.len().min(MOST_ROWS));
         let chunk = std::mem::replace(&mut rows, tail);
-        let count = chunk.len();
-        let mut query = sqlx::query(&statements[bucket_index(count)]);
-        for row in chunk {
-            query = row
-                .record
-                .bind_to(query.bind(row.token).bind(row.expected).bind(limit(*order)));
-            *order += 1;
-        }
-        bind_padding(query, bucket(count) - count, columns)
+        let query = sqlx::query(&statements[bucket_index(chunk.len())]);
+        bind_rows(query, chunk, columns, order)
             .execute(&mut *conn)
             .await?;
     }
     Ok(())
+}
+
+/// Binds `rows` (at most [`MOST_ROWS`]) to `query`, padded to their bucket with rows of
+/// `columns` NULLs; `order` counts the rows of this kind so far.
+fn bind_rows<'a, R: RowRecord<'a>>(
+    mut query: LiteQuery<'a>,
+    rows: Vec<OwnedRow<'a, R>>,
+    columns: usize,
+    order: &mut usize,
+) -> LiteQuery<'a> {
+    let count = rows.len();
+    for row in rows {
+        query = row
+            .record
+            .bind_to(query.bind(row.token).bind(row.expected).bind(limit(*order)));
+        *order += 1;
+    }
+    bind_padding(query, bucket(count) - count, columns)
 }
 
 impl<'a> StateRow<'a> {
@@ -461,35 +483,45 @@ pub(crate) async fn save_round(
     while snitches.peek().is_some() {
         let part: Vec<StateRow<'_>> = snitches.by_ref().take(MOST_ROWS).collect();
         let count = |of: fn(&StateRow<'_>) -> usize| part.iter().map(of).sum::<usize>();
-        let part_check_ins = check_ins.by_ref().take(count(|r| r.check_ins)).collect();
-        let part_events = events.by_ref().take(count(|r| r.events)).collect();
-        let part_deliveries = deliveries.by_ref().take(count(|r| r.deliveries)).collect();
-        insert_rows(
-            conn,
-            &INSERT_CHECK_INS,
-            CHECK_IN_COLUMNS,
-            part_check_ins,
-            &mut order.0,
-        )
-        .await?;
-        insert_rows(
-            conn,
-            &INSERT_EVENTS,
-            *EVENT_ROW_COLUMNS,
-            part_events,
-            &mut order.1,
-        )
-        .await?;
-        insert_rows(
-            conn,
-            &INSERT_DELIVERIES,
-            *DELIVERY_ROW_COLUMNS,
-            part_deliveries,
-            &mut order.2,
-        )
-        .await?;
+        let part_check_ins: Vec<_> = check_ins.by_ref().take(count(|r| r.check_ins)).collect();
+        let part_events: Vec<_> = events.by_ref().take(count(|r| r.events)).collect();
+        let part_deliveries: Vec<_> = deliveries.by_ref().take(count(|r| r.deliveries)).collect();
         let rows = part.len();
-        let mut query = sqlx::query(&UPDATE_STATES[bucket_index(rows)]);
+        let mut query = if part_check_ins.len() == rows
+            && part_events.is_empty()
+            && part_deliveries.is_empty()
+        {
+            // A check-in each and nothing else (check-ins' steady state): the insert and
+            // the update in one round trip to the connection's thread.
+            let query = sqlx::query(&CHECK_INS_THEN_STATES[bucket_index(rows)]);
+            bind_rows(query, part_check_ins, CHECK_IN_COLUMNS, &mut order.0)
+        } else {
+            insert_rows(
+                conn,
+                &INSERT_CHECK_INS,
+                CHECK_IN_COLUMNS,
+                part_check_ins,
+                &mut order.0,
+            )
+            .await?;
+            insert_rows(
+                conn,
+                &INSERT_EVENTS,
+                *EVENT_ROW_COLUMNS,
+                part_events,
+                &mut order.1,
+            )
+            .await?;
+            insert_rows(
+                conn,
+                &INSERT_DELIVERIES,
+                *DELIVERY_ROW_COLUMNS,
+                part_deliveries,
+                &mut order.2,
+            )
+            .await?;
+            sqlx::query(&UPDATE_STATES[bucket_index(rows)])
+        };
         for row in part {
             query = row.bind(query);
         }
@@ -537,6 +569,7 @@ mod tests {
         );
         assert_eq!(INSERT_CHECK_INS.len(), bucket_index(MOST_ROWS) + 1);
         assert_eq!(UPDATE_STATES.len(), bucket_index(MOST_ROWS) + 1);
+        assert_eq!(CHECK_INS_THEN_STATES.len(), UPDATE_STATES.len());
         // The last column a snitch row's statement reads is the last it binds.
         assert!(UPDATE_STATES[0].contains(&format!("i.column{STATE_COLUMNS}")));
         assert!(!UPDATE_STATES[0].contains(&format!("i.column{}", STATE_COLUMNS + 1)));

@@ -134,6 +134,59 @@ async fn a_round_answers_each_change_and_applies_repeats_in_order() {
     }
 }
 
+/// A batch the round saves whole commits with its savepoint still set (one round trip
+/// less): a refusal in it writes nothing, and the held connection is left out of any
+/// transaction, for the next batch and for writes outside the batches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_the_round_saves_whole_commits_and_leaves_no_transaction_open() {
+    let (store, pool, _dir) = store_batching(2).await;
+    let (_, snitches) = acme_with_snitches(&store, 3).await;
+    let ready = healthy(&store, &snitches[..2]).await;
+    let (a, stale) = (&ready[0], &ready[1]);
+    let moved_on = checked_in(stale, at(2));
+    SqliteStorage::new(pool.clone())
+        .save(&moved_on)
+        .await
+        .expect("moved on");
+
+    let a1 = checked_in(a, at(3));
+    let rounds_before = store.saved_in_rounds();
+    let results = store
+        .save_all(&[a1.clone(), checked_in(stale, at(3))])
+        .await;
+    assert_eq!(outcomes(&results), ["ok", "conflict"]);
+    assert_eq!(store.saved_in_rounds() - rounds_before, 1);
+    // A write outside the batches takes the writer's turn on another connection: it would
+    // wait out the busy timeout and fail if the batch had left its transaction open.
+    store
+        .delete_snitch(snitches[2].token())
+        .await
+        .expect("a write after the batch");
+    let a2 = checked_in(a1.snitch(), at(4));
+    let again = checked_in(moved_on.snitch(), at(4));
+    let results = store.save_all(&[a2.clone(), again.clone()]).await;
+    assert_eq!(outcomes(&results), ["ok", "ok"], "the next batch on the held connection");
+
+    assert_eq!(
+        store.snitch(a.token()).await.expect("read").as_ref(),
+        Some(a2.snitch())
+    );
+    assert_eq!(
+        store.snitch(stale.token()).await.expect("read").as_ref(),
+        Some(again.snitch())
+    );
+    let stale_history = store.check_ins(stale.token(), 10).await.expect("read");
+    assert_eq!(
+        stale_history.iter().map(|c| c.at).collect::<Vec<_>>(),
+        [at(4), at(2), at(1)],
+        "the refused check-in was not written"
+    );
+    for n in 1..=2 {
+        let (rows, counted) = stored_count(&pool, n).await;
+        assert_eq!(rows, counted, "snitch {n} counts what it stores");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_round_stores_hostile_text_exactly() {
     let texts = [
