@@ -487,41 +487,40 @@ pub(crate) async fn save_round(
         let part_events: Vec<_> = events.by_ref().take(count(|r| r.events)).collect();
         let part_deliveries: Vec<_> = deliveries.by_ref().take(count(|r| r.deliveries)).collect();
         let rows = part.len();
-        let mut query = if part_check_ins.len() == rows
-            && part_events.is_empty()
-            && part_deliveries.is_empty()
-        {
-            // A check-in each and nothing else (check-ins' steady state): the insert and
-            // the update in one round trip to the connection's thread.
-            let query = sqlx::query(&CHECK_INS_THEN_STATES[bucket_index(rows)]);
-            bind_rows(query, part_check_ins, CHECK_IN_COLUMNS, &mut order.0)
-        } else {
-            insert_rows(
-                conn,
-                &INSERT_CHECK_INS,
-                CHECK_IN_COLUMNS,
-                part_check_ins,
-                &mut order.0,
-            )
-            .await?;
-            insert_rows(
-                conn,
-                &INSERT_EVENTS,
-                *EVENT_ROW_COLUMNS,
-                part_events,
-                &mut order.1,
-            )
-            .await?;
-            insert_rows(
-                conn,
-                &INSERT_DELIVERIES,
-                *DELIVERY_ROW_COLUMNS,
-                part_deliveries,
-                &mut order.2,
-            )
-            .await?;
-            sqlx::query(&UPDATE_STATES[bucket_index(rows)])
-        };
+        let mut query =
+            if part_check_ins.len() == rows && part_events.is_empty() && part_deliveries.is_empty()
+            {
+                // A check-in each and nothing else (check-ins' steady state): the insert and
+                // the update in one round trip to the connection's thread.
+                let query = sqlx::query(&CHECK_INS_THEN_STATES[bucket_index(rows)]);
+                bind_rows(query, part_check_ins, CHECK_IN_COLUMNS, &mut order.0)
+            } else {
+                insert_rows(
+                    conn,
+                    &INSERT_CHECK_INS,
+                    CHECK_IN_COLUMNS,
+                    part_check_ins,
+                    &mut order.0,
+                )
+                .await?;
+                insert_rows(
+                    conn,
+                    &INSERT_EVENTS,
+                    *EVENT_ROW_COLUMNS,
+                    part_events,
+                    &mut order.1,
+                )
+                .await?;
+                insert_rows(
+                    conn,
+                    &INSERT_DELIVERIES,
+                    *DELIVERY_ROW_COLUMNS,
+                    part_deliveries,
+                    &mut order.2,
+                )
+                .await?;
+                sqlx::query(&UPDATE_STATES[bucket_index(rows)])
+            };
         for row in part {
             query = row.bind(query);
         }

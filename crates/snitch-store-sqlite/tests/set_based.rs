@@ -165,7 +165,11 @@ async fn a_batch_the_round_saves_whole_commits_and_leaves_no_transaction_open() 
     let a2 = checked_in(a1.snitch(), at(4));
     let again = checked_in(moved_on.snitch(), at(4));
     let results = store.save_all(&[a2.clone(), again.clone()]).await;
-    assert_eq!(outcomes(&results), ["ok", "ok"], "the next batch on the held connection");
+    assert_eq!(
+        outcomes(&results),
+        ["ok", "ok"],
+        "the next batch on the held connection"
+    );
 
     assert_eq!(
         store.snitch(a.token()).await.expect("read").as_ref(),
