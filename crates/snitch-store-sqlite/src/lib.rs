@@ -106,7 +106,9 @@ const WAL_AUTOCHECKPOINT_PAGES: &str = "10000";
 /// The connection settings the store is meant for, for the database file at `path`
 /// (created if missing; its directory must exist): WAL journal, `synchronous = FULL`
 /// (a commit is on disk when it returns), foreign keys on, a busy timeout of
-/// [`BUSY_TIMEOUT`], and the WAL copied into the database file every 10,000 pages.
+/// [`BUSY_TIMEOUT`], the WAL copied into the database file every 10,000 pages, and
+/// temporary files in memory (`temp_store`: a batch's savepoint journal otherwise spills
+/// to a file created and deleted in every batch).
 pub fn connect_options(path: &Path) -> SqliteConnectOptions {
     with_store_settings(SqliteConnectOptions::new().filename(path))
 }
