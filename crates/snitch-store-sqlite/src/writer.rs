@@ -348,7 +348,8 @@ async fn apply(pool: &SqlitePool, turn: &Turn, batch: &[Job]) -> Results {
     };
     let held = turn.insert(held);
     // The transaction and the first change's savepoint in one round trip to the
-    // connection's thread (each costs about 0.3 ms of a batch's 3.7 under row 2c's load).
+    // connection's thread (a round trip took about 0.3 ms of a batch's 3.7 ms under row
+    // 2c's load, BENCHMARKS.md).
     let begin = if held.open {
         "ROLLBACK; BEGIN IMMEDIATE; SAVEPOINT change"
     } else {
@@ -356,7 +357,7 @@ async fn apply(pool: &SqlitePool, turn: &Turn, batch: &[Job]) -> Results {
     };
     if let Err(e) = sqlx::query(begin).execute(&mut *held.conn).await {
         // The transaction may or may not have begun: the connection is closed, not reused
-        // (SQLite refuses a begin only when busy beyond the timeout).
+        // (a begin fails rarely: busy beyond the timeout, or a connection gone bad).
         close_held(&mut turn);
         return Err(batch_error(e));
     }

@@ -10,7 +10,7 @@ use snitch_core::contract::{at, checked_in, checked_in_with, paused, success, to
 use snitch_core::snitch::EVENTS_KEPT;
 use snitch_core::{
     machine, Change, CheckIn, CheckInBody, CheckInMessage, Outcome, PauseUntil, Plan, Snitch,
-    Storage,
+    Storage, Timestamp,
 };
 use snitch_store_sql::group_commit_tests::{acme_with_snitches, outcomes};
 use snitch_store_sqlite::{connect, SqliteStorage, SqliteStorageOptions, MIGRATOR};
@@ -60,6 +60,17 @@ async fn stored_count(pool: &SqlitePool, n: u64) -> (i64, i64) {
     (rows, counted)
 }
 
+/// The snitch as stored now.
+async fn stored(store: &SqliteStorage, snitch: &Snitch) -> Option<Snitch> {
+    store.snitch(snitch.token()).await.expect("read")
+}
+
+/// When the snitch's stored check-ins (up to 10) came, newest first.
+async fn history(store: &SqliteStorage, snitch: &Snitch) -> Vec<Timestamp> {
+    let check_ins = store.check_ins(snitch.token(), 10).await.expect("read");
+    check_ins.iter().map(|c| c.at).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_round_answers_each_change_and_applies_repeats_in_order() {
     let (store, pool, _dir) = store_batching(3).await;
@@ -103,28 +114,20 @@ async fn a_round_answers_each_change_and_applies_repeats_in_order() {
         2,
         "a1 and b in the round (the refused two answered from it), a2 after it"
     );
+    assert_eq!(stored(&store, a).await.as_ref(), Some(a2.snitch()));
     assert_eq!(
-        store.snitch(a.token()).await.expect("read").as_ref(),
-        Some(a2.snitch())
-    );
-    assert_eq!(
-        store.snitch(b.token()).await.expect("read").as_ref(),
+        stored(&store, b).await.as_ref(),
         Some(batch[1].snitch()),
         "the round stores every field of the state"
     );
     assert_eq!(
-        store.snitch(stale.token()).await.expect("read").as_ref(),
+        stored(&store, stale).await.as_ref(),
         Some(moved_on.snitch()),
         "the refused change wrote nothing"
     );
-    let a_history = store.check_ins(a.token(), 10).await.expect("read");
+    assert_eq!(history(&store, a).await, [at(4), at(3), at(1)]);
     assert_eq!(
-        a_history.iter().map(|c| c.at).collect::<Vec<_>>(),
-        [at(4), at(3), at(1)]
-    );
-    let stale_history = store.check_ins(stale.token(), 10).await.expect("read");
-    assert_eq!(
-        stale_history.iter().map(|c| c.at).collect::<Vec<_>>(),
+        history(&store, stale).await,
         [at(2), at(1)],
         "only the check-ins that applied"
     );
@@ -171,17 +174,10 @@ async fn a_batch_the_round_saves_whole_commits_and_leaves_no_transaction_open() 
         "the next batch on the held connection"
     );
 
+    assert_eq!(stored(&store, a).await.as_ref(), Some(a2.snitch()));
+    assert_eq!(stored(&store, stale).await.as_ref(), Some(again.snitch()));
     assert_eq!(
-        store.snitch(a.token()).await.expect("read").as_ref(),
-        Some(a2.snitch())
-    );
-    assert_eq!(
-        store.snitch(stale.token()).await.expect("read").as_ref(),
-        Some(again.snitch())
-    );
-    let stale_history = store.check_ins(stale.token(), 10).await.expect("read");
-    assert_eq!(
-        stale_history.iter().map(|c| c.at).collect::<Vec<_>>(),
+        history(&store, stale).await,
         [at(4), at(2), at(1)],
         "the refused check-in was not written"
     );
