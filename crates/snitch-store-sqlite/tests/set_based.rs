@@ -60,6 +60,17 @@ async fn stored_count(pool: &SqlitePool, n: u64) -> (i64, i64) {
     (rows, counted)
 }
 
+/// Checks `snitch` in at minute 2 through another store on the same file, so that a
+/// change made from `snitch` as given is stale; answers the change saved.
+async fn move_on(pool: &SqlitePool, snitch: &Snitch) -> Change {
+    let moved_on = checked_in(snitch, at(2));
+    SqliteStorage::new(pool.clone())
+        .save(&moved_on)
+        .await
+        .expect("moved on");
+    moved_on
+}
+
 /// The snitch as stored now.
 async fn stored(store: &SqliteStorage, snitch: &Snitch) -> Option<Snitch> {
     store.snitch(snitch.token()).await.expect("read")
@@ -78,11 +89,7 @@ async fn a_round_answers_each_change_and_applies_repeats_in_order() {
     let ready = healthy(&store, &snitches[..3]).await;
     let (a, b, stale) = (&ready[0], &ready[1], &ready[2]);
     // The stale snitch moves on in a batch before: the round's change of it is refused.
-    let moved_on = checked_in(stale, at(2));
-    SqliteStorage::new(pool.clone())
-        .save(&moved_on)
-        .await
-        .expect("moved on");
+    let moved_on = move_on(&pool, stale).await;
 
     let a1 = checked_in(a, at(3));
     let a2 = checked_in(a1.snitch(), at(4));
@@ -146,11 +153,7 @@ async fn a_batch_the_round_saves_whole_commits_and_leaves_no_transaction_open() 
     let (_, snitches) = acme_with_snitches(&store, 3).await;
     let ready = healthy(&store, &snitches[..2]).await;
     let (a, stale) = (&ready[0], &ready[1]);
-    let moved_on = checked_in(stale, at(2));
-    SqliteStorage::new(pool.clone())
-        .save(&moved_on)
-        .await
-        .expect("moved on");
+    let moved_on = move_on(&pool, stale).await;
 
     let a1 = checked_in(a, at(3));
     let rounds_before = store.saved_in_rounds();
