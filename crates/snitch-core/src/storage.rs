@@ -125,6 +125,9 @@ pub struct Change {
     pub(crate) deferred_by: Vec<u64>,
     /// Whether the snitch's settings are those of the snitch the change was made from.
     pub(crate) keeps_settings: bool,
+    /// Whether the snitch's [`Snitch::wake_at`] is that of the snitch the change was made
+    /// from.
+    pub(crate) keeps_wake_at: bool,
 }
 
 impl Change {
@@ -141,8 +144,10 @@ impl Change {
         after.case_id = before.case_id.clone();
         after.created_at = before.created_at;
         let keeps_settings = after.same_settings(before);
+        let keeps_wake_at = after.wake_at() == before.wake_at();
         Change {
             keeps_settings,
+            keeps_wake_at,
             snitch: after,
             check_ins,
             keep_check_ins: crate::snitch::CHECK_INS_KEPT,
@@ -181,6 +186,14 @@ impl Change {
     /// check-in and sweep. A store may then write the state alone.
     pub fn keeps_settings(&self) -> bool {
         self.keeps_settings
+    }
+
+    /// Whether the change leaves [`Snitch::wake_at`] where it was, as a check-in repeated
+    /// within its period does: a store that indexes `wake_at` need not touch that index
+    /// (the stored snitch, at [`Change::expected_version`], has the `wake_at` of the snitch
+    /// the change was made from).
+    pub fn keeps_wake_at(&self) -> bool {
+        self.keeps_wake_at
     }
 
     /// The version the stored snitch must have for the change to apply.

@@ -160,10 +160,22 @@ const TRIM_EVENTS: &str = "DELETE FROM snitch_deliveries WHERE state <> 'pending
 /// expected one. It runs after [`INSERT_CHECK_INS`], under the same condition in the same
 /// transaction, so it applies to exactly the snitches whose check-ins went in. It answers
 /// each updated snitch's token, stored check-in count and history length.
-static UPDATE_STATES: LazyLock<Vec<String>> = LazyLock::new(|| {
+static UPDATE_STATES: LazyLock<Vec<String>> = LazyLock::new(|| update_states(true));
+
+/// [`UPDATE_STATES`] for snitches whose `wake_at` stays as stored
+/// ([`Change::keeps_wake_at`]): it does not assign `wake_at`. SQLite rewrites the entry of
+/// every index holding an assigned column, changed or not, so assigning it would write the
+/// deadline index's page again for nothing: about a third of the pages a repeated
+/// check-in writes (BENCHMARKS.md).
+static UPDATE_STATES_KEEPING_WAKE: LazyLock<Vec<String>> = LazyLock::new(|| update_states(false));
+
+/// The update of [`UPDATE_STATES`], with or without `wake_at` among the columns set (the
+/// row binds it either way, so both take the same rows).
+fn update_states(sets_wake_at: bool) -> Vec<String> {
     let sets: Vec<String> = SNITCH_FIELDS[SETTINGS_FIELDS..]
         .iter()
         .enumerate()
+        .filter(|(_, field)| sets_wake_at || **field != "wake_at")
         .map(|(n, field)| format!("{field} = i.column{}", n + 5))
         .collect();
     (0..=MOST_ROWS.trailing_zeros())
@@ -180,18 +192,26 @@ static UPDATE_STATES: LazyLock<Vec<String>> = LazyLock::new(|| {
             )
         })
         .collect()
-});
+}
 
-/// [`INSERT_CHECK_INS`] then [`UPDATE_STATES`] of the same bucket, as one query: its
-/// positional parameters are the check-ins' rows, then the snitches' (the statements of a
-/// query take them in turn), and its rows are the update's answers.
-static CHECK_INS_THEN_STATES: LazyLock<Vec<String>> = LazyLock::new(|| {
+/// [`INSERT_CHECK_INS`] then `updates` of the same bucket, as one query: its positional
+/// parameters are the check-ins' rows, then the snitches' (the statements of a query take
+/// them in turn), and its rows are the update's answers.
+fn check_ins_then(updates: &[String]) -> Vec<String> {
     INSERT_CHECK_INS
         .iter()
-        .zip(UPDATE_STATES.iter())
+        .zip(updates)
         .map(|(insert, update)| format!("{insert}; {update}"))
         .collect()
-});
+}
+
+/// [`INSERT_CHECK_INS`] then [`UPDATE_STATES`] ([`check_ins_then`]).
+static CHECK_INS_THEN_STATES: LazyLock<Vec<String>> =
+    LazyLock::new(|| check_ins_then(&UPDATE_STATES));
+
+/// [`INSERT_CHECK_INS`] then [`UPDATE_STATES_KEEPING_WAKE`] ([`check_ins_then`]).
+static CHECK_INS_THEN_STATES_KEEPING_WAKE: LazyLock<Vec<String>> =
+    LazyLock::new(|| check_ins_then(&UPDATE_STATES_KEEPING_WAKE));
 
 /// After a save that wrote check-ins one by one (`?1` token, `?2` the length asked, `?3`
 /// check-ins written): the history length it leaves ([`keep_after_save`]), the history cut
@@ -237,6 +257,8 @@ struct StateRow<'a> {
     deliveries: usize,
     /// Whether its save cuts its events back ([`trims_events`]).
     trims_events: bool,
+    /// Whether its `wake_at` stays as stored ([`Change::keeps_wake_at`]).
+    keeps_wake_at: bool,
     token: &'a str,
     expected: i64,
     added: i64,
@@ -259,6 +281,7 @@ impl<'a> StateRow<'a> {
                     event_seq.saturating_sub(change.events().len() as u64),
                     event_seq,
                 ),
+            keeps_wake_at: change.keeps_wake_at(),
             token: snitch.token().as_str(),
             expected: to_integer("version", change.expected_version())?,
             added: limit(added),
@@ -422,6 +445,10 @@ impl Housekeeping {
 /// A change that cannot be stored at all (a counter beyond an integer) fails alone; an
 /// `Err` is a failed statement, after which part of the round may be written: the caller
 /// rolls back to a savepoint set before.
+///
+/// The changes that keep their snitch's `wake_at` go first, in statements that leave the
+/// deadline index alone ([`UPDATE_STATES_KEEPING_WAKE`]), then the others: the snitches of
+/// a round are each held once, so the order between them is free.
 pub(crate) async fn save_round(
     conn: &mut SqliteConnection,
     changes: &[&Change],
@@ -429,7 +456,13 @@ pub(crate) async fn save_round(
     let mut results: Vec<Result<(), StorageError>> = Vec::with_capacity(changes.len());
     let mut snitches = Vec::with_capacity(changes.len());
     let (mut check_ins, mut events, mut deliveries) = (Vec::new(), Vec::new(), Vec::new());
-    for change in changes {
+    let (keeping, moving): (Vec<usize>, Vec<usize>) =
+        (0..changes.len()).partition(|&i| changes[i].keeps_wake_at());
+    // Each snitch row's change, by its place in `changes`.
+    let mut placed = Vec::with_capacity(changes.len());
+    results.resize_with(changes.len(), || Ok(()));
+    for i in keeping.into_iter().chain(moving) {
+        let change = changes[i];
         // Only the newest `keep` check-ins and EVENTS_KEPT events of a long change can be
         // kept: older ones are not written at all.
         let keep = change.keep_check_ins().max(1);
@@ -454,9 +487,9 @@ pub(crate) async fn save_round(
                     record: DeliveryFields::of(d),
                 }));
                 snitches.push(row);
-                results.push(Ok(()));
+                placed.push(i);
             }
-            Err(e) => results.push(Err(e)),
+            Err(e) => results[i] = Err(e),
         }
     }
     let mut outcome = RoundOutcome {
@@ -471,8 +504,9 @@ pub(crate) async fn save_round(
         .map(|row| (row.token, row.trims_events))
         .collect();
     let mut updated: HashMap<String, (i64, i64)> = HashMap::with_capacity(snitches.len());
-    // Parts of at most MOST_ROWS snitches, each with its snitches' rows (those of a
-    // snitch are next to each other, in the order of the snitches).
+    // Parts of at most MOST_ROWS snitches that all keep their `wake_at` or all move it,
+    // each with its snitches' rows (those of a snitch are next to each other, in the
+    // order of the snitches).
     let (mut check_ins, mut events, mut deliveries) = (
         check_ins.into_iter(),
         events.into_iter(),
@@ -480,19 +514,34 @@ pub(crate) async fn save_round(
     );
     let mut snitches = snitches.into_iter().peekable();
     let mut order = (0, 0, 0);
-    while snitches.peek().is_some() {
-        let part: Vec<StateRow<'_>> = snitches.by_ref().take(MOST_ROWS).collect();
+    while let Some(first) = snitches.peek() {
+        let keeps_wake_at = first.keeps_wake_at;
+        let mut part: Vec<StateRow<'_>> = Vec::with_capacity(MOST_ROWS);
+        while part.len() < MOST_ROWS {
+            match snitches.next_if(|row| row.keeps_wake_at == keeps_wake_at) {
+                Some(row) => part.push(row),
+                None => break,
+            }
+        }
         let count = |of: fn(&StateRow<'_>) -> usize| part.iter().map(of).sum::<usize>();
         let part_check_ins: Vec<_> = check_ins.by_ref().take(count(|r| r.check_ins)).collect();
         let part_events: Vec<_> = events.by_ref().take(count(|r| r.events)).collect();
         let part_deliveries: Vec<_> = deliveries.by_ref().take(count(|r| r.deliveries)).collect();
         let rows = part.len();
+        let (check_ins_then_states, update_states) = if keeps_wake_at {
+            (
+                &*CHECK_INS_THEN_STATES_KEEPING_WAKE,
+                &*UPDATE_STATES_KEEPING_WAKE,
+            )
+        } else {
+            (&*CHECK_INS_THEN_STATES, &*UPDATE_STATES)
+        };
         let mut query =
             if part_check_ins.len() == rows && part_events.is_empty() && part_deliveries.is_empty()
             {
                 // A check-in each and nothing else (check-ins' steady state): the insert and
                 // the update in one round trip to the connection's thread.
-                let query = sqlx::query(&CHECK_INS_THEN_STATES[bucket_index(rows)]);
+                let query = sqlx::query(&check_ins_then_states[bucket_index(rows)]);
                 bind_rows(query, part_check_ins, CHECK_IN_COLUMNS, &mut order.0)
             } else {
                 insert_rows(
@@ -519,7 +568,7 @@ pub(crate) async fn save_round(
                     &mut order.2,
                 )
                 .await?;
-                sqlx::query(&UPDATE_STATES[bucket_index(rows)])
+                sqlx::query(&update_states[bucket_index(rows)])
             };
         for row in part {
             query = row.bind(query);
@@ -531,11 +580,7 @@ pub(crate) async fn save_round(
             updated.insert(answer.try_get(0)?, (answer.try_get(1)?, answer.try_get(2)?));
         }
     }
-    let mut tokens = tokens.into_iter();
-    for result in outcome.results.iter_mut().filter(|r| r.is_ok()) {
-        let Some((token, trims_events)) = tokens.next() else {
-            break;
-        };
+    for ((token, trims_events), i) in tokens.into_iter().zip(placed) {
         match updated.get(token) {
             Some(&(stored, keep)) => {
                 if stored >= keep.saturating_mul(2) {
@@ -549,7 +594,8 @@ pub(crate) async fn save_round(
                 }
             }
             None => {
-                *result = Err(crate::not_applied(conn, token).await.unwrap_or_else(|e| e));
+                outcome.results[i] =
+                    Err(crate::not_applied(conn, token).await.unwrap_or_else(|e| e));
             }
         }
     }
@@ -569,6 +615,12 @@ mod tests {
         assert_eq!(INSERT_CHECK_INS.len(), bucket_index(MOST_ROWS) + 1);
         assert_eq!(UPDATE_STATES.len(), bucket_index(MOST_ROWS) + 1);
         assert_eq!(CHECK_INS_THEN_STATES.len(), UPDATE_STATES.len());
+        assert_eq!(
+            CHECK_INS_THEN_STATES_KEEPING_WAKE.len(),
+            UPDATE_STATES.len()
+        );
+        assert!(UPDATE_STATES[0].contains("wake_at = i.column"));
+        assert!(!UPDATE_STATES_KEEPING_WAKE[0].contains("wake_at"));
         // The last column a snitch row's statement reads is the last it binds.
         assert!(UPDATE_STATES[0].contains(&format!("i.column{STATE_COLUMNS}")));
         assert!(!UPDATE_STATES[0].contains(&format!("i.column{}", STATE_COLUMNS + 1)));

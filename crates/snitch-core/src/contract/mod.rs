@@ -127,6 +127,7 @@ macro_rules! storage_contract_tests {
             snitch_is_due_from_its_deadline_on,
             due_is_earliest_first_and_limited,
             due_follows_a_saved_deadline,
+            a_batch_keeping_and_moving_deadlines_is_due_as_saved,
             open_ended_pause_is_never_due,
             timed_pause_is_due_when_it_ends,
             // Sweep leases.
@@ -1820,6 +1821,84 @@ pub async fn due_follows_a_saved_deadline(store: Arc<dyn Storage>) {
     assert_eq!(due(&store, at(179), 10).await, vec![]);
     assert_eq!(next_wake_at(&store).await, Some(at(180)));
     assert_eq!(store.due(at(180), 10).await.expect("read due"), vec![later]);
+}
+
+/// Check-ins that leave the deadline where it was (repeated within the period) and ones
+/// that move it, saved in one batch: the deadline index follows each snitch as saved. A
+/// store may leave its `wake_at` index alone for the first kind ([`Change::keeps_wake_at`]),
+/// never for the second; then a sweep's change moves a kept deadline.
+pub async fn a_batch_keeping_and_moving_deadlines_is_due_as_saved(store: Arc<dyn Storage>) {
+    let acme = with_case(&store, "acme").await;
+    let mut snitches = Vec::new();
+    for n in 1..=4 {
+        snitches.push(insert_checked_in(&store, &acme, n, at(10)).await);
+    }
+    let kept = [
+        checked_in(&snitches[0], at(20)),
+        checked_in(&snitches[2], at(30)),
+    ];
+    let moved = [
+        checked_in(&snitches[1], at(70)),
+        checked_in(&snitches[3], at(80)),
+    ];
+    assert!(
+        kept.iter().all(Change::keeps_wake_at) && !moved.iter().any(Change::keeps_wake_at),
+        "fixture: check-ins in the same hour keep the deadline, in the next one move it"
+    );
+    let batch = [
+        kept[0].clone(),
+        moved[0].clone(),
+        kept[1].clone(),
+        moved[1].clone(),
+    ];
+    let results = store.save_all(&batch).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    for change in &batch {
+        let token = change.snitch().token();
+        assert_eq!(stored(&store, token).await.as_ref(), Some(change.snitch()));
+    }
+    assert_eq!(due(&store, at(119), 10).await, vec![]);
+    assert_eq!(due(&store, at(120), 10).await, tokens_of(&[1, 3]));
+    // Earliest first: the kept deadlines, then the moved ones.
+    assert_eq!(due(&store, at(180), 10).await, tokens_of(&[1, 3, 2, 4]));
+
+    // Kept again, alone in a batch of their own; then the sweep moves them on.
+    let again: Vec<Change> = batch
+        .iter()
+        .filter(|c| c.keeps_wake_at())
+        .map(|c| checked_in(c.snitch(), at(40)))
+        .collect();
+    assert!(
+        again.iter().all(Change::keeps_wake_at),
+        "fixture: the same hour"
+    );
+    let results = store.save_all(&again).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(due(&store, at(120), 10).await, tokens_of(&[1, 3]));
+    let swept: Vec<Change> = again
+        .iter()
+        .map(|c| advanced(c.snitch(), at(120)))
+        .collect();
+    assert!(
+        !swept.iter().any(Change::keeps_wake_at),
+        "fixture: a missed deadline moves on"
+    );
+    let results = store.save_all(&swept).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(due(&store, at(120), 10).await, vec![]);
+    for change in &swept {
+        let token = change.snitch().token();
+        assert_eq!(stored(&store, token).await.as_ref(), Some(change.snitch()));
+        assert!(
+            change.snitch().wake_at() > Some(at(120)),
+            "fixture: woken later"
+        );
+    }
+    let expected: Vec<Token> = swept.iter().map(|c| c.snitch().token().clone()).collect();
+    let later = swept.iter().filter_map(|c| c.snitch().wake_at()).max();
+    let mut at_later = due(&store, later.unwrap_or_else(far_future), 10).await;
+    at_later.retain(|t| expected.contains(t));
+    assert_eq!(at_later, expected, "due again at their new wake-up");
 }
 
 /// A snitch paused until healthy or until unpaused has nothing to wake for.
