@@ -29,8 +29,9 @@
 //!   row, which is a conflict or a missing snitch.
 //! - The plan limit: the count and the insert are one write transaction.
 //! - The deadline sweep reads a partial index on `wake_at` (kept equal to
-//!   [`Snitch::wake_at`]); sweep leases and delivery claims are write transactions, so
-//!   concurrent claims never take the same row.
+//!   [`Snitch::wake_at`] by every write, so a change that keeps it, applied at the
+//!   expected version, need not assign it: [`Change::keeps_wake_at`]); sweep leases and
+//!   delivery claims are write transactions, so concurrent claims never take the same row.
 //! - Instants are INTEGER milliseconds since the epoch (UTC); lists are JSON text.
 //! - History is bounded: each snitch keeps its newest `Change::keep_check_ins` check-ins and
 //!   [`EVENTS_KEPT`] events; finished deliveries go with their event, pending ones stay
