@@ -453,14 +453,15 @@ pub(crate) async fn save_round(
     conn: &mut SqliteConnection,
     changes: &[&Change],
 ) -> Result<RoundOutcome, sqlx::Error> {
-    let mut results: Vec<Result<(), StorageError>> = Vec::with_capacity(changes.len());
+    // Each change's result by its place in `changes`: Ok unless its row cannot be made
+    // or the update passes it by.
+    let mut results: Vec<Result<(), StorageError>> = changes.iter().map(|_| Ok(())).collect();
     let mut snitches = Vec::with_capacity(changes.len());
     let (mut check_ins, mut events, mut deliveries) = (Vec::new(), Vec::new(), Vec::new());
     let (keeping, moving): (Vec<usize>, Vec<usize>) =
         (0..changes.len()).partition(|&i| changes[i].keeps_wake_at());
     // Each snitch row's change, by its place in `changes`.
     let mut placed = Vec::with_capacity(changes.len());
-    results.resize_with(changes.len(), || Ok(()));
     for i in keeping.into_iter().chain(moving) {
         let change = changes[i];
         // Only the newest `keep` check-ins and EVENTS_KEPT events of a long change can be
