@@ -49,8 +49,10 @@ struct Inner {
     channels: Vec<ChannelConfig>,
     /// Badge keys by case: each case's one key, if it has one.
     badge_keys: HashMap<CaseId, String>,
-    /// The outbox, by delivery id.
-    deliveries: HashMap<String, StoredDelivery>,
+    /// The outbox, by delivery id. Boxed, as `snitches` is: a mass miss grows the table
+    /// by one entry per alert, and each doubling moves every entry (a delivery carries
+    /// its event: hundreds of bytes unboxed, a pointer boxed).
+    deliveries: HashMap<String, Box<StoredDelivery>>,
     /// Delivery ids by event id, in order of storing.
     deliveries_of_event: HashMap<String, Vec<String>>,
     /// Pending deliveries by their next attempt: the dispatcher's index.
@@ -102,13 +104,18 @@ impl MemoryStorage {
     }
 }
 
-/// Appends and returns what fell off the front.
 /// The slot of a status in `Inner::by_status` (its place in [`Status::ALL`]).
 fn status_slot(status: Status) -> usize {
     Status::ALL.iter().position(|s| *s == status).unwrap_or(0)
 }
 
+/// Appends and returns what fell off the front.
 fn push_bounded<T>(list: &mut VecDeque<T>, item: T, max: usize) -> Vec<T> {
+    // A first push would make room for four (an event is over 400 bytes): most snitches
+    // hold one or two events, and a mass miss gives each of them its first.
+    if list.capacity() == 0 {
+        list.reserve_exact(1);
+    }
     list.push_back(item);
     let mut evicted = Vec::new();
     while list.len() > max {
@@ -203,10 +210,10 @@ impl Inner {
             .push(delivery.id.clone());
         self.deliveries.insert(
             delivery.id.clone(),
-            StoredDelivery {
+            Box::new(StoredDelivery {
                 delivery: delivery.clone(),
                 seq: self.stored_deliveries,
-            },
+            }),
         );
     }
 
@@ -437,7 +444,7 @@ impl Storage for MemoryStorage {
     ) -> Result<Vec<Snitch>, StorageError> {
         let mut guard = self.write();
         let inner = &mut *guard;
-        let mut claimed = Vec::new();
+        let mut claimed = Vec::with_capacity(limit.min(inner.wake_index.len()));
         for (_, token) in inner.wake_index.iter().take_while(|(wake, _)| *wake <= now) {
             if claimed.len() == limit {
                 break;
@@ -613,7 +620,7 @@ impl Storage for MemoryStorage {
             .delivery_index
             .iter()
             .take_while(|(at, _)| *at <= now)
-            .filter_map(|(_, id)| inner.deliveries.get(id))
+            .filter_map(|(_, id)| inner.deliveries.get(id).map(|d| &**d))
             .collect();
         due.sort_by_key(|d| (d.delivery.next_attempt_at, d.seq));
         let deliveries: Vec<&Delivery> = due.iter().map(|d| &d.delivery).collect();
@@ -756,7 +763,7 @@ impl Storage for MemoryStorage {
             .iter()
             .filter_map(|e| inner.deliveries_of_event.get(e))
             .flatten()
-            .filter_map(|id| inner.deliveries.get(id))
+            .filter_map(|id| inner.deliveries.get(id).map(|d| &**d))
             .collect();
         found.sort_by_key(|d| d.seq);
         found.dedup_by_key(|d| d.seq);
