@@ -148,6 +148,7 @@ macro_rules! storage_contract_tests {
             attempts_are_recorded_and_decide_what_follows,
             a_refused_save_stores_no_deliveries,
             deliveries_outlive_their_snitch_until_finished,
+            attempts_recorded_at_once_are_each_recorded,
             // Liveness and outages.
             a_gap_in_heartbeats_over_the_threshold_is_an_outage,
             a_clean_stop_is_the_last_moment_alive,
@@ -2580,6 +2581,127 @@ pub async fn deliveries_outlive_their_snitch_until_finished(store: Arc<dyn Stora
             .expect("record");
     }
     assert_eq!(store.next_delivery_at().await.expect("read"), None);
+}
+
+/// Contract: attempts recorded at once (one batch, on a store that groups them) are each
+/// recorded as if one after another. A delivery not stored is `NotFound` without failing
+/// the others; a delivery named twice gets both attempts; a finished delivery of a deleted
+/// snitch is gone, while an unfinished one stays.
+pub async fn attempts_recorded_at_once_are_each_recorded(store: Arc<dyn Storage>) {
+    let (acme, hooks) = case_with_outbox(&store, "acme").await;
+    let mut made = Vec::new();
+    for n in 1..=4 {
+        made.extend(reporting_with_deliveries(&store, &acme, &hooks, n, at(1)).await);
+    }
+    assert_eq!(made.len(), 8, "a hook and an e-mail for each snitch");
+    let claimed = store
+        .claim_deliveries(at(1), at(2), &ClaimLimits::at_most(100))
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 8);
+    // Snitch 4's alerts were already emitted: they still go out, then are not kept.
+    assert!(store.delete_snitch(&token(4)).await.expect("delete"));
+    let results = [
+        AttemptResult::RetryAt(at(9)),
+        AttemptResult::Delivered,
+        AttemptResult::GaveUp,
+        AttemptResult::Delivered,
+        AttemptResult::Delivered,
+        AttemptResult::Delivered,
+        AttemptResult::Delivered,
+        AttemptResult::RetryAt(at(9)),
+    ];
+    let (failed, delivered) = (attempt(at(1), false), attempt(at(1), true));
+    let tried = |r: &AttemptResult| match r {
+        AttemptResult::Delivered => &delivered,
+        _ => &failed,
+    };
+    let mut writes: Vec<_> = made
+        .iter()
+        .zip(&results)
+        .map(|(d, r)| store.record_attempt(&d.id, tried(r), *r))
+        .collect();
+    writes.insert(
+        3,
+        store.record_attempt("no-such-delivery", &delivered, AttemptResult::Delivered),
+    );
+    let answers = join_all(writes).await;
+    for (n, answer) in answers.iter().enumerate() {
+        if n == 3 {
+            assert!(matches!(answer, Err(StorageError::NotFound)), "{answer:?}");
+        } else {
+            assert!(answer.is_ok(), "attempt {n}: {answer:?}");
+        }
+    }
+    let event_ids: Vec<String> = made.iter().map(|d| d.event.id.clone()).collect();
+    let stored = store.deliveries(&event_ids).await.expect("read");
+    let kept: Vec<String> = made[..7].iter().map(|d| d.id.clone()).collect();
+    let kept: Vec<&String> = kept.iter().filter(|id| **id != made[6].id).collect();
+    assert_eq!(
+        stored.iter().map(|d| &d.id).collect::<Vec<_>>(),
+        kept.into_iter().chain([&made[7].id]).collect::<Vec<_>>(),
+        "snitch 4's delivered alert is gone, its pending one stays"
+    );
+    let state = |id: &str| {
+        let d = stored.iter().find(|d| d.id == id).expect("stored");
+        (d.state, d.next_attempt_at, d.attempts.clone())
+    };
+    assert_eq!(
+        state(&made[0].id),
+        (
+            DeliveryState::Pending,
+            Some(at(9)),
+            vec![attempt(at(1), false)]
+        )
+    );
+    assert_eq!(
+        state(&made[1].id),
+        (DeliveryState::Delivered, None, vec![attempt(at(1), true)])
+    );
+    assert_eq!(
+        state(&made[2].id),
+        (DeliveryState::Failed, None, vec![attempt(at(1), false)])
+    );
+    assert_eq!(
+        state(&made[7].id),
+        (
+            DeliveryState::Pending,
+            Some(at(9)),
+            vec![attempt(at(1), false)]
+        )
+    );
+
+    // One delivery named twice at once: both attempts are kept, in either order.
+    let retried = &made[0];
+    let answers = join_all([
+        store.record_attempt(&retried.id, &attempt(at(9), true), AttemptResult::Delivered),
+        store.record_attempt(
+            &retried.id,
+            &attempt(at(10), true),
+            AttemptResult::Delivered,
+        ),
+    ])
+    .await;
+    assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+    let stored = store
+        .deliveries(std::slice::from_ref(&retried.event.id))
+        .await
+        .expect("read");
+    let again = stored
+        .iter()
+        .find(|d| d.id == retried.id)
+        .expect("still stored");
+    let mut attempts = again.attempts.clone();
+    attempts.sort_by_key(|a| a.at);
+    assert_eq!(
+        attempts,
+        [
+            attempt(at(1), false),
+            attempt(at(9), true),
+            attempt(at(10), true)
+        ]
+    );
+    assert_eq!(again.state, DeliveryState::Delivered);
 }
 
 /// A case with `members` (so its events go by e-mail, or not), stored.
