@@ -43,7 +43,7 @@ mod records_lite;
 mod set_based;
 mod writer;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::{Arc, LazyLock};
@@ -492,84 +492,6 @@ async fn record_attempts(writer: &Writer, batch: &[AttemptWrite]) -> Vec<Result<
 }
 
 async fn record_attempts_in_one(
-    writer: &Writer,
-    batch: &[AttemptWrite],
-) -> Result<Vec<Result<(), StorageError>>, StorageError> {
-    let mut named = HashSet::with_capacity(batch.len());
-    if !batch.iter().all(|w| named.insert(w.delivery_id.as_str())) {
-        // An update joins each row once: a delivery named twice gets each attempt in turn.
-        return record_attempts_in_turn(writer, batch).await;
-    }
-    let rows: Vec<AttemptRow<'_>> = batch.iter().map(AttemptRow::of).collect();
-    let mut w = writer.begin().await?;
-    let updated: Vec<String> = sqlx::query_scalar(RECORD_ATTEMPTS)
-        .bind(Json(&rows))
-        .fetch_all(&mut *w.tx)
-        .await
-        .map_err(backend)?;
-    // A finished delivery of an event no longer in its snitch's history has no one left
-    // to read it.
-    sqlx::query(DELETE_ORPHAN_DELIVERIES)
-        .bind(Json(&updated))
-        .execute(&mut *w.tx)
-        .await
-        .map_err(backend)?;
-    w.commit().await?;
-    let updated: HashSet<&str> = updated.iter().map(String::as_str).collect();
-    Ok(batch
-        .iter()
-        .map(|write| {
-            if updated.contains(write.delivery_id.as_str()) {
-                Ok(())
-            } else {
-                Err(StorageError::NotFound)
-            }
-        })
-        .collect())
-}
-
-/// One attempt of a batch, as a row of [`RECORD_ATTEMPTS`]'s JSON array.
-#[derive(serde::Serialize)]
-struct AttemptRow<'a> {
-    id: &'a str,
-    attempt: AttemptRecord<Lite>,
-    state: &'static str,
-    next_attempt_at: Option<i64>,
-}
-
-impl<'a> AttemptRow<'a> {
-    fn of(write: &'a AttemptWrite) -> Self {
-        let (state, next_attempt_at) = after_attempt::<Lite>(write.result);
-        AttemptRow {
-            id: &write.delivery_id,
-            attempt: AttemptRecord::<Lite>::of(&write.attempt),
-            state: state.as_str(),
-            next_attempt_at,
-        }
-    }
-}
-
-/// Appends to each delivery of the JSON array `?1` (rows of [`AttemptRow`]) its attempt
-/// and sets its state and next attempt: the ids of those stored. One statement for the
-/// batch: each statement is a round trip to the connection's thread.
-const RECORD_ATTEMPTS: &str = "UPDATE snitch_deliveries \
-     SET attempts = json_insert(attempts, '$[#]', json(i.attempt)), state = i.state, \
-       next_attempt_at = i.next_attempt_at \
-     FROM (SELECT j.value ->> '$.id' AS id, j.value -> '$.attempt' AS attempt, \
-             j.value ->> '$.state' AS state, j.value ->> '$.next_attempt_at' AS next_attempt_at \
-           FROM json_each(?1) j) AS i \
-     WHERE snitch_deliveries.id = i.id \
-     RETURNING snitch_deliveries.id";
-
-/// Deletes the finished deliveries of the JSON array of ids `?1` whose event is no longer
-/// stored.
-const DELETE_ORPHAN_DELIVERIES: &str = "DELETE FROM snitch_deliveries \
-     WHERE id IN (SELECT value FROM json_each(?1)) AND state <> 'pending' \
-       AND NOT EXISTS (SELECT 1 FROM snitch_events e WHERE e.id = snitch_deliveries.event_id)";
-
-/// [`record_attempts_in_one`] one attempt after another, for a batch that names a delivery
-/// more than once.
-async fn record_attempts_in_turn(
     writer: &Writer,
     batch: &[AttemptWrite],
 ) -> Result<Vec<Result<(), StorageError>>, StorageError> {
