@@ -46,7 +46,6 @@ mod set_based;
 #[cfg(feature = "test-support")]
 pub mod test_databases;
 
-use std::collections::HashSet;
 use std::convert::identity;
 use std::sync::{Arc, LazyLock};
 
@@ -417,89 +416,28 @@ async fn record_attempts_in_one(
     pool: &PgPool,
     batch: &[AttemptWrite],
 ) -> Result<Vec<Result<(), StorageError>>, sqlx::Error> {
-    let mut named = HashSet::with_capacity(batch.len());
-    if !batch.iter().all(|w| named.insert(w.delivery_id.as_str())) {
-        // An update joins each row once: a delivery named twice gets each attempt in turn.
-        return record_attempts_in_turn(pool, batch).await;
-    }
-    let mut ids = Vec::with_capacity(batch.len());
-    let mut attempts = Vec::with_capacity(batch.len());
-    let mut states = Vec::with_capacity(batch.len());
-    let mut next_attempts = Vec::with_capacity(batch.len());
-    for write in batch {
-        let (state, next_attempt_at) = snitch_store_sql::records::after_attempt::<Pg>(write.result);
-        ids.push(write.delivery_id.as_str());
-        attempts.push(Json(AttemptRecord::of(&write.attempt)));
-        states.push(state.as_str());
-        next_attempts.push(next_attempt_at);
-    }
-    let mut tx = pool.begin().await?;
-    let updated: Vec<String> = sqlx::query_scalar(RECORD_ATTEMPTS)
-        .bind(&ids)
-        .bind(&attempts)
-        .bind(&states)
-        .bind(&next_attempts)
-        .fetch_all(&mut *tx)
-        .await?;
-    // A finished delivery of an event no longer in its snitch's history has no one left
-    // to read it. A second statement: in the update's own, a delete would not see the
-    // rows it changed.
-    sqlx::query(DELETE_ORPHAN_DELIVERIES)
-        .bind(&updated)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    let updated: HashSet<&str> = updated.iter().map(String::as_str).collect();
-    Ok(ids
-        .iter()
-        .map(|id| {
-            if updated.contains(id) {
-                Ok(())
-            } else {
-                Err(StorageError::NotFound)
-            }
-        })
-        .collect())
-}
-
-/// Appends to each delivery `$1` its attempt `$2` and sets its state `$3` and next
-/// attempt `$4`: the ids of those stored.
-const RECORD_ATTEMPTS: &str = "UPDATE snitch.deliveries d \
-     SET attempts = d.attempts || jsonb_build_array(i.attempt), state = i.state, \
-       next_attempt_at = i.next_attempt_at \
-     FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::timestamptz[]) \
-       AS i(id, attempt, state, next_attempt_at) \
-     WHERE d.id = i.id \
-     RETURNING d.id";
-
-/// Deletes the finished deliveries of `$1` whose event is no longer stored.
-const DELETE_ORPHAN_DELIVERIES: &str = "DELETE FROM snitch.deliveries d \
-     WHERE d.id = ANY($1::text[]) AND d.state <> 'pending' \
-       AND NOT EXISTS (SELECT 1 FROM snitch.events e WHERE e.id = d.event_id)";
-
-/// [`record_attempts_in_one`] one attempt after another, for a batch that names a delivery
-/// more than once.
-async fn record_attempts_in_turn(
-    pool: &PgPool,
-    batch: &[AttemptWrite],
-) -> Result<Vec<Result<(), StorageError>>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let mut answers = Vec::with_capacity(batch.len());
     for write in batch {
         let (state, next_attempt_at) = snitch_store_sql::records::after_attempt::<Pg>(write.result);
-        let updated: Vec<String> = sqlx::query_scalar(RECORD_ATTEMPTS)
-            .bind([write.delivery_id.as_str()])
-            .bind([Json(AttemptRecord::of(&write.attempt))])
-            .bind([state.as_str()])
-            .bind([next_attempt_at])
-            .fetch_all(&mut *tx)
-            .await?;
-        if updated.is_empty() {
+        let updated = sqlx::query(
+            "UPDATE snitch.deliveries SET attempts = attempts || jsonb_build_array($2::jsonb), \
+             state = $3, next_attempt_at = $4 WHERE id = $1",
+        )
+        .bind(&write.delivery_id)
+        .bind(Json(AttemptRecord::of(&write.attempt)))
+        .bind(state.as_str())
+        .bind(next_attempt_at)
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() == 0 {
             answers.push(Err(StorageError::NotFound));
             continue;
         }
-        sqlx::query(DELETE_ORPHAN_DELIVERIES)
-            .bind(&updated)
+        // A finished delivery of an event no longer in its snitch's history has no one
+        // left to read it.
+        sqlx::query(sql::DELETE_ORPHAN_DELIVERY)
+            .bind(&write.delivery_id)
             .execute(&mut *tx)
             .await?;
         answers.push(Ok(()));
