@@ -23,7 +23,8 @@
 //! reach a held version; tokens are random, so only hosts with their own
 //! `TokenSource` of predictable tokens should turn the cache off.)
 //!
-//! When full, a new snitch takes the place of an arbitrary held one.
+//! When full, a new snitch takes the place of a held one, in turn over the places (the
+//! oldest of a full cache goes first, unless a forgotten snitch's place was refilled).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -31,6 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use indexmap::IndexMap;
 use snitch_core::{Case, Change, Snitch, StorageError};
 
 /// A case as read, and when the read began.
@@ -45,9 +47,17 @@ struct CachedCase {
 /// where SipHash cost more than the rest of the lookup.
 type Map<V> = HashMap<String, V, foldhash::fast::RandomState>;
 
+/// The snitches, in places that a full cache refills in turn: finding a victim in a hash
+/// map by `keys().next()` walked the empty buckets its earlier victims left, a walk that
+/// grew with every eviction (a sweep of 100,000 snitches the cache did not hold, or
+/// check-ins spread over more snitches than it holds, evict one per save).
+type Places = IndexMap<String, Snitch, foldhash::fast::RandomState>;
+
 #[derive(Debug, Default)]
 struct Entries {
-    snitches: Map<Snitch>,
+    snitches: Places,
+    /// The place a full cache refills next.
+    next_place: usize,
     cases: Map<CachedCase>,
     /// When this store last changed a case: reads that began earlier put no case back.
     cases_changed_at: Option<Instant>,
@@ -179,7 +189,7 @@ impl CheckInCache {
         if self.capacity == 0 {
             return;
         }
-        self.entries().snitches.remove(token);
+        self.entries().snitches.swap_remove(token);
     }
 
     /// Drops a case this store changed at `now`.
@@ -204,20 +214,25 @@ impl CheckInCache {
 }
 
 /// Holds `snitch` unless a newer version is held (a read that began before a save may
-/// end after it); a full cache lets an arbitrary snitch go to make room.
+/// end after it); a full cache gives it the next place in turn, letting that one's
+/// snitch go.
 fn keep_snitch(entries: &mut Entries, snitch: &Snitch, capacity: usize) {
     let token = snitch.token().as_str();
-    match entries.snitches.get_mut(token) {
-        Some(held) if held.version() <= snitch.version() => *held = snitch.clone(),
-        Some(_) => {}
-        None => {
-            if entries.snitches.len() >= capacity {
-                let victim = entries.snitches.keys().next().cloned();
-                if let Some(victim) = victim {
-                    entries.snitches.remove(&victim);
-                }
-            }
-            entries.snitches.insert(token.to_owned(), snitch.clone());
+    if let Some(held) = entries.snitches.get_mut(token) {
+        if held.version() <= snitch.version() {
+            *held = snitch.clone();
+        }
+    } else if entries.snitches.len() < capacity {
+        entries.snitches.insert(token.to_owned(), snitch.clone());
+    } else if let Some(place) = entries.next_place.checked_rem(entries.snitches.len()) {
+        // The token is not held (just looked up), so the place takes it.
+        if entries
+            .snitches
+            .replace_index(place, token.to_owned())
+            .is_ok()
+        {
+            entries.snitches[place] = snitch.clone();
+            entries.next_place = place + 1;
         }
     }
 }
@@ -307,7 +322,34 @@ mod tests {
             "the newest is held"
         );
         let off = CheckInCache::new(0, Duration::from_secs(60));
+        off.saved(&contract::checked_in(&snitch(1), contract::at(1)));
         off.read(&snitch(1), None, t0);
         assert!(off.get(snitch(1).token().as_str(), t0).is_none());
+    }
+
+    #[test]
+    fn a_full_cache_lets_its_oldest_go_in_turn() {
+        let t0 = monotonic_now();
+        let cache = CheckInCache::new(3, Duration::from_secs(60));
+        let held = |cache: &CheckInCache| -> Vec<u64> {
+            (1..=20)
+                .filter(|n| cache.get(snitch(*n).token().as_str(), t0).is_some())
+                .collect()
+        };
+        for n in 1..=6 {
+            cache.read(&snitch(n), None, t0);
+        }
+        assert_eq!(held(&cache), [4, 5, 6]);
+        // A snitch held again keeps its place; forgetting one makes room, which the next
+        // read takes without letting another go, and the turn goes on from there.
+        cache.read(&snitch(5), None, t0);
+        cache.forget(snitch(4).token().as_str());
+        cache.read(&snitch(7), None, t0);
+        assert_eq!(held(&cache), [5, 6, 7]);
+        for n in 8..=20 {
+            cache.read(&snitch(n), None, t0);
+        }
+        assert_eq!(held(&cache), [18, 19, 20]);
+        assert_eq!(cache.entries().snitches.len(), 3);
     }
 }
