@@ -4,9 +4,9 @@
 //! change of each token in round 1, its second in round 2, and so on, so two changes to one
 //! snitch still apply one after another (the second sees the version the first wrote).
 //! Each round is one statement ([`round_statement`]): its snitches and check-ins bind one
-//! typed array per column (`unnest`, read in binary); the events, deliveries and
-//! deferrals of a round that emits any (a sweep's missed snitches) travel as JSON arrays
-//! (`jsonb_to_recordset`). The snitches whose stored version is the
+//! typed array per column (`unnest`, read in binary), and so do the events and
+//! deliveries of a round that emits any (a sweep's missed snitches); its outage
+//! deferrals, rare, travel as a JSON array. The snitches whose stored version is the
 //! expected one are updated, in token order ([`update_expected`]), and only their
 //! check-ins, events, deliveries and outage deferrals are inserted. A change that
 //! updated nothing is then a conflict or a missing snitch (one more query, only when some
@@ -23,13 +23,14 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use snitch_core::{Change, StorageError};
 use sqlx::postgres::PgConnection;
 use sqlx::types::Json;
 
 use crate::records::{
-    self, CheckInRecord, DeliveryFields, EventRecord, SnitchColumns, SnitchFields, EVENT_COLUMNS,
+    self, CheckInRecord, DeliveryFields, EventRecord, PgQueryAs, SnitchColumns, SnitchFields,
     SETTINGS_FIELDS, SNITCH_FIELDS,
 };
 use crate::{backend, limit, EVENTS_KEPT};
@@ -76,19 +77,48 @@ pub(crate) const SNITCH_FIELD_TYPES: [&str; 31] = [
     "timestamptz", // wake_at
 ];
 
-/// The SQL types of `EVENT_COLUMNS`, in their order.
-const EVENT_COLUMN_TYPES: &str = "id text, kind text, at timestamptz, case_id text, token text, \
-    name text, notes text, tags text[], alert_email text[], status text, \
-    previous_status text, checked_in_at timestamptz, check_in_at timestamptz, \
-    check_in_exit_status text, check_in_message text, missed_periods bigint, \
-    expected_at timestamptz, expected_at_local text, reason text, run text";
+/// The columns of an event as a round inserts them (those of `EVENT_COLUMNS`, in
+/// its order) with their SQL types.
+const EVENT_INPUT_COLUMNS: &[(&str, &str)] = &[
+    ("id", "text"),
+    ("kind", "text"),
+    ("at", "timestamptz"),
+    ("case_id", "text"),
+    ("token", "text"),
+    ("name", "text"),
+    ("notes", "text"),
+    ("tags", "text[]"),
+    ("alert_email", "text[]"),
+    ("status", "text"),
+    ("previous_status", "text"),
+    ("checked_in_at", "timestamptz"),
+    ("check_in_at", "timestamptz"),
+    ("check_in_exit_status", "text"),
+    ("check_in_message", "text"),
+    ("missed_periods", "bigint"),
+    ("expected_at", "timestamptz"),
+    ("expected_at_local", "text"),
+    ("reason", "text"),
+    ("run", "text"),
+];
 
-const DELIVERY_INSERT_COLUMNS: &str = "id, event_id, event, case_id, destination, channel, \
-    hook_id, url, secret, recipients, state, next_attempt_at, attempts, settings";
-
-const DELIVERY_COLUMN_TYPES: &str = "id text, event_id text, event jsonb, case_id text, \
-    destination text, channel text, hook_id text, url text, secret text, recipients text[], \
-    state text, next_attempt_at timestamptz, attempts jsonb, settings text";
+/// The columns of a delivery as a round inserts them, with their SQL types.
+const DELIVERY_INPUT_COLUMNS: &[(&str, &str)] = &[
+    ("id", "text"),
+    ("event_id", "text"),
+    ("event", "jsonb"),
+    ("case_id", "text"),
+    ("destination", "text"),
+    ("channel", "text"),
+    ("hook_id", "text"),
+    ("url", "text"),
+    ("secret", "text"),
+    ("recipients", "text[]"),
+    ("state", "text"),
+    ("next_attempt_at", "timestamptz"),
+    ("attempts", "jsonb"),
+    ("settings", "text"),
+];
 
 /// The `updated` part of both round statements, after their `input`: the round's
 /// snitches whose stored version is the expected one, updated with `sets` (of
@@ -217,27 +247,34 @@ fn round_statement(from: usize, emits: bool) -> String {
 }
 
 /// The CTEs of [`round_statement`] that write what a round emits, from its parameters
-/// `$first` (events), `$first + 1` (deliveries), `$first + 2` (outage deferrals) and
-/// `$first + 3` ([`EVENTS_KEPT`]); each begins with a comma.
+/// `$first` on: the events' columns ([`EventColumns`], the first the snitch of each),
+/// then the deliveries' ([`DeliveryColumns`], the first the snitch of each), then the
+/// outage deferrals as a JSON array and [`EVENTS_KEPT`]; each begins with a comma.
+///
+/// The events and deliveries travel as typed arrays, like the snitches: as JSON arrays
+/// (`jsonb_to_recordset`), parsing them and finding each column's key in each row took a
+/// fifth of Postgres's time in a mass miss (BENCHMARKS.md). A delivery's event and
+/// attempts are `jsonb` columns, sent as JSON text each.
 fn emitted_rows(first: usize) -> String {
-    let delivery_selects: Vec<String> = DELIVERY_INSERT_COLUMNS
-        .split(", ")
-        .map(|c| format!("d.{c}"))
-        .collect();
-    let event_selects: Vec<String> = EVENT_COLUMNS
-        .split(", ")
-        .map(|c| format!("e.{c}"))
-        .collect();
-    let (events, deliveries, deferrals, kept) = (first, first + 1, first + 2, first + 3);
+    // Each row's snitch, then its columns.
+    let first_delivery = first + 1 + EVENT_INPUT_COLUMNS.len();
+    let deferrals = first_delivery + 1 + DELIVERY_INPUT_COLUMNS.len();
+    let events = typed_unnest(first, EVENT_INPUT_COLUMNS);
+    let deliveries = typed_unnest(first_delivery, DELIVERY_INPUT_COLUMNS);
+    let event_selects = select_list("e", EVENT_INPUT_COLUMNS);
+    let delivery_selects = select_list("d", DELIVERY_INPUT_COLUMNS);
+    let event_names = names(EVENT_INPUT_COLUMNS);
+    let delivery_names = names(DELIVERY_INPUT_COLUMNS);
+    let kept = deferrals + 1;
     format!(
         ", new_events AS ( \
-           INSERT INTO snitch.events ({EVENT_COLUMNS}) \
-           SELECT {event_selects} FROM jsonb_to_recordset(${events}) \
-             AS e(owner text, ord integer, {EVENT_COLUMN_TYPES}) \
+           INSERT INTO snitch.events ({event_names}) \
+           SELECT {event_selects} FROM {events} \
+             WITH ORDINALITY AS e(owner, {event_names}, ord) \
            WHERE e.owner IN (SELECT token FROM updated) ORDER BY e.ord), \
          event_counts AS ( \
            SELECT e.owner AS token, count(*) AS n \
-           FROM jsonb_to_recordset(${events}) AS e(owner text) \
+           FROM unnest(${first}::text[]) AS e(owner) \
            WHERE e.owner IN (SELECT token FROM updated) GROUP BY e.owner), \
          event_cuts AS ( \
            SELECT c.token, (SELECT x.seq FROM snitch.events x WHERE x.token = c.token \
@@ -252,9 +289,9 @@ fn emitted_rows(first: usize) -> String {
            DELETE FROM snitch.deliveries \
            WHERE state <> 'pending' AND event_id IN (SELECT id FROM evicted_events)), \
          new_deliveries AS ( \
-           INSERT INTO snitch.deliveries ({DELIVERY_INSERT_COLUMNS}) \
-           SELECT {delivery_selects} FROM jsonb_to_recordset(${deliveries}) \
-             AS d(token text, ord integer, {DELIVERY_COLUMN_TYPES}) \
+           INSERT INTO snitch.deliveries ({delivery_names}) \
+           SELECT {delivery_selects} FROM {deliveries} \
+             WITH ORDINALITY AS d(token, {delivery_names}, ord) \
            WHERE d.token IN (SELECT token FROM updated) ORDER BY d.ord \
            ON CONFLICT (id) DO UPDATE SET seq = EXCLUDED.seq, event_id = EXCLUDED.event_id, \
              event = EXCLUDED.event, case_id = EXCLUDED.case_id, \
@@ -270,9 +307,49 @@ fn emitted_rows(first: usize) -> String {
            WHERE o.token IN (SELECT token FROM updated) GROUP BY o.outage_id, o.case_id \
            ON CONFLICT (outage_id, case_id) \
            DO UPDATE SET snitches = outage_deferrals.snitches + EXCLUDED.snitches)",
-        event_selects = event_selects.join(", "),
-        delivery_selects = delivery_selects.join(", "),
     )
+}
+
+/// `unnest` of one typed array per column, the first (the snitch of each row) text, then
+/// `columns` (name, type) from parameter `$first + 1` on. A column of an array or `jsonb`
+/// type travels as text per row (an array literal, a JSON text): `unnest` cannot take an
+/// array of arrays of different lengths.
+fn typed_unnest(first: usize, columns: &[(&str, &str)]) -> String {
+    let arrays: Vec<String> = columns
+        .iter()
+        .enumerate()
+        .map(|(n, (_, ty))| format!("${}::{}[]", first + 1 + n, carried_as(ty)))
+        .collect();
+    format!("unnest(${first}::text[], {})", arrays.join(", "))
+}
+
+/// The type a column of type `ty` travels as in [`typed_unnest`].
+fn carried_as(ty: &str) -> &str {
+    if ty.ends_with("[]") || ty == "jsonb" {
+        "text"
+    } else {
+        ty
+    }
+}
+
+/// The columns of `alias` as the insert takes them, cast where they travel as text.
+fn select_list(alias: &str, columns: &[(&str, &str)]) -> String {
+    let selects: Vec<String> = columns
+        .iter()
+        .map(|(name, ty)| {
+            if carried_as(ty) == *ty {
+                format!("{alias}.{name}")
+            } else {
+                format!("{alias}.{name}::{ty}")
+            }
+        })
+        .collect();
+    selects.join(", ")
+}
+
+fn names(columns: &[(&str, &str)]) -> String {
+    let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
+    names.join(", ")
 }
 
 /// The round statements ([`round_statement`]): of all fields or, for rounds whose changes
@@ -322,21 +399,178 @@ struct CheckInInput<'a> {
     record: CheckInRecord,
 }
 
-#[derive(Serialize)]
+/// An event of the round, with the snitch of its change (the event names its own).
 struct EventInput<'a> {
-    /// The snitch of the change (the event names its own).
     owner: &'a str,
-    ord: usize,
-    #[serde(flatten)]
     record: EventRecord,
 }
 
-#[derive(Serialize)]
+/// A delivery of the round, with the snitch of its change.
 struct DeliveryInput<'a> {
     token: &'a str,
-    ord: usize,
-    #[serde(flatten)]
     fields: DeliveryFields,
+}
+
+/// The round's events as one array per column of [`EVENT_INPUT_COLUMNS`], after the
+/// snitch of each.
+#[derive(Default)]
+struct EventColumns<'a> {
+    owner: Vec<&'a str>,
+    id: Vec<&'a str>,
+    kind: Vec<&'a str>,
+    at: Vec<DateTime<Utc>>,
+    case_id: Vec<&'a str>,
+    token: Vec<&'a str>,
+    name: Vec<&'a str>,
+    notes: Vec<&'a str>,
+    tags: Vec<String>,
+    alert_email: Vec<String>,
+    status: Vec<&'a str>,
+    previous_status: Vec<&'a str>,
+    checked_in_at: Vec<Option<DateTime<Utc>>>,
+    check_in_at: Vec<Option<DateTime<Utc>>>,
+    check_in_exit_status: Vec<Option<&'a str>>,
+    check_in_message: Vec<Option<&'a str>>,
+    missed_periods: Vec<i64>,
+    expected_at: Vec<Option<DateTime<Utc>>>,
+    expected_at_local: Vec<Option<&'a str>>,
+    reason: Vec<Option<&'a str>>,
+    run: Vec<Option<&'a str>>,
+}
+
+impl<'a> EventColumns<'a> {
+    fn of(events: &'a [EventInput<'a>]) -> Self {
+        let mut c = EventColumns::default();
+        for EventInput { owner, record: e } in events {
+            c.owner.push(owner);
+            c.id.push(&e.id);
+            c.kind.push(&e.kind);
+            c.at.push(e.at);
+            c.case_id.push(&e.case_id);
+            c.token.push(&e.token);
+            c.name.push(&e.name);
+            c.notes.push(&e.notes);
+            c.tags.push(records::array_literal(&e.tags));
+            c.alert_email.push(records::array_literal(&e.alert_email));
+            c.status.push(&e.status);
+            c.previous_status.push(&e.previous_status);
+            c.checked_in_at.push(e.checked_in_at);
+            c.check_in_at.push(e.check_in_at);
+            c.check_in_exit_status
+                .push(e.check_in_exit_status.as_deref());
+            c.check_in_message.push(e.check_in_message.as_deref());
+            c.missed_periods.push(e.missed_periods);
+            c.expected_at.push(e.expected_at);
+            c.expected_at_local.push(e.expected_at_local.as_deref());
+            c.reason.push(e.reason.as_deref());
+            c.run.push(e.run.as_deref());
+        }
+        c
+    }
+
+    /// Binds the snitches, then each column in the order of [`EVENT_INPUT_COLUMNS`].
+    fn bind<'q, O>(self, q: PgQueryAs<'q, O>) -> PgQueryAs<'q, O>
+    where
+        'a: 'q,
+    {
+        q.bind(self.owner)
+            .bind(self.id)
+            .bind(self.kind)
+            .bind(self.at)
+            .bind(self.case_id)
+            .bind(self.token)
+            .bind(self.name)
+            .bind(self.notes)
+            .bind(self.tags)
+            .bind(self.alert_email)
+            .bind(self.status)
+            .bind(self.previous_status)
+            .bind(self.checked_in_at)
+            .bind(self.check_in_at)
+            .bind(self.check_in_exit_status)
+            .bind(self.check_in_message)
+            .bind(self.missed_periods)
+            .bind(self.expected_at)
+            .bind(self.expected_at_local)
+            .bind(self.reason)
+            .bind(self.run)
+    }
+}
+
+/// The round's deliveries as one array per column of [`DELIVERY_INPUT_COLUMNS`], after
+/// the snitch of each.
+#[derive(Default)]
+struct DeliveryColumns<'a> {
+    token: Vec<&'a str>,
+    id: Vec<&'a str>,
+    event_id: Vec<&'a str>,
+    event: Vec<String>,
+    case_id: Vec<&'a str>,
+    destination: Vec<Option<&'a str>>,
+    channel: Vec<&'static str>,
+    hook_id: Vec<Option<&'a str>>,
+    url: Vec<Option<&'a str>>,
+    secret: Vec<Option<&'a str>>,
+    recipients: Vec<Option<String>>,
+    state: Vec<&'static str>,
+    next_attempt_at: Vec<Option<DateTime<Utc>>>,
+    attempts: Vec<String>,
+    settings: Vec<Option<&'a str>>,
+}
+
+impl<'a> DeliveryColumns<'a> {
+    fn of(deliveries: &'a [DeliveryInput<'a>]) -> Self {
+        let mut c = DeliveryColumns::default();
+        for DeliveryInput { token, fields: d } in deliveries {
+            c.token.push(token);
+            c.id.push(&d.id);
+            c.event_id.push(&d.event_id);
+            c.event.push(json_text(&d.event));
+            c.case_id.push(&d.case_id);
+            c.destination.push(d.destination.as_deref());
+            c.channel.push(d.channel);
+            c.hook_id.push(d.hook_id.as_deref());
+            c.url.push(d.url.as_deref());
+            c.secret.push(d.secret.as_deref());
+            c.recipients.push(
+                d.recipients
+                    .as_deref()
+                    .map(records::array_literal::<String>),
+            );
+            c.state.push(d.state);
+            c.next_attempt_at.push(d.next_attempt_at);
+            c.attempts.push(json_text(&d.attempts));
+            c.settings.push(d.settings.as_deref());
+        }
+        c
+    }
+
+    /// Binds the snitches, then each column in the order of [`DELIVERY_INPUT_COLUMNS`].
+    fn bind<'q, O>(self, q: PgQueryAs<'q, O>) -> PgQueryAs<'q, O>
+    where
+        'a: 'q,
+    {
+        q.bind(self.token)
+            .bind(self.id)
+            .bind(self.event_id)
+            .bind(self.event)
+            .bind(self.case_id)
+            .bind(self.destination)
+            .bind(self.channel)
+            .bind(self.hook_id)
+            .bind(self.url)
+            .bind(self.secret)
+            .bind(self.recipients)
+            .bind(self.state)
+            .bind(self.next_attempt_at)
+            .bind(self.attempts)
+            .bind(self.settings)
+    }
+}
+
+/// A value of a `jsonb` column as the JSON text it travels as.
+fn json_text<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("records of plain data serialize")
 }
 
 #[derive(Serialize)]
@@ -431,11 +665,9 @@ impl<'a> Round<'a> {
             .bind(c_details)
             .bind(c_body);
         if emits {
-            query = query
-                .bind(Json(&self.events))
-                .bind(Json(&self.deliveries))
-                .bind(Json(&self.deferrals))
-                .bind(limit(EVENTS_KEPT));
+            query = EventColumns::of(&self.events).bind(query);
+            query = DeliveryColumns::of(&self.deliveries).bind(query);
+            query = query.bind(Json(&self.deferrals)).bind(limit(EVENTS_KEPT));
         }
         let answers = query.fetch_all(&mut *conn).await?;
         let by_token: HashMap<String, (Option<i32>, bool)> = answers
@@ -488,14 +720,12 @@ impl<'a> Round<'a> {
         for e in events {
             self.events.push(EventInput {
                 owner: token,
-                ord: self.events.len(),
                 record: EventRecord::of(e),
             });
         }
         for d in change.deliveries() {
             self.deliveries.push(DeliveryInput {
                 token,
-                ord: self.deliveries.len(),
                 fields: DeliveryFields::of(d),
             });
         }
@@ -718,7 +948,16 @@ pub(crate) async fn recount_check_ins(
 
 #[cfg(test)]
 mod tests {
-    use super::TrimsInFlight;
+    use super::{names, TrimsInFlight, DELIVERY_INPUT_COLUMNS, EVENT_INPUT_COLUMNS};
+    use crate::records::{DELIVERY_FIELDS, EVENT_COLUMNS};
+
+    /// A round writes every column an event or a delivery is read back with, and no
+    /// other: what the typed arrays bind is what the readers expect.
+    #[test]
+    fn a_round_inserts_every_column_of_events_and_deliveries() {
+        assert_eq!(names(EVENT_INPUT_COLUMNS), EVENT_COLUMNS);
+        assert_eq!(names(DELIVERY_INPUT_COLUMNS), DELIVERY_FIELDS);
+    }
 
     fn tokens(names: &[&str]) -> Vec<String> {
         names.iter().map(|n| (*n).to_owned()).collect()
