@@ -311,9 +311,9 @@ fn emitted_rows(first: usize) -> String {
 }
 
 /// `unnest` of one typed array per column, the first (the snitch of each row) text, then
-/// `columns` (name, type) from parameter `$first + 1` on. A column of an array or `jsonb`
-/// type travels as text per row (an array literal, a JSON text): `unnest` cannot take an
-/// array of arrays of different lengths.
+/// `columns` (name, type) from parameter `$first + 1` on. A column of an array type
+/// travels as an array literal per row (`unnest` cannot take an array of arrays of
+/// different lengths), one of type `jsonb` as its JSON text (parsed once either way).
 fn typed_unnest(first: usize, columns: &[(&str, &str)]) -> String {
     let arrays: Vec<String> = columns
         .iter()
