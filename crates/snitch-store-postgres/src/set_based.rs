@@ -186,28 +186,17 @@ static KEEP_AFTER_SAVE: LazyLock<String> =
 /// counts one row for a data-modifying CTE): 65,000 comparisons for a sweep's round of
 /// 256.
 fn round_statement(from: usize, emits: bool) -> String {
-    // A field of an array type travels as one array literal per row (`unnest` cannot
-    // take an array of arrays of different lengths): a text array of them.
+    // A field of an array type travels as one array literal per row ([`carried_as`]).
     let (fields, types) = (&SNITCH_FIELDS[from..], &SNITCH_FIELD_TYPES[from..]);
     let arrays: Vec<String> = types
         .iter()
         .enumerate()
-        .map(|(n, ty)| {
-            let element = if ty.ends_with("[]") { "text" } else { ty };
-            format!("${}::{element}[]", n + 5)
-        })
+        .map(|(n, ty)| format!("${}::{}[]", n + 5, carried_as(ty)))
         .collect();
     let sets: Vec<String> = fields
         .iter()
         .zip(types)
-        .map(|(field, ty)| {
-            if ty.ends_with("[]") {
-                // Each row's array travels as an array literal.
-                format!("{field} = i.{field}::{ty}")
-            } else {
-                format!("{field} = i.{field}")
-            }
-        })
+        .map(|(field, ty)| format!("{field} = {}", cast_to(&format!("i.{field}"), ty)))
         .collect();
     let check_ins = fields.len() + 5;
     let emitted = if emits {
@@ -332,17 +321,21 @@ fn carried_as(ty: &str) -> &str {
     }
 }
 
-/// The columns of `alias` as the insert takes them, cast where they travel as text.
+/// `value` (as [`typed_unnest`] reads a column of type `ty`) in type `ty`: cast where
+/// it travels as text.
+fn cast_to(value: &str, ty: &str) -> String {
+    if carried_as(ty) == ty {
+        value.to_owned()
+    } else {
+        format!("{value}::{ty}")
+    }
+}
+
+/// The columns of `alias` as the insert takes them ([`cast_to`]).
 fn select_list(alias: &str, columns: &[(&str, &str)]) -> String {
     let selects: Vec<String> = columns
         .iter()
-        .map(|(name, ty)| {
-            if carried_as(ty) == *ty {
-                format!("{alias}.{name}")
-            } else {
-                format!("{alias}.{name}::{ty}")
-            }
-        })
+        .map(|(name, ty)| cast_to(&format!("{alias}.{name}"), ty))
         .collect();
     selects.join(", ")
 }
