@@ -104,6 +104,12 @@ pub struct PgStorageOptions {
     /// change made through another server reaches this one's check-ins within it (one
     /// made through this store at once).
     pub case_ttl: Duration,
+    /// How many of the earliest due deliveries of each budget (HTTP, e-mail) a claim of
+    /// deliveries reads first, in time order (at least 1). When the fairness rounds over
+    /// those settle the claim (there are no more, the budget is full, or every later one
+    /// goes to a destination at its cap), it takes them; otherwise it walks every (case,
+    /// channel kind) with pending deliveries, which costs in proportion to their number.
+    pub claim_window: usize,
 }
 
 impl Default for PgStorageOptions {
@@ -122,11 +128,19 @@ impl Default for PgStorageOptions {
             overlap_after: Duration::from_millis(5),
             cache_capacity: 100_000,
             case_ttl: Duration::from_secs(1),
+            claim_window: 256,
         }
     }
 }
 
 impl PgStorageOptions {
+    /// These options with [`PgStorageOptions::claim_window`] set.
+    #[must_use]
+    pub fn with_claim_window(mut self, claim_window: usize) -> Self {
+        self.claim_window = claim_window.max(1);
+        self
+    }
+
     /// These options with [`PgStorageOptions::max_wait`] set.
     #[must_use]
     pub fn with_max_wait(mut self, max_wait: Duration) -> Self {

@@ -39,6 +39,7 @@
 #![warn(missing_docs)]
 
 mod bulk_insert;
+mod claims;
 mod group_commit;
 mod read_batch;
 mod records;
@@ -107,6 +108,8 @@ pub struct PgStorage {
     cache: Arc<CheckInCache>,
     /// Deliveries' attempts, recorded in batches (one transaction each).
     attempts: Arc<Batcher<AttemptWrite, Result<(), StorageError>>>,
+    /// See [`PgStorageOptions::claim_window`].
+    claim_window: usize,
 }
 
 /// The most attempts recorded in one transaction.
@@ -170,6 +173,7 @@ impl PgStorage {
             reads: Arc::new(read_batch::Reads::new(pool.clone())),
             cache: Arc::new(CheckInCache::new(options.cache_capacity, options.case_ttl)),
             attempts: Arc::new(attempts),
+            claim_window: options.claim_window,
             pool,
         }
     }
@@ -866,46 +870,7 @@ impl Storage for PgStorage {
         lease_until: Timestamp,
         limits: &ClaimLimits,
     ) -> Result<Vec<Delivery>, StorageError> {
-        // The three rounds of ClaimLimits, set-based: walk the (case, channel) keys with
-        // pending deliveries down their index, read each key's first due ones, as many
-        // as the key has room for now (so the reading is bounded by the keys, not by how
-        // many wait; numbering every key's first `per_case_channel` and filtering them
-        // after cost a sort of all of them, 0.45 ms of a 3.3 ms claim), rank those per
-        // destination, then per channel. Window functions cannot lock rows, so the chosen
-        // rows are then locked, skipping rows another dispatcher is claiming right now
-        // (they are not waited for; a row it already leased fails the recheck of
-        // `next_attempt_at <= now`). They are locked by id from an array: as a semi-join,
-        // the planner, misled by an outbox that grew since it was last analyzed, walked
-        // every due delivery against the chosen few (170 ms and more at 100,000 pending).
-        let (busy_cases, busy_kinds, busy_case_counts): (Vec<String>, Vec<&str>, Vec<i64>) = limits
-            .case_channels_in_flight
-            .iter()
-            .map(|(case, kind, n)| (case.as_str().to_owned(), kind.as_str(), limit(*n)))
-            .collect();
-        let (busy_destinations, busy_destination_counts): (Vec<String>, Vec<i64>) = limits
-            .destinations_in_flight
-            .iter()
-            .map(|(d, n)| (d.clone(), limit(*n)))
-            .collect();
-        let query = sqlx::query_as(&CLAIM_DELIVERIES)
-            .bind(now)
-            .bind(lease_until)
-            .bind(busy_cases)
-            .bind(busy_kinds)
-            .bind(busy_case_counts)
-            .bind(limit(limits.per_case_channel))
-            .bind(busy_destinations)
-            .bind(busy_destination_counts)
-            .bind(limit(limits.per_destination))
-            .bind(limit(limits.webhooks))
-            .bind(limit(limits.emails))
-            // Planned afresh each time, for the outbox as it is now. A connection's prepared
-            // statement keeps the generic plan it made after five runs, and the outbox is
-            // empty most of the time: that plan found the chosen rows by walking every due
-            // delivery (`deliveries_due`, 7,817 rows for 16 in row 3d's mass miss: 22 of a
-            // claim's 26 ms, `auto_explain`). Planning costs about a millisecond.
-            .persistent(false);
-        fetch::all(query, &self.pool, DeliveryRow::into_delivery).await
+        claims::claim_deliveries(&self.pool, now, lease_until, limits, self.claim_window).await
     }
 
     async fn record_attempt(
@@ -918,7 +883,7 @@ impl Storage for PgStorage {
     }
 
     async fn next_delivery_at(&self) -> Result<Option<Timestamp>, StorageError> {
-        sqlx::query_scalar(sql::NEXT_DELIVERY_AT)
+        sqlx::query_scalar(NEXT_DELIVERY_AT)
             .fetch_one(&self.pool)
             .await
             .map_err(backend)
@@ -1032,61 +997,15 @@ impl Storage for PgStorage {
     }
 }
 
-/// The fair claim of deliveries (see `claim_deliveries`): `$1` now, `$2` the lease's end,
-/// `$3`–`$5` the (case, channel, count) in flight, `$6` the room per (case, channel),
-/// `$7`–`$8` the (destination, count) in flight, `$9` the room per destination, `$10` and
-/// `$11` the HTTP deliveries (every kind but e-mail) and e-mails to take.
-static CLAIM_DELIVERIES: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH RECURSIVE keys AS ( \
-               (SELECT case_id, channel FROM snitch.deliveries WHERE state = 'pending' \
-                ORDER BY case_id, channel LIMIT 1) \
-               UNION ALL \
-               SELECT successor.case_id, successor.channel FROM keys k, LATERAL ( \
-                 SELECT case_id, channel FROM snitch.deliveries \
-                 WHERE state = 'pending' AND (case_id, channel) > (k.case_id, k.channel) \
-                 ORDER BY case_id, channel LIMIT 1) successor), \
-             busy_case AS ( \
-               SELECT case_id, channel, sum(n) AS n \
-               FROM unnest($3::text[], $4::text[], $5::int8[]) AS b(case_id, channel, n) \
-               GROUP BY case_id, channel), \
-             case_ok AS ( \
-               SELECT head.*, \
-                 row_number() OVER (PARTITION BY head.destination \
-                                    ORDER BY head.next_attempt_at, head.seq) AS n \
-               FROM keys k LEFT JOIN busy_case b \
-                 ON b.case_id = k.case_id AND b.channel = k.channel, LATERAL ( \
-                 SELECT id, next_attempt_at, seq, channel, destination \
-                 FROM snitch.deliveries \
-                 WHERE state = 'pending' AND case_id = k.case_id AND channel = k.channel \
-                   AND next_attempt_at <= $1 \
-                 ORDER BY next_attempt_at, seq \
-                 LIMIT greatest($6 - coalesce(b.n, 0), 0)) head), \
-             busy_destination AS ( \
-               SELECT destination, sum(n) AS n \
-               FROM unnest($7::text[], $8::int8[]) AS b(destination, n) \
-               GROUP BY destination), \
-             destination_ok AS ( \
-               SELECT c.id, c.channel, \
-                 row_number() OVER (PARTITION BY c.channel = 'email' \
-                                    ORDER BY c.next_attempt_at, c.seq) AS n \
-               FROM case_ok c LEFT JOIN busy_destination b ON b.destination = c.destination \
-               WHERE c.destination IS NULL OR c.n <= $9 - coalesce(b.n, 0)), \
-             chosen AS ( \
-               SELECT id FROM destination_ok \
-               WHERE n <= CASE WHEN channel = 'email' THEN $11 ELSE $10 END), \
-             picked AS ( \
-               SELECT d.id, d.next_attempt_at AS due_at, d.seq FROM snitch.deliveries d \
-               WHERE d.id = ANY(ARRAY(SELECT id FROM chosen)) \
-                 AND d.state = 'pending' AND d.next_attempt_at <= $1 \
-               FOR UPDATE OF d SKIP LOCKED), \
-             claimed AS ( \
-               UPDATE snitch.deliveries d SET next_attempt_at = $2 FROM picked \
-               WHERE d.id = picked.id \
-               RETURNING d.*, picked.due_at) \
-             SELECT {DELIVERY_COLUMNS} FROM claimed ORDER BY due_at, seq"
-    )
-});
+/// When the earliest pending delivery may be tried: the earlier of each class's (HTTP,
+/// e-mail) first down `deliveries_due_by_class`. The class comes from a list, not a
+/// constant: Postgres rewrites `(destination IS NULL) = false` as `destination IS NOT
+/// NULL`, which that index does not serve (it read all 100,000 pending instead).
+const NEXT_DELIVERY_AT: &str = "SELECT min(first.at) \
+     FROM (VALUES (false), (true)) AS class(is_email), LATERAL ( \
+       SELECT next_attempt_at AS at FROM snitch.deliveries \
+       WHERE state = 'pending' AND (destination IS NULL) = class.is_email \
+       ORDER BY next_attempt_at LIMIT 1) first";
 /// Folds the rows of changes to the status counts into one row per status, once there are
 /// more than a few. A fold running at the same time on another server waits for the rows
 /// this one deletes and then skips them, so no change is counted twice or lost.

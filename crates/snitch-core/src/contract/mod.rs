@@ -158,6 +158,7 @@ macro_rules! storage_contract_tests {
             a_flooded_case_does_not_keep_others_out_of_a_claim,
             claims_take_what_is_in_flight_into_account,
             destination_caps_count_only_what_the_case_caps_let_through,
+            claims_choose_what_the_three_rounds_choose,
             // Operators.
             stats_count_snitches_by_status_and_unfinished_deliveries,
             status_counts_follow_every_write,
@@ -2841,6 +2842,92 @@ pub async fn destination_caps_count_only_what_the_case_caps_let_through(store: A
         ids(&claimed),
         [flood[0][0].id.clone()],
         "acme's is leased; the bully takes one"
+    );
+}
+
+/// Claims choose exactly what the three rounds of [`ClaimLimits::select`] choose from the
+/// due deliveries, earliest first, over an outbox of cases with e-mail and with webhooks to
+/// hosts they share (so a (case, channel kind) holds several destinations), many due at
+/// the same minute, under caps and counts in flight drawn at random (a fixed seed).
+pub async fn claims_choose_what_the_three_rounds_choose(store: Arc<dyn Storage>) {
+    let mut seed: u64 = 0x5eed_c1a1_u64;
+    let mut draw = move |below: u64| {
+        // xorshift64: enough to vary the scenario, the same every run.
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % below
+    };
+    let hosts = ["a.test", "b.test", "c.test"];
+    let mut cases = Vec::new();
+    for n in 0..4 {
+        let members: &[&str] = if n % 2 == 0 { &["ops@team.test"] } else { &[] };
+        let c = case_with_members(&store, &format!("case{n}"), members).await;
+        let hooks: Vec<Webhook> = (1..=1 + draw(3) as i64)
+            .map(|h| hook_to(&c, h, hosts[draw(3) as usize]))
+            .collect();
+        cases.push((c, hooks));
+    }
+    // The outbox in order of storing, as the model holds it.
+    let mut outbox: Vec<Delivery> = Vec::new();
+    for n in 1..=40u64 {
+        let (c, hooks) = &cases[draw(4) as usize];
+        let minute = 1 + draw(12) as i64;
+        outbox.extend(reporting_with_deliveries(&store, c, hooks, n, at(minute)).await);
+    }
+    let lease = at(1_000);
+    for round in 0..16 {
+        let now = at(4 + draw(10) as i64);
+        let mut limits = limits(
+            draw(7) as usize,
+            draw(4) as usize,
+            1 + draw(4) as usize,
+            1 + draw(4) as usize,
+        );
+        for (c, _) in &cases {
+            for kind in [ChannelKind::Webhook, ChannelKind::Email] {
+                if draw(3) == 0 {
+                    limits
+                        .case_channels_in_flight
+                        .push((c.id.clone(), kind, draw(3) as usize));
+                }
+            }
+        }
+        for host in hosts {
+            if draw(3) == 0 {
+                limits
+                    .destinations_in_flight
+                    .push((format!("{host}:443"), draw(4) as usize));
+            }
+        }
+        let mut due: Vec<(usize, &Delivery)> = outbox
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.next_attempt_at.is_some_and(|t| t <= now))
+            .collect();
+        due.sort_by_key(|(stored, d)| (d.next_attempt_at, *stored));
+        let ranked: Vec<&Delivery> = due.iter().map(|(_, d)| *d).collect();
+        let expected: Vec<String> = limits
+            .select(&ranked)
+            .into_iter()
+            .map(|i| ranked[i].id.clone())
+            .collect();
+        let claimed = store
+            .claim_deliveries(now, lease, &limits)
+            .await
+            .expect("claim");
+        assert_eq!(
+            ids(&claimed),
+            expected,
+            "claim {round} at {now} under {limits:?}"
+        );
+        for d in outbox.iter_mut().filter(|d| expected.contains(&d.id)) {
+            d.next_attempt_at = Some(lease);
+        }
+    }
+    assert!(
+        outbox.iter().any(|d| d.next_attempt_at == Some(lease)),
+        "the scenario claims something"
     );
 }
 
