@@ -260,7 +260,8 @@ pub struct StoreStats {
     /// [`Status::ALL`]'s order, 0 when none has it.
     pub snitches_by_status: Vec<(Status, u64)>,
     /// Deliveries not finished yet (waiting for an attempt, or leased to a dispatcher);
-    /// `None` when the store cannot count them.
+    /// `None` when the store cannot count them. A store whose count reads every pending
+    /// delivery may answer with one it made at most a second before.
     pub outbox_depth: Option<u64>,
 }
 

@@ -221,7 +221,7 @@ impl Metrics {
         let outbox_depth = Gauge::default();
         registry.register(
             "outbox_depth",
-            "Deliveries not finished (waiting or in flight), at scrape",
+            "Deliveries not finished (waiting or in flight), counted at scrape or at most a second before",
             outbox_depth.clone(),
         );
         let store_up = Gauge::default();

@@ -110,6 +110,10 @@ pub struct PgStorage {
     attempts: Arc<Batcher<AttemptWrite, Result<(), StorageError>>>,
     /// See [`PgStorageOptions::claim_window`].
     claim_window: usize,
+    /// The last count of unfinished deliveries and when it was made (see
+    /// [`PgStorageOptions::outbox_depth_for`]).
+    outbox_depth: Arc<std::sync::Mutex<Option<(std::time::Instant, i64)>>>,
+    outbox_depth_for: std::time::Duration,
 }
 
 /// The most attempts recorded in one transaction.
@@ -174,8 +178,33 @@ impl PgStorage {
             cache: Arc::new(CheckInCache::new(options.cache_capacity, options.case_ttl)),
             attempts: Arc::new(attempts),
             claim_window: options.claim_window,
+            outbox_depth: Arc::default(),
+            outbox_depth_for: options.outbox_depth_for,
             pool,
         }
+    }
+
+    /// How many deliveries are unfinished: counted, or the count made within
+    /// [`PgStorageOptions::outbox_depth_for`].
+    async fn outbox_depth(&self) -> Result<i64, StorageError> {
+        let lock = || {
+            self.outbox_depth
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        let now = snitch_core::clock::monotonic_now();
+        let held = *lock();
+        if let Some((counted_at, n)) = held {
+            if now.duration_since(counted_at) < self.outbox_depth_for {
+                return Ok(n);
+            }
+        }
+        let n: i64 = sqlx::query_scalar(sql::PENDING_DELIVERIES)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(backend)?;
+        *lock() = Some((now, n));
+        Ok(n)
     }
 
     /// The pool the store runs on.
@@ -717,10 +746,7 @@ impl Storage for PgStorage {
             .fetch_all(&self.pool)
             .await
             .map_err(backend)?;
-        let pending: i64 = sqlx::query_scalar(sql::PENDING_DELIVERIES)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(backend)?;
+        let pending = self.outbox_depth().await?;
         Ok(snitch_store_sql::stats(by_status, pending))
     }
 

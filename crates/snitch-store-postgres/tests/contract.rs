@@ -5,7 +5,7 @@
 
 mod support;
 
-use snitch_store_postgres::PgStorage;
+use snitch_store_postgres::{PgStorage, PgStorageOptions};
 use support::fresh_database;
 
 /// A store on a database of its own, and the database (dropped when the test ends).
@@ -14,7 +14,9 @@ async fn fresh_store() -> (
     snitch_store_postgres::test_databases::TestDatabase,
 ) {
     let db = fresh_database().await;
-    (PgStorage::new(db.pool.clone()), db)
+    // The contract reads the outbox's depth right after each change.
+    let options = PgStorageOptions::default().with_outbox_depth_for(std::time::Duration::ZERO);
+    (PgStorage::with_options(db.pool.clone(), options), db)
 }
 
 snitch_core::storage_contract_tests!(fresh_store);
@@ -83,6 +85,37 @@ mod beyond_the_contract {
     use snitch_store_postgres::{PgStorage, EVENTS_KEPT, MIGRATOR};
 
     use super::fresh_database;
+
+    /// The outbox's depth is counted at most once per `outbox_depth_for`: a read within
+    /// it gets the count made before, one after it counts again.
+    #[tokio::test]
+    async fn the_outbox_depth_is_counted_once_per_period() {
+        let db = fresh_database().await;
+        let store = PgStorage::with_options(
+            db.pool.clone(),
+            snitch_store_postgres::PgStorageOptions::default()
+                .with_outbox_depth_for(std::time::Duration::from_secs(3_600)),
+        );
+        let (acme, hooks) = case_with_outbox(&store).await;
+        assert_eq!(store.stats().await.expect("stats").outbox_depth, Some(0));
+        let queued = reporting(&store, &acme, &hooks, 1, 1).await;
+        assert_eq!(queued.len(), 2);
+        assert_eq!(
+            store.stats().await.expect("stats").outbox_depth,
+            Some(0),
+            "within the period: the count made before"
+        );
+        let fresh = PgStorage::with_options(
+            db.pool.clone(),
+            snitch_store_postgres::PgStorageOptions::default()
+                .with_outbox_depth_for(std::time::Duration::ZERO),
+        );
+        assert_eq!(
+            fresh.stats().await.expect("stats").outbox_depth,
+            Some(2),
+            "a store that counts every time sees both"
+        );
+    }
 
     /// A case with a team member and one hook, stored.
     async fn case_with_outbox(store: &PgStorage) -> (Case, Vec<Webhook>) {
