@@ -10,8 +10,8 @@
 //! every later one goes to a destination already at its cap. That is the claim of a mass
 //! miss, whose alerts all go to a few destinations. Only when the window does not settle
 //! it does the claim walk every (case, channel kind) with pending deliveries
-//! (`BY_KEY`), which reads each key's first few: 5 ms a claim with 100 such keys, 200 ms
-//! with 10,000, against about 1 ms for a window of 256.
+//! (`BY_KEY`), which reads each key's first few: 5 ms a claim with 100 such keys, 210 ms
+//! with 10,000, against about 2 ms for a window of 256 at either.
 
 use std::sync::LazyLock;
 

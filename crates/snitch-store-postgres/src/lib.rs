@@ -96,10 +96,10 @@ pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
 
 /// A [`Storage`] in a PostgreSQL database, in the schema `snitch`.
 ///
-/// Clones share the pool, the group commit of saves and the check-in cache. Saves need
-/// a Tokio runtime: the first one spawns the task that groups them (so the store itself
-/// can be made anywhere), and it ends when the last clone is dropped. A save whose caller stops
-/// waiting is not withdrawn: it may still commit.
+/// Clones share the pool, the group commit of saves, the check-in cache and the count of
+/// the outbox. Saves need a Tokio runtime: the first one spawns the task that groups them
+/// (so the store itself can be made anywhere), and it ends when the last clone is
+/// dropped. A save whose caller stops waiting is not withdrawn: it may still commit.
 #[derive(Debug, Clone)]
 pub struct PgStorage {
     pool: PgPool,
