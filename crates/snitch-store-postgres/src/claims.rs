@@ -16,7 +16,9 @@
 use std::sync::LazyLock;
 
 use snitch_core::{ClaimLimits, Delivery, StorageError, Timestamp};
-use sqlx::postgres::PgPool;
+use sqlx::postgres::{PgArguments, PgPool};
+use sqlx::query::QueryAs;
+use sqlx::Postgres;
 
 use crate::records::{DeliveryRow, DELIVERY_COLUMNS};
 use crate::{backend, limit};
@@ -37,34 +39,15 @@ pub(crate) async fn claim_deliveries(
         .execute(&mut *tx)
         .await
         .map_err(backend)?;
-    let (chosen, settled): (Vec<String>, bool) = sqlx::query_as(&EARLIEST_FIRST)
-        .bind(now)
-        .bind(&busy.cases)
-        .bind(&busy.kinds)
-        .bind(&busy.case_counts)
-        .bind(limit(limits.per_case_channel))
-        .bind(&busy.destinations)
-        .bind(&busy.destination_counts)
-        .bind(limit(limits.per_destination))
-        .bind(limit(limits.webhooks))
-        .bind(limit(limits.emails))
+    let (chosen, settled): (Vec<String>, bool) = busy
+        .bind(sqlx::query_as(&EARLIEST_FIRST).bind(now), limits)
         .bind(limit(window.max(1)))
         .fetch_one(&mut *tx)
         .await
         .map_err(backend)?;
     let claimed: Vec<DeliveryRow> = if !settled {
-        let query = sqlx::query_as(&BY_KEY)
-            .bind(now)
-            .bind(lease_until)
-            .bind(&busy.cases)
-            .bind(&busy.kinds)
-            .bind(&busy.case_counts)
-            .bind(limit(limits.per_case_channel))
-            .bind(&busy.destinations)
-            .bind(&busy.destination_counts)
-            .bind(limit(limits.per_destination))
-            .bind(limit(limits.webhooks))
-            .bind(limit(limits.emails))
+        let query = busy
+            .bind(sqlx::query_as(&BY_KEY).bind(now).bind(lease_until), limits)
             // Planned afresh each time, for the outbox as it is now: a connection's
             // prepared statement keeps the generic plan it made after five runs, and the
             // outbox is empty most of the time.
@@ -122,6 +105,26 @@ impl InFlight {
             destinations,
             destination_counts,
         }
+    }
+
+    /// `query` with the nine parameters both claims take after their first ones: the
+    /// (case, channel, count) in flight, the room per (case, channel), the (destination,
+    /// count) in flight, the room per destination, the HTTP and e-mail budgets.
+    fn bind<'q, O>(
+        &'q self,
+        query: QueryAs<'q, Postgres, O, PgArguments>,
+        limits: &ClaimLimits,
+    ) -> QueryAs<'q, Postgres, O, PgArguments> {
+        query
+            .bind(&self.cases)
+            .bind(&self.kinds)
+            .bind(&self.case_counts)
+            .bind(limit(limits.per_case_channel))
+            .bind(&self.destinations)
+            .bind(&self.destination_counts)
+            .bind(limit(limits.per_destination))
+            .bind(limit(limits.webhooks))
+            .bind(limit(limits.emails))
     }
 }
 
