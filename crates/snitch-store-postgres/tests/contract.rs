@@ -21,7 +21,7 @@ async fn fresh_store() -> (
 
 snitch_core::storage_contract_tests!(fresh_store);
 
-/// The claim of deliveries with a window of one or two due deliveries per budget, so
+/// The claim of deliveries with a window of one, two or five due deliveries per budget, so
 /// that the contract's claims go every way: settled by the window (full budget, every
 /// later one to a full destination) and by walking the keys.
 mod claims_through_a_small_window {
