@@ -613,6 +613,33 @@ mod tests {
         assert_eq!(ChannelKind::parse("msteams"), None);
     }
 
+    /// The stores class a delivery as HTTP or e-mail by whether it has a destination
+    /// (their claims read each budget down its own index), so every HTTP kind has an
+    /// endpoint with only its required settings given.
+    #[test]
+    fn every_http_kind_has_an_endpoint_from_its_required_settings_alone() {
+        for kind in ChannelKind::ALL {
+            let required: Vec<(&str, &str)> = kind
+                .settings()
+                .iter()
+                .filter(|s| s.required)
+                .map(|s| match s.value {
+                    SettingValue::Url => (s.name, "https://vendor.example/"),
+                    SettingValue::Emails => (s.name, "ops@example.test"),
+                    SettingValue::Choice(options) => (s.name, options[0]),
+                    SettingValue::Text if s.name == "room_id" => (s.name, "!room:example"),
+                    SettingValue::Text => (s.name, "t0ken"),
+                })
+                .collect();
+            let settings = parse(kind, &required).expect("required settings are enough");
+            assert_eq!(
+                settings.endpoint().is_some(),
+                kind.is_http(),
+                "{kind}: an endpoint exactly when HTTP"
+            );
+        }
+    }
+
     #[test]
     fn required_settings_are_named_and_defaults_filled() {
         let err = parse(ChannelKind::Pagerduty, &[]).expect_err("routing key");

@@ -117,7 +117,9 @@ impl Delivery {
     }
 
     /// Where an HTTP delivery goes (`host:port`, see [`WebhookUrl::destination`]);
-    /// `None` for e-mail, which goes through the one SMTP relay.
+    /// `None` for e-mail alone, which goes through the one SMTP relay (a vendor channel's
+    /// endpoint is a validated URL, or the vendor's own when none is given; the stores'
+    /// claims tell the HTTP budget from the e-mail one by it).
     pub fn destination(&self) -> Option<String> {
         match &self.channel {
             Channel::Webhook { url, .. } => Some(url.destination()),

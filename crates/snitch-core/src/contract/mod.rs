@@ -2407,17 +2407,49 @@ async fn reporting_with_deliveries(
     n: u64,
     at: Timestamp,
 ) -> Vec<Delivery> {
+    reporting_to(store, case, hooks, None, n, at).await
+}
+
+/// A first check-in of a new snitch, with its events' deliveries to `hooks` and the team,
+/// and to `channel` too if given (a first report is no page: the rules would not send it
+/// to a vendor channel, so it is added here).
+async fn reporting_to(
+    store: &Arc<dyn Storage>,
+    case: &Case,
+    hooks: &[Webhook],
+    channel: Option<&ChannelConfig>,
+    n: u64,
+    at: Timestamp,
+) -> Vec<Delivery> {
     let fresh = snitch(case, n, t0());
     insert(store, &fresh).await;
     let mut change = checked_in(&fresh, at);
     assert_eq!(change.events.len(), 1, "the first check-in reports");
-    change.deliveries = change
-        .events
-        .iter()
-        .flat_map(|e| deliveries_for(e, case, &only_hooks(hooks.to_vec())))
-        .collect();
+    let event = change.events[0].clone();
+    change.deliveries = deliveries_for(&event, case, &only_hooks(hooks.to_vec()));
+    if let Some(c) = channel {
+        change.deliveries.push(Delivery {
+            id: format!("{}-{}", event.id, c.id),
+            channel: Channel::Native {
+                channel_id: c.id.clone(),
+                settings: c.settings.clone(),
+                key: c.key.clone(),
+            },
+            ..change.deliveries[0].clone()
+        });
+    }
     store.save(&change).await.expect("save");
     change.deliveries
+}
+
+/// A PagerDuty channel of `case` on the vendor's own endpoint (no `api_url` given).
+fn default_pagerduty_channel(case: &Case) -> ChannelConfig {
+    ChannelConfig {
+        id: format!("{}-pager", case.id.as_str()),
+        settings: ChannelSettings::parse(ChannelKind::Pagerduty, [("routing_key", "R0123")])
+            .expect("valid settings"),
+        ..pagerduty_channel(case, 1)
+    }
 }
 
 /// Contract: saved deliveries are claimed earliest first, under a lease.
@@ -2846,8 +2878,9 @@ pub async fn destination_caps_count_only_what_the_case_caps_let_through(store: A
 }
 
 /// Claims choose exactly what the three rounds of [`ClaimLimits::select`] choose from the
-/// due deliveries, earliest first, over an outbox of cases with e-mail and with webhooks to
-/// hosts they share (so a (case, channel kind) holds several destinations), many due at
+/// due deliveries, earliest first, over an outbox of cases with e-mail, with webhooks to
+/// hosts they share (so a (case, channel kind) holds several destinations) and to a
+/// PagerDuty channel (another kind in the HTTP budget, to the vendor's host), many due at
 /// the same minute, under caps and counts in flight drawn at random (a fixed seed).
 pub async fn claims_choose_what_the_three_rounds_choose(store: Arc<dyn Storage>) {
     let mut seed: u64 = 0x5eed_c1a1_u64;
@@ -2866,15 +2899,26 @@ pub async fn claims_choose_what_the_three_rounds_choose(store: Arc<dyn Storage>)
         let hooks: Vec<Webhook> = (1..=1 + draw(3) as i64)
             .map(|h| hook_to(&c, h, hosts[draw(3) as usize]))
             .collect();
-        cases.push((c, hooks));
+        let pager = (n != 1).then(|| default_pagerduty_channel(&c));
+        if let Some(pager) = &pager {
+            store.insert_channel(pager).await.expect("insert channel");
+        }
+        cases.push((c, hooks, pager));
     }
     // The outbox in order of storing, as the model holds it.
     let mut outbox: Vec<Delivery> = Vec::new();
     for n in 1..=40u64 {
-        let (c, hooks) = &cases[draw(4) as usize];
+        let (c, hooks, pager) = &cases[draw(4) as usize];
         let minute = 1 + draw(12) as i64;
-        outbox.extend(reporting_with_deliveries(&store, c, hooks, n, at(minute)).await);
+        let pager = pager.as_ref().filter(|_| draw(2) == 0);
+        outbox.extend(reporting_to(&store, c, hooks, pager, n, at(minute)).await);
     }
+    assert!(
+        outbox
+            .iter()
+            .any(|d| matches!(d.channel, Channel::Native { .. })),
+        "the outbox holds deliveries to a vendor channel"
+    );
     let lease = at(1_000);
     for round in 0..16 {
         let now = at(4 + draw(10) as i64);
@@ -2884,8 +2928,12 @@ pub async fn claims_choose_what_the_three_rounds_choose(store: Arc<dyn Storage>)
             1 + draw(4) as usize,
             1 + draw(4) as usize,
         );
-        for (c, _) in &cases {
-            for kind in [ChannelKind::Webhook, ChannelKind::Email] {
+        for (c, _, _) in &cases {
+            for kind in [
+                ChannelKind::Webhook,
+                ChannelKind::Email,
+                ChannelKind::Pagerduty,
+            ] {
                 if draw(3) == 0 {
                     limits
                         .case_channels_in_flight
