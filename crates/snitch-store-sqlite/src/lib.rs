@@ -39,6 +39,7 @@
 
 #![warn(missing_docs)]
 
+mod claims;
 mod records_lite;
 mod set_based;
 mod writer;
@@ -165,6 +166,8 @@ pub struct SqliteStorage {
     cache: Arc<CheckInCache>,
     /// Deliveries' attempts, recorded in batches (one transaction each).
     attempts: Arc<Batcher<AttemptWrite, Result<(), StorageError>>>,
+    /// See [`SqliteStorageOptions::claim_window`].
+    claim_window: usize,
 }
 
 /// The most attempts recorded in one transaction.
@@ -236,6 +239,7 @@ impl SqliteStorage {
             writer,
             cache: Arc::new(CheckInCache::new(options.cache_capacity, options.case_ttl)),
             attempts: Arc::new(attempts),
+            claim_window: options.claim_window,
             pool,
         }
     }
@@ -904,47 +908,7 @@ impl Storage for SqliteStorage {
         lease_until: Timestamp,
         limits: &ClaimLimits,
     ) -> Result<Vec<Delivery>, StorageError> {
-        // The three rounds of ClaimLimits, set-based as on Postgres: walk the (case,
-        // channel) keys with pending deliveries down their index, read each key's first
-        // due ones (no more than a key may ever hold, so the reading is bounded by the
-        // keys, not by how many wait) and keep those under the key's room, rank the
-        // survivors per destination, then per channel. The write transaction keeps any
-        // other claim out until the chosen rows carry their lease.
-        let busy_cases: Vec<(&str, &str, i64)> = limits
-            .case_channels_in_flight
-            .iter()
-            .map(|(case, kind, n)| (case.as_str(), kind.as_str(), limit(*n)))
-            .collect();
-        let busy_destinations: Vec<(&str, i64)> = limits
-            .destinations_in_flight
-            .iter()
-            .map(|(d, n)| (d.as_str(), limit(*n)))
-            .collect();
-        let mut w = self.writer.begin().await?;
-        let query = sqlx::query_as(&CLAIM_DELIVERIES)
-            .bind(Lite::time(now))
-            .bind(Json(busy_cases))
-            .bind(limit(limits.per_case_channel))
-            .bind(Json(busy_destinations))
-            .bind(limit(limits.per_destination))
-            .bind(limit(limits.webhooks))
-            .bind(limit(limits.emails));
-        let mut claimed = fetch::all(query, &mut *w.tx, DeliveryRow::<Lite>::into_delivery).await?;
-        let ids: Vec<&str> = claimed.iter().map(|d| d.id.as_str()).collect();
-        sqlx::query(
-            "UPDATE snitch_deliveries SET next_attempt_at = ?1 \
-             WHERE id IN (SELECT value FROM json_each(?2))",
-        )
-        .bind(Lite::time(lease_until))
-        .bind(Json(ids))
-        .execute(&mut *w.tx)
-        .await
-        .map_err(backend)?;
-        w.commit().await?;
-        for d in &mut claimed {
-            d.next_attempt_at = Some(lease_until);
-        }
-        Ok(claimed)
+        claims::claim_deliveries(&self.writer, now, lease_until, limits, self.claim_window).await
     }
 
     async fn record_attempt(
@@ -957,7 +921,7 @@ impl Storage for SqliteStorage {
     }
 
     async fn next_delivery_at(&self) -> Result<Option<Timestamp>, StorageError> {
-        let next: Option<i64> = sqlx::query_scalar(&NEXT_DELIVERY_AT)
+        let next: Option<i64> = sqlx::query_scalar(NEXT_DELIVERY_AT)
             .fetch_one(&self.pool)
             .await
             .map_err(backend)?;
@@ -1141,7 +1105,19 @@ static CLAIM_DUE: LazyLock<String> = LazyLock::new(|| {
 const SNITCHES_BY_STATUS: &str = "SELECT status, n FROM snitch_status_counts WHERE n <> 0";
 static PENDING_DELIVERIES: LazyLock<String> = LazyLock::new(|| lite(sql::PENDING_DELIVERIES));
 static NEXT_WAKE_AT: LazyLock<String> = LazyLock::new(|| lite(sql::NEXT_WAKE_AT));
-static NEXT_DELIVERY_AT: LazyLock<String> = LazyLock::new(|| lite(sql::NEXT_DELIVERY_AT));
+/// When the next pending delivery is due: the earliest of each budget's (HTTP, e-mail),
+/// each the first entry of its part of `snitch_deliveries_due_by_class` (a `min` over
+/// every pending delivery reads them all).
+const NEXT_DELIVERY_AT: &str = "SELECT min(t) FROM ( \
+       SELECT (SELECT next_attempt_at FROM snitch_deliveries \
+               WHERE state = 'pending' AND (destination IS NULL) = 0 \
+                 AND next_attempt_at IS NOT NULL \
+               ORDER BY next_attempt_at LIMIT 1) AS t \
+       UNION ALL \
+       SELECT (SELECT next_attempt_at FROM snitch_deliveries \
+               WHERE state = 'pending' AND (destination IS NULL) = 1 \
+                 AND next_attempt_at IS NOT NULL \
+               ORDER BY next_attempt_at LIMIT 1))";
 static EVENTS: LazyLock<String> = LazyLock::new(sql::events::<Lite>);
 static INSERT_WEBHOOK: LazyLock<String> = LazyLock::new(sql::insert_webhook::<Lite>);
 static WEBHOOKS: LazyLock<String> = LazyLock::new(sql::webhooks::<Lite>);
@@ -1166,63 +1142,5 @@ static DELIVERIES_OF_EVENTS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {DELIVERY_COLUMNS} FROM snitch_deliveries \
          WHERE event_id IN (SELECT value FROM json_each(?1)) ORDER BY seq"
-    )
-});
-
-/// The three rounds of [`ClaimLimits`] (see `claim_deliveries`): `?1` now, `?2` the
-/// (case, channel, count) in flight as JSON, `?3` the room per (case, channel), `?4` the
-/// (destination, count) in flight as JSON, `?5` the room per destination, `?6` and `?7`
-/// the HTTP deliveries (every kind but e-mail) and e-mails to take.
-static CLAIM_DELIVERIES: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH RECURSIVE keys(case_id, channel) AS ( \
-           SELECT * FROM (SELECT case_id, channel FROM snitch_deliveries \
-                          WHERE state = 'pending' ORDER BY case_id, channel LIMIT 1) \
-           UNION ALL \
-           SELECT successor.case_id, successor.channel \
-           FROM keys k JOIN snitch_deliveries successor ON successor.seq = coalesce( \
-             (SELECT seq FROM snitch_deliveries \
-              WHERE state = 'pending' AND case_id = k.case_id AND channel > k.channel \
-              ORDER BY channel LIMIT 1), \
-             (SELECT seq FROM snitch_deliveries \
-              WHERE state = 'pending' AND case_id > k.case_id \
-              ORDER BY case_id, channel LIMIT 1))), \
-         due AS ( \
-           SELECT head.id, head.next_attempt_at, head.seq, head.case_id, head.channel, \
-             head.destination, \
-             row_number() OVER (PARTITION BY head.case_id, head.channel \
-                                ORDER BY head.next_attempt_at, head.seq) AS n \
-           FROM keys k JOIN snitch_deliveries head ON head.seq IN ( \
-             SELECT seq FROM snitch_deliveries \
-             WHERE state = 'pending' AND case_id = k.case_id AND channel = k.channel \
-               AND next_attempt_at <= ?1 \
-             ORDER BY next_attempt_at, seq LIMIT ?3)), \
-         busy_case AS ( \
-           SELECT value ->> 0 AS case_id, value ->> 1 AS channel, sum(value ->> 2) AS n \
-           FROM json_each(?2) GROUP BY 1, 2), \
-         case_ok AS ( \
-           SELECT due.id, due.next_attempt_at, due.seq, due.channel, due.destination, \
-             row_number() OVER (PARTITION BY due.destination \
-                                ORDER BY due.next_attempt_at, due.seq) AS n \
-           FROM due LEFT JOIN busy_case b \
-             ON b.case_id = due.case_id AND b.channel = due.channel \
-           WHERE due.n <= ?3 - coalesce(b.n, 0)), \
-         busy_destination AS ( \
-           SELECT value ->> 0 AS destination, sum(value ->> 1) AS n \
-           FROM json_each(?4) GROUP BY 1), \
-         destination_ok AS ( \
-           SELECT c.id, c.channel, c.next_attempt_at, c.seq, \
-             row_number() OVER (PARTITION BY c.channel = 'email' \
-                                ORDER BY c.next_attempt_at, c.seq) AS n \
-           FROM case_ok c LEFT JOIN busy_destination b ON b.destination = c.destination \
-           WHERE c.destination IS NULL OR c.n <= ?5 - coalesce(b.n, 0)) \
-         SELECT {} FROM destination_ok x JOIN snitch_deliveries d ON d.id = x.id \
-         WHERE x.n <= CASE WHEN x.channel = 'email' THEN ?7 ELSE ?6 END \
-         ORDER BY x.next_attempt_at, x.seq",
-        DELIVERY_COLUMNS
-            .split(", ")
-            .map(|c| format!("d.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ")
     )
 });

@@ -74,17 +74,26 @@ pub struct SqliteStorageOptions {
     /// change written by another process on the same file (an admin command) reaches
     /// this store's check-ins within it; one made through this store at once.
     pub case_ttl: Duration,
+    /// How many of the earliest due deliveries of each budget (HTTP, e-mail) a claim of
+    /// deliveries reads first, in time order (at least 1). When the fairness rounds over
+    /// those settle the claim (there are no more, the budget is full, or every later one
+    /// goes to a destination at its cap), it takes them; otherwise it walks every (case,
+    /// channel kind) with pending deliveries, which costs in proportion to their number.
+    /// Check-ins wait for a claim: it is a write transaction.
+    pub claim_window: usize,
 }
 
 impl Default for SqliteStorageOptions {
     /// Batches of up to 512 changes, with no extra wait; a check-in cache of 100,000
-    /// snitches whose cases serve for a second.
+    /// snitches whose cases serve for a second; claims that read 256 due deliveries of
+    /// each budget first.
     fn default() -> Self {
         SqliteStorageOptions {
             max_wait: Duration::ZERO,
             max_batch: 512,
             cache_capacity: 100_000,
             case_ttl: Duration::from_secs(1),
+            claim_window: 256,
         }
     }
 }
@@ -115,6 +124,13 @@ impl SqliteStorageOptions {
     #[must_use]
     pub fn with_case_ttl(mut self, ttl: Duration) -> Self {
         self.case_ttl = ttl;
+        self
+    }
+
+    /// These options with [`SqliteStorageOptions::claim_window`] set (0 counts as 1).
+    #[must_use]
+    pub fn with_claim_window(mut self, claim_window: usize) -> Self {
+        self.claim_window = claim_window.max(1);
         self
     }
 }
