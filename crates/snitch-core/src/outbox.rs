@@ -217,6 +217,13 @@ impl ClaimLimits {
         self.per_destination.saturating_sub(busy)
     }
 
+    /// How many due deliveries of each budget a claim that reads the earliest first
+    /// ranks: `configured`, but never fewer than a budget (a window that cannot fill
+    /// one settles a claim only when it holds every due delivery).
+    pub fn window(&self, configured: usize) -> usize {
+        configured.max(self.webhooks).max(self.emails).max(1)
+    }
+
     /// How many more of this channel kind may be taken.
     pub fn kind_room(&self, kind: ChannelKind) -> usize {
         if kind.is_http() {
@@ -414,6 +421,19 @@ mod tests {
 
     fn t(s: &str) -> Timestamp {
         DateTime::parse_from_rfc3339(s).expect("valid").to_utc()
+    }
+
+    #[test]
+    fn a_claims_window_holds_at_least_a_budget() {
+        let limits = ClaimLimits::new(16, 4, 8, 16);
+        assert_eq!(limits.window(64), 64);
+        assert_eq!(limits.window(5), 16, "the HTTP budget");
+        assert_eq!(
+            ClaimLimits::new(2, 40, 8, 16).window(5),
+            40,
+            "the e-mail budget"
+        );
+        assert_eq!(ClaimLimits::new(0, 0, 8, 16).window(0), 1);
     }
 
     #[test]

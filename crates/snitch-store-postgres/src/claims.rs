@@ -11,7 +11,8 @@
 //! miss, whose alerts all go to a few destinations. Only when the window does not settle
 //! it does the claim walk every (case, channel kind) with pending deliveries
 //! (`BY_KEY`), which reads each key's first few: 5 ms a claim with 100 such keys, 210 ms
-//! with 10,000, against about 2 ms for a window of 256 at either.
+//! with 10,000, against about 2 ms for a window of 256 at either and 0.7 ms for one of 64
+//! (execution only, at 100,000 pending webhooks and as many e-mails over 100 cases).
 
 use std::sync::LazyLock;
 
@@ -25,7 +26,7 @@ use crate::{backend, limit};
 
 /// Claims the deliveries due at `now` that `limits` let through, leased until
 /// `lease_until`, earliest first; `window` is how many due deliveries of each budget the
-/// claim reads before it walks the keys.
+/// claim reads before it walks the keys (at least a budget: [`ClaimLimits::window`]).
 pub(crate) async fn claim_deliveries(
     pool: &PgPool,
     now: Timestamp,
@@ -41,7 +42,7 @@ pub(crate) async fn claim_deliveries(
         .map_err(backend)?;
     let (chosen, settled): (Vec<String>, bool) = busy
         .bind(sqlx::query_as(&EARLIEST_FIRST).bind(now), limits)
-        .bind(limit(window.max(1)))
+        .bind(limit(limits.window(window)))
         .fetch_one(&mut *tx)
         .await
         .map_err(backend)?;

@@ -105,10 +105,13 @@ pub struct PgStorageOptions {
     /// made through this store at once).
     pub case_ttl: Duration,
     /// How many of the earliest due deliveries of each budget (HTTP, e-mail) a claim of
-    /// deliveries reads first, in time order (at least 1). When the fairness rounds over
+    /// deliveries reads first, in time order (at least 1, and never fewer than the
+    /// claim's budget: `ClaimLimits::window`). When the fairness rounds over
     /// those settle the claim (there are no more, the budget is full, or every later one
     /// goes to a destination at its cap), it takes them; otherwise it walks every (case,
     /// channel kind) with pending deliveries, which costs in proportion to their number.
+    /// Ranking the window is most of a settled claim's time: 64 took 0.7 ms on Postgres
+    /// where 256 took 1.9 ms (BENCHMARKS.md, thirteenth part).
     pub claim_window: usize,
     /// How long a count of the unfinished deliveries (`StoreStats::outbox_depth`, the
     /// `snitch_outbox_depth` gauge) serves further reads of the stats. Counting reads
@@ -125,7 +128,7 @@ impl Default for PgStorageOptions {
     /// BENCHMARKS.md row 2), one at a time while each takes under 5 ms and up to 4 at
     /// once beyond that (four at once from the start split the same load into smaller
     /// batches: 18,000 against 21,000 check-ins/s); a check-in cache of 100,000 snitches
-    /// whose cases serve for a second; claims of deliveries that read 256 of each budget
+    /// whose cases serve for a second; claims of deliveries that read 64 of each budget
     /// first; a count of the outbox that serves for a second.
     fn default() -> Self {
         PgStorageOptions {
@@ -135,7 +138,7 @@ impl Default for PgStorageOptions {
             overlap_after: Duration::from_millis(5),
             cache_capacity: 100_000,
             case_ttl: Duration::from_secs(1),
-            claim_window: 256,
+            claim_window: 64,
             outbox_depth_for: Duration::from_secs(1),
         }
     }
