@@ -17,7 +17,10 @@ use std::sync::LazyLock;
 use snitch_core::{ClaimLimits, Delivery, StorageError, Timestamp};
 use snitch_store_sql::records::{DeliveryRow, DELIVERY_COLUMNS};
 use snitch_store_sql::{backend, fetch, limit, Dialect};
+use sqlx::query::QueryAs;
+use sqlx::sqlite::SqliteArguments;
 use sqlx::types::Json;
+use sqlx::Sqlite;
 
 use crate::records_lite::Lite;
 use crate::writer::Writer;
@@ -43,27 +46,20 @@ pub(crate) async fn claim_deliveries(
         .map(|(d, n)| (d.as_str(), limit(*n)))
         .collect();
     let mut w = writer.begin().await?;
-    let (Json(chosen), settled): (Json<Vec<String>>, bool) = sqlx::query_as(&EARLIEST_FIRST)
-        .bind(Lite::time(now))
-        .bind(Json(&busy_cases))
-        .bind(limit(limits.per_case_channel))
-        .bind(Json(&busy_destinations))
-        .bind(limit(limits.per_destination))
-        .bind(limit(limits.webhooks))
-        .bind(limit(limits.emails))
+    let rounds = Rounds {
+        now,
+        busy_cases: &busy_cases,
+        busy_destinations: &busy_destinations,
+        limits,
+    };
+    let (Json(chosen), settled): (Json<Vec<String>>, bool) = rounds
+        .bind(&EARLIEST_FIRST)
         .bind(limit(limits.window(window)))
         .fetch_one(&mut *w.tx)
         .await
         .map_err(backend)?;
     let mut claimed = if !settled {
-        let query = sqlx::query_as(&BY_KEY)
-            .bind(Lite::time(now))
-            .bind(Json(&busy_cases))
-            .bind(limit(limits.per_case_channel))
-            .bind(Json(&busy_destinations))
-            .bind(limit(limits.per_destination))
-            .bind(limit(limits.webhooks))
-            .bind(limit(limits.emails));
+        let query = rounds.bind(&BY_KEY);
         fetch::all(query, &mut *w.tx, DeliveryRow::<Lite>::into_delivery).await?
     } else if chosen.is_empty() {
         Vec::new()
@@ -88,6 +84,31 @@ pub(crate) async fn claim_deliveries(
         d.next_attempt_at = Some(lease_until);
     }
     Ok(claimed)
+}
+
+/// What both claim statements take: `?1` now, then the in-flight counts and the limits.
+struct Rounds<'a> {
+    now: Timestamp,
+    busy_cases: &'a [(&'a str, &'a str, i64)],
+    busy_destinations: &'a [(&'a str, i64)],
+    limits: &'a ClaimLimits,
+}
+
+impl<'a> Rounds<'a> {
+    /// `statement` with its parameters `?1`–`?7` bound.
+    fn bind<O>(&self, statement: &'a str) -> QueryAs<'a, Sqlite, O, SqliteArguments<'a>>
+    where
+        O: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>,
+    {
+        sqlx::query_as(statement)
+            .bind(Lite::time(self.now))
+            .bind(Json(self.busy_cases))
+            .bind(limit(self.limits.per_case_channel))
+            .bind(Json(self.busy_destinations))
+            .bind(limit(self.limits.per_destination))
+            .bind(limit(self.limits.webhooks))
+            .bind(limit(self.limits.emails))
+    }
 }
 
 /// The in-flight counts from JSON: `?2` the (case, channel, count) triples, `?4` the
