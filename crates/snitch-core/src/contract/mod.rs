@@ -184,6 +184,42 @@ macro_rules! storage_contract_tests {
     };
 }
 
+/// Expands to a module `claims_through_a_small_window` whose tests run the contract's
+/// delivery claims on stores that rank a window of one, two and five due deliveries per
+/// budget before they walk every key (a store whose claim reads the earliest first), so
+/// that the claims settle every way: in the window (a full budget, every later one to a
+/// full destination) and by the walk. `$make` is callable as `$make(window)` and returns
+/// what `storage_contract_tests!`'s maker does.
+#[macro_export]
+macro_rules! claim_window_tests {
+    ($make:expr) => {
+        mod claims_through_a_small_window {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $crate::claim_window_tests!(@each $make;
+                claims_choose_what_the_three_rounds_choose,
+                a_flooded_case_does_not_keep_others_out_of_a_claim,
+                claims_take_what_is_in_flight_into_account,
+                destination_caps_count_only_what_the_case_caps_let_through,
+                saved_deliveries_are_claimed_earliest_first_under_a_lease,
+            );
+        }
+    };
+    (@each $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                for window in [1, 2, 5] {
+                    let (store, _kept) =
+                        $crate::contract::ContractStore::into_parts(($make)(window).await);
+                    $crate::contract::$name(store).await;
+                }
+            }
+        )*
+    };
+}
+
 // ---------------------------------------------------------------------------------------
 // Cases
 // ---------------------------------------------------------------------------------------
