@@ -421,15 +421,22 @@ mod fair_claims {
         #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
         /// The store's fair claim takes what `ClaimLimits::select` picks, on a fresh
-        /// database per outbox.
+        /// database per outbox, whatever the window it ranks first (of one to three, or
+        /// the default, which holds every due delivery of these outboxes).
         #[test]
-        fn claims_take_what_claim_limits_select(outbox in outboxes()) {
+        fn claims_take_what_claim_limits_select(
+            outbox in outboxes(),
+            window in prop::option::of(1usize..4),
+        ) {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .expect("a runtime");
             runtime.block_on(async {
-                let (store, _db) = super::fresh_store().await;
+                let (store, _db) = match window {
+                    Some(window) => super::fresh_store_with_window(window).await,
+                    None => super::fresh_store().await,
+                };
                 claims_as_select_picks(&store, &outbox).await;
             });
         }

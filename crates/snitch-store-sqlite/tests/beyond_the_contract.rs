@@ -434,21 +434,28 @@ async fn tables_renamed_to_snitch_prefix_keep_their_rows() {
 mod fair_claims {
     use proptest::prelude::*;
     use snitch_store_sql::claims::{claims_as_select_picks, outboxes};
-    use snitch_store_sqlite::SqliteStorage;
+    use snitch_store_sqlite::{SqliteStorage, SqliteStorageOptions};
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
         /// The store's fair claim takes what `ClaimLimits::select` picks, on a fresh file
-        /// per outbox.
+        /// per outbox, whatever the window it ranks first (of one to three, or the
+        /// default, which holds every due delivery of these outboxes).
         #[test]
-        fn claims_take_what_claim_limits_select(outbox in outboxes()) {
+        fn claims_take_what_claim_limits_select(
+            outbox in outboxes(),
+            window in prop::option::of(1usize..4),
+        ) {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .expect("a runtime");
             runtime.block_on(async {
-                let store = SqliteStorage::new(super::fresh_pool().await);
+                let options = window.map_or_else(SqliteStorageOptions::default, |w| {
+                    SqliteStorageOptions::default().with_claim_window(w)
+                });
+                let store = SqliteStorage::with_options(super::fresh_pool().await, options);
                 claims_as_select_picks(&store, &outbox).await;
             });
         }
