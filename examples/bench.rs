@@ -1913,7 +1913,7 @@ struct SeenSweep {
     /// From the boundary to the answer of the first scrape showing every due snitch
     /// `failed`.
     all_failed: Duration,
-    /// To the answer of the first scrape showing any.
+    /// To the answer of the first scrape showing any of this boundary's.
     first_failed: Option<Duration>,
     scrapes: usize,
     /// How long a scrape took (nearest-rank, microseconds).
@@ -2099,7 +2099,7 @@ async fn watch_sweep(
         let answered = SystemClock.now();
         scrape_micros.push(as_micros(sent.elapsed()));
         let failed = statuses.get("failed").copied().unwrap_or(0) as usize;
-        if failed > 0 && first_failed.is_none() && answered >= boundary {
+        if failed > failed_before && first_failed.is_none() && answered >= boundary {
             first_failed = Some(since(answered));
         }
         if failed >= failed_before + population.due {
