@@ -16,8 +16,10 @@
 # JSON (row 8 gives each case one webhook and no member). The parts are measured apart
 # (`update`: the snitches only; `events`: and their events; `all`: and the deliveries), with
 # and without the sweep's lease (`snitch.sweep_leases`, written and committed before each
-# batch, as a claim does), on one connection and on two (each half of the tokens). It
-# prints the backend's CPU (utime + stime from /proc) per missed snitch and the wall time.
+# batch, as a claim does), on one connection and on two (each half of the tokens), and
+# once with an outbox bare of the indexes its claims read (only its primary key: what a
+# leaner outbox could save at most). It prints the backend's CPU (utime + stime from
+# /proc) per missed snitch and the wall time.
 #
 # Settings (environment): DATABASE_URL (an existing database of the server, default
 # postgres://postgres@127.0.0.1:5432/postgres; databases snitch_floor_template and
@@ -94,11 +96,16 @@ FROM generate_series(0, 999999) n,
 VACUUM (ANALYZE) snitch.snitches;
 SQL
 
-# One measurement: PARTS (update, events, all), LEASE (on, off), WORKERS (1, 2).
+# One measurement: PARTS (update, events, all), LEASE (on, off), WORKERS (1, 2), OUTBOX
+# (indexed, bare).
 measure() {
-    local parts=$1 lease=$2 workers=$3
+    local parts=$1 lease=$2 workers=$3 outbox=${4:-indexed}
     admin "DROP DATABASE IF EXISTS $RUN"
     admin "CREATE DATABASE $RUN TEMPLATE $TEMPLATE"
+    if [[ $outbox == bare ]]; then
+        psql "$BASE/$RUN" -qAtc "DROP INDEX snitch.deliveries_by_event, snitch.deliveries_due_by_class,
+            snitch.deliveries_due_by_key, snitch.deliveries_pending_by_destination"
+    fi
     psql "$BASE/$RUN" -qAtc "CHECKPOINT"
     local ranges=("bench000000000000000 bench999999999999999")
     if [[ $workers == 2 ]]; then
@@ -122,8 +129,8 @@ measure() {
         || (SELECT count(*) FROM snitch.events) || ' events, ' \
         || (SELECT count(*) FROM snitch.deliveries) || ' deliveries, ' \
         || (SELECT count(*) FROM snitch.sweep_leases) || ' leases' FROM snitch.snitches")
-    printf '%-7s lease %-3s %d connection(s): %5.1f µs of Postgres CPU per missed snitch, %5.2f s wall (%s)\n' \
-        "$parts" "$lease" "$workers" "$(echo "$ticks * 1000000 / $hz / 100000" | bc -l)" \
+    printf '%-7s lease %-3s outbox %-7s %d connection(s): %5.1f µs of Postgres CPU per missed snitch, %5.2f s wall (%s)\n' \
+        "$parts" "$lease" "$outbox" "$workers" "$(echo "$ticks * 1000000 / $hz / 100000" | bc -l)" \
         "$(echo "$ended - $started" | bc -l)" "$failed"
     if grep -q ERROR "$out"/*; then
         cat "$out"/* >&2
@@ -200,5 +207,6 @@ for parts in ${FLOOR_PARTS:-update events all}; do
     measure "$parts" off 1
 done
 measure all on 1
+measure all off 1 bare
 measure all off 2
 measure all on 2
