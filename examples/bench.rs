@@ -902,7 +902,6 @@ fn wrk_micros(raw: &str) -> Result<u32, BoxError> {
 // ---------------------------------------------------------------------------------------
 // Rows 3a, 3b and 4: a large population of snitches written straight into a store.
 
-/// Row 3a: the sweep of the memory store.
 /// One run of a sweep row (3a, 3b, 3c): how long `tick` took, and how its store was set up.
 struct SweepRun {
     took: Duration,
@@ -932,20 +931,14 @@ where
         );
         runs.push(done);
     }
-    let times: Vec<String> = runs
-        .iter()
-        .map(|r| format!("{:.3}", r.took.as_secs_f64()))
-        .collect();
-    let mut sorted: Vec<&SweepRun> = runs.iter().collect();
-    sorted.sort_by_key(|r| r.took);
-    let median = sorted.get(sorted.len() / 2).ok_or("no run")?;
+    let median = median_by(&runs, |r| r.took)?;
     Ok(Measured {
         figure: format!(
-            "median {:.3} s of {} runs ({} s) to detect and store {} events (set-up of the \
+            "median {:.3} s of {} runs ({}) to detect and store {} events (set-up of the \
              median run: {})",
             median.took.as_secs_f64(),
             runs.len(),
-            times.join(", "),
+            seconds(runs.iter().map(|r| r.took)),
             thousands(population.due),
             median.set_up
         ),
@@ -1976,23 +1969,19 @@ impl SeenSweep {
     }
 }
 
-/// The sweep of `seen` (one per boundary, in time order) whose time to all `failed` is
-/// the median.
-fn median_sweep(seen: &[SeenSweep]) -> Result<&SeenSweep, BoxError> {
-    let mut sorted: Vec<&SeenSweep> = seen.iter().collect();
-    sorted.sort_by_key(|s| s.all_failed);
+/// The item of `items` whose `key` is the median (of an even count, the upper one).
+fn median_by<T, K: Ord>(items: &[T], key: impl Fn(&T) -> K) -> Result<&T, BoxError> {
+    let mut sorted: Vec<&T> = items.iter().collect();
+    sorted.sort_by_key(|item| key(item));
     sorted
         .get(sorted.len() / 2)
         .copied()
-        .ok_or_else(|| "no sweep was watched".into())
+        .ok_or_else(|| "nothing was measured".into())
 }
 
-/// `0.812, 0.950, 0.801 s`: each boundary's time to all `failed`, in time order.
-fn sweep_times(seen: &[SeenSweep]) -> String {
-    let times: Vec<String> = seen
-        .iter()
-        .map(|s| format!("{:.3}", s.all_failed.as_secs_f64()))
-        .collect();
+/// `0.812, 0.950, 0.801 s`: each run's time, in the order run.
+fn seconds(times: impl Iterator<Item = Duration>) -> String {
+    let times: Vec<String> = times.map(|t| format!("{:.3}", t.as_secs_f64())).collect();
     format!("{} s", times.join(", "))
 }
 
@@ -2203,14 +2192,14 @@ async fn sweep_seen(
         Duration::from_secs(60),
     )
     .await?;
-    let median = median_sweep(&seen)?;
+    let median = median_by(&seen, |s| s.all_failed)?;
     Ok(Measured {
         figure: format!(
             "median {:.3} s of {} ({}); the median one: {} (set-up: {} snitches, {} due at \
              each boundary, made by {set_up})",
             median.all_failed.as_secs_f64(),
             boundaries_apart(&population),
-            sweep_times(&seen),
+            seconds(seen.iter().map(|s| s.all_failed)),
             median.figure(&population),
             thousands(population.total),
             thousands(population.due),
@@ -2325,7 +2314,7 @@ async fn million_in(
         Duration::from_secs(120),
     )
     .await?;
-    let median = median_sweep(&seen)?;
+    let median = median_by(&seen, |s| s.all_failed)?;
     // (d) Memory at the end.
     let (rss, hwm) = process_memory(pid)?;
     let last_boundary = *snitches.boundaries()?.last().ok_or("no boundary")?;
@@ -2378,7 +2367,7 @@ async fn million_in(
         ms(spread.latency.p99),
         median.all_failed.as_secs_f64(),
         boundaries_apart(&population),
-        sweep_times(&seen),
+        seconds(seen.iter().map(|s| s.all_failed)),
         thousands(population.due),
         median.statuses(),
         if median.exact(&population) {
