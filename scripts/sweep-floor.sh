@@ -122,6 +122,11 @@ measure() {
     done
     wait
     ended=$(date +%s.%N)
+    # A worker that failed prints no figure: its CPU and counts would be of a partial run.
+    if grep -q ERROR "$out"/*; then
+        cat "$out"/* >&2
+        exit 1
+    fi
     local ticks hz failed
     ticks=$(awk '/^ticks/ { sum += $2 } END { print sum }' "$out"/*)
     hz=$(getconf CLK_TCK)
@@ -132,10 +137,6 @@ measure() {
     printf '%-7s lease %-3s outbox %-7s %d connection(s): %5.1f µs of Postgres CPU per missed snitch, %5.2f s wall (%s)\n' \
         "$parts" "$lease" "$outbox" "$workers" "$(echo "$ticks * 1000000 / $hz / 100000" | bc -l)" \
         "$(echo "$ended - $started" | bc -l)" "$failed"
-    if grep -q ERROR "$out"/*; then
-        cat "$out"/* >&2
-        exit 1
-    fi
     rm -rf "$out"
 }
 
