@@ -10,9 +10,11 @@ use snitch_core::{
 };
 use utoipa::ToSchema;
 
-/// Datetimes on the wire: ISO 8601, milliseconds, `Z`.
+/// Datetimes on the wire: ISO 8601, milliseconds, `Z`. chrono's RFC 3339 writer, not a
+/// `format` string, which is parsed again at every call: a list of 10,000 snitches formats
+/// 50,000 instants, and that parsing was a sixth of the server's time for the list.
 pub fn format_time(t: Timestamp) -> String {
-    t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 fn format_opt(t: Option<Timestamp>) -> Option<String> {
@@ -756,6 +758,25 @@ pub fn webhook_fields(body: Option<&Value>) -> Result<(String, Option<String>), 
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn instants_are_written_with_milliseconds_and_z() {
+        let at = |text: &str| text.parse::<Timestamp>().unwrap();
+        for (instant, written) in [
+            ("2026-12-04T21:35:03.123456Z", "2026-12-04T21:35:03.123Z"),
+            ("2026-12-04T21:35:03Z", "2026-12-04T21:35:03.000Z"),
+            ("2026-03-29T01:30:00.5+02:00", "2026-03-28T23:30:00.500Z"),
+            ("0001-01-01T00:00:00Z", "0001-01-01T00:00:00.000Z"),
+            ("9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"),
+        ] {
+            assert_eq!(format_time(at(instant)), written);
+            // The same as the `format` string the wire used before.
+            assert_eq!(
+                format_time(at(instant)),
+                at(instant).format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+            );
+        }
+    }
 
     #[test]
     fn credentials_in_hook_urls_are_never_shown() {
