@@ -271,6 +271,15 @@ pub(crate) fn number_array_literal(items: &[i64]) -> String {
     literal
 }
 
+/// A snitch of a case's list with its place in the list's order (`created_at`, then
+/// `seq`): where the next page starts.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct ListedSnitchRow {
+    #[sqlx(flatten)]
+    pub(crate) snitch: SnitchRow,
+    pub(crate) seq: i64,
+}
+
 /// A snitch with its case's columns (all `None` when the case is not stored), as the
 /// batched reads return them.
 #[derive(Debug, sqlx::FromRow)]

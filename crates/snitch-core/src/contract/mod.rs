@@ -88,6 +88,7 @@ macro_rules! storage_contract_tests {
             // Listing a case's snitches.
             snitches_lists_only_the_case_own,
             snitches_are_oldest_first,
+            a_long_list_comes_whole_and_in_order,
             snitches_filter_requires_every_tag,
             snitches_of_unknown_case_is_empty,
             // Saving changes.
@@ -552,6 +553,50 @@ pub async fn snitches_are_oldest_first(store: Arc<dyn Storage>) {
     let after = store.snitches(&acme.id, &[]).await.expect("list");
     assert_eq!(tokens(&after), expected, "a save does not reorder");
     assert_eq!(after[2], saved, "the listing shows the saved state");
+}
+
+/// A case of thousands lists every snitch once, oldest first and by insertion among equal
+/// instants, with and without a filter; a store may read a long list in pages, and ties of
+/// `created_at` then lie across the pages' edges.
+pub async fn a_long_list_comes_whole_and_in_order(store: Arc<dyn Storage>) {
+    const SNITCHES: u64 = 5_001;
+    let acme = with_case(&store, "acme").await;
+    let globex = with_case(&store, "globex").await;
+    // Three instants, taken in turn, so each has a third of the case; every tenth snitch is
+    // globex's, and every other one of acme's is tagged.
+    let created = |n: u64| at(-((n % 3) as i64));
+    let all: Vec<Snitch> = (1..=SNITCHES)
+        .map(|n| {
+            let owner = if n % 10 == 0 { &globex } else { &acme };
+            let mut s = snitch(owner, n, created(n));
+            if n % 2 == 0 {
+                s.tags = Tags::parse(&["db"]).expect("valid tags");
+            }
+            s
+        })
+        .collect();
+    for batch in all.chunks(1_000) {
+        store
+            .insert_snitches(batch, SNITCHES as u32)
+            .await
+            .expect("insert a batch");
+    }
+    let expected = |keep: &dyn Fn(u64) -> bool| {
+        let mut numbers: Vec<u64> = (1..=SNITCHES).filter(|n| keep(*n)).collect();
+        // Oldest first; the sort is stable, so insertion order among ties.
+        numbers.sort_by_key(|n| created(*n));
+        tokens_of(&numbers)
+    };
+    let acme_all = expected(&|n| n % 10 != 0);
+    assert_eq!(acme_all.len(), 4_501);
+    assert_eq!(listed(&store, &acme, &[]).await, acme_all);
+    let acme_tagged = expected(&|n| n % 10 != 0 && n % 2 == 0);
+    assert_eq!(acme_tagged.len(), 2_000);
+    assert_eq!(listed(&store, &acme, &["db"]).await, acme_tagged);
+    assert_eq!(
+        listed(&store, &globex, &[]).await,
+        expected(&|n| n % 10 == 0)
+    );
 }
 
 /// A tag filter keeps the snitches that carry every one of its tags; none means all.
