@@ -636,7 +636,7 @@ impl Storage for PgStorage {
         let tags: Vec<&str> = tags.iter().map(Tag::as_str).collect();
         let mut tx = self
             .pool
-            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            .begin_with(LIST_TRANSACTION)
             .await
             .map_err(backend)?;
         let mut snitches = Vec::new();
@@ -1075,12 +1075,18 @@ static SELECT_CASE: LazyLock<String> = LazyLock::new(sql::select_case::<Pg>);
 static SELECT_CASES: LazyLock<String> = LazyLock::new(sql::select_cases::<Pg>);
 static INSERT_API_KEY: LazyLock<String> = LazyLock::new(sql::insert_api_key::<Pg>);
 static API_KEYS: LazyLock<String> = LazyLock::new(sql::api_keys::<Pg>);
-/// Snitches per statement of a case's list. With a limit well under a case's rows the
-/// planner reads the case's index in order, so a case reads the same pages whatever the
-/// rest of the table holds. Without one, at a million snitches it took a bitmap scan of
-/// the case and a sort of all its rows, in parallel workers: 23 ms for a case of 10,000
-/// where its index takes 6 ms (BENCHMARKS.md, row 8e).
+/// Snitches per statement of a case's list: a long list is read a page at a time, so the
+/// server never holds all of a large case's raw rows at once.
 const LIST_PAGE: usize = 2_000;
+/// The transaction of a case's list: one snapshot for all its pages, and no sort, so the
+/// planner reads the case's index in order and a case costs the same whatever the rest of
+/// the table holds. Left to choose, at a million snitches it took a bitmap scan of the case
+/// and a sort of its rows, in parallel workers: 23 ms for a case of 10,000 where its index
+/// takes 6 ms; and on a table not yet analyzed it guessed a case of 29 rows and sorted
+/// the whole case again for every page (BENCHMARKS.md, row 8e). One simple query, one
+/// round trip.
+const LIST_TRANSACTION: &str =
+    "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL enable_sort = off";
 /// A case's first page: `$1` the case, `$2` the tags.
 static SNITCHES_OF_CASE: LazyLock<String> = LazyLock::new(|| {
     format!(
