@@ -1724,8 +1724,8 @@ impl LiveSnitches {
     }
 
     /// Stores the cases, inserts the snitches never due, plans the boundaries (the first
-    /// `lead` ahead; none when the population has none) and inserts the due ones, with the store's bulk insert, a batch at a
-    /// time; the time the inserts took.
+    /// `lead` ahead; none when the population has none) and inserts the due ones, with
+    /// the store's bulk insert, a batch at a time; the time the inserts took.
     async fn fill(
         &mut self,
         storage: Arc<dyn Storage>,

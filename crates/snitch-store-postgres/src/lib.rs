@@ -631,7 +631,8 @@ impl Storage for PgStorage {
             .await
     }
 
-    /// Read a page of [`LIST_PAGE`] at a time, all in one snapshot: see [`LIST_PAGE`].
+    /// Read [`LIST_PAGE`] at a time, all in one snapshot, by the case's index in order
+    /// ([`LIST_TRANSACTION`]).
     async fn snitches(&self, case: &CaseId, tags: &[Tag]) -> Result<Vec<Snitch>, StorageError> {
         let tags: Vec<&str> = tags.iter().map(Tag::as_str).collect();
         let mut tx = self
