@@ -631,8 +631,8 @@ impl Storage for PgStorage {
             .await
     }
 
-    /// Read [`LIST_PAGE`] at a time, all in one snapshot, by the case's index in order
-    /// ([`LIST_TRANSACTION`]).
+    /// Read 2,000 snitches at a time, all in one snapshot, by the case's index in order
+    /// (`LIST_PAGE`, `LIST_TRANSACTION`).
     async fn snitches(&self, case: &CaseId, tags: &[Tag]) -> Result<Vec<Snitch>, StorageError> {
         let tags: Vec<&str> = tags.iter().map(Tag::as_str).collect();
         let mut tx = self
