@@ -98,6 +98,85 @@ async fn postgres_a_job_on_time_through_the_fall_back_night_is_never_missing() {
     a_job_on_time_through_the_fall_back_night_is_never_missing(Store::Postgres).await;
 }
 
+/// A grace longer than the gap between runs: a snitch of every minute with an hour of
+/// grace, checked in as it is made, expects its next run after that check-in (never one
+/// from before it existed), is not announced while the job keeps running, and after a
+/// pause and a resume is again due after the resume.
+async fn a_first_check_in_and_a_resume_expect_no_run_before_them(store: Store) {
+    let made = at("2026-03-10T12:00:10Z");
+    let clock = Arc::new(ManualClock::new(made));
+    let (server, _kept) = start_on(store, clock.clone()).await;
+    let snitch = server
+        .create(json!({"name": "ov", "schedule": "* * * * *", "grace_seconds": 3600}))
+        .await;
+    let token = token_of(&snitch);
+    let path = format!("/v1/snitches/{token}");
+    server.check_in(&token, "").await;
+    let snitch = server.get_ok(&path).await;
+    assert_eq!(
+        snitch["next_expected_at"], "2026-03-10T12:01:00.000Z",
+        "{store:?}"
+    );
+    assert_eq!(
+        snitch["deadline_at"], "2026-03-10T13:01:00.000Z",
+        "{store:?}"
+    );
+
+    // The job runs every minute, at :05 past, for ten minutes: never announced, and its
+    // next run is always the one after its last check-in.
+    let mut now = made;
+    for minute in 1..=10 {
+        now = at("2026-03-10T12:00:05Z") + Duration::minutes(minute);
+        server.tick_at(&clock, now).await;
+        server.check_in(&token, "").await;
+        let snitch = server.get_ok(&path).await;
+        let next: DateTime<Utc> = snitch["next_expected_at"]
+            .as_str()
+            .expect("next_expected_at")
+            .parse()
+            .expect("an instant");
+        assert!(next > now - Duration::minutes(1), "{store:?}: {snitch}");
+        assert_eq!(snitch["status"], "healthy", "{store:?}: {snitch}");
+    }
+    // Silent, then: nothing before an hour past the first run after the last check-in.
+    server.tick_at(&clock, now + Duration::minutes(59)).await;
+    assert_eq!(server.status_of(&token).await, "healthy", "{store:?}");
+    assert_eq!(event_kinds(&server, &token).await, ["snitch.reporting"]);
+
+    // Paused, then resumed at 14:30:10: the run due is 14:31's, by 15:31.
+    let paused = server.post_json(&format!("{path}/pause"), &json!({})).await;
+    assert_eq!(paused.status(), 204, "{store:?}");
+    clock.set(at("2026-03-10T14:30:10Z"));
+    let resumed = server
+        .post_json(&format!("{path}/unpause"), &json!({}))
+        .await;
+    assert_eq!(resumed.status(), 204, "{store:?}");
+    let snitch = server.get_ok(&path).await;
+    assert_eq!(
+        snitch["next_expected_at"], "2026-03-10T14:31:00.000Z",
+        "{store:?}"
+    );
+    server.tick_at(&clock, at("2026-03-10T15:30:59Z")).await;
+    assert_ne!(server.status_of(&token).await, "failed", "{store:?}");
+    server.tick_at(&clock, at("2026-03-10T15:31:00Z")).await;
+    assert_eq!(server.status_of(&token).await, "failed", "{store:?}");
+}
+
+#[tokio::test]
+async fn memory_a_first_check_in_and_a_resume_expect_no_run_before_them() {
+    a_first_check_in_and_a_resume_expect_no_run_before_them(Store::Memory).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_first_check_in_and_a_resume_expect_no_run_before_them() {
+    a_first_check_in_and_a_resume_expect_no_run_before_them(Store::Sqlite).await;
+}
+
+#[tokio::test]
+async fn postgres_a_first_check_in_and_a_resume_expect_no_run_before_them() {
+    a_first_check_in_and_a_resume_expect_no_run_before_them(Store::Postgres).await;
+}
+
 /// Two servers on one PostgreSQL database sweeping a silent cron snitch at the same
 /// instant announce each missed run once, not once per server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

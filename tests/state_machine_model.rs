@@ -380,14 +380,22 @@ impl CronModel {
         }
     }
 
-    /// After a check-in (or resume) at `t` with no run pending: the run whose window holds
-    /// `t` is done and the next one is due; if none holds it, the next run is due.
+    /// After a check-in (or resume) at `t` with no run pending: the latest run whose window
+    /// holds `t` is done and the next one is due; if none holds it, the next run is due.
+    /// Walks every run from `t − grace` to `t + early` (the model's own reading of the
+    /// rule, not the core's shortcut).
     fn deadline_from(&self, t: i64) -> i64 {
-        let open = self.next_after(t - self.grace - 1);
-        let due = if self.opens(open) <= t {
-            self.next_after(open)
-        } else {
-            open
+        let mut latest_holding = None;
+        let mut run = self.next_after(t - self.grace - 1);
+        while run <= t + self.early {
+            if self.opens(run) <= t && t <= run + self.grace {
+                latest_holding = Some(run);
+            }
+            run = self.next_after(run);
+        }
+        let due = match latest_holding {
+            Some(done) => self.next_after(done),
+            None => self.next_after(t),
         };
         due + self.grace
     }

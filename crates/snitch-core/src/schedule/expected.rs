@@ -8,7 +8,9 @@
 //!   for two runs: a window opens at the later of `T − early` and the midpoint between
 //!   the previous run and T. Clients whose clocks run fast still count.
 //! - `grace` may be longer than the gap between runs: then windows overlap, and a check-in
-//!   satisfies the oldest run still open (the one the deadline is for).
+//!   satisfies the oldest run still open (the one the deadline is for). A snitch that
+//!   starts counting (a first check-in, a resume) has no run open: the latest run whose
+//!   window holds the instant is satisfied, so it never starts runs behind.
 //! - A schedule with no run left (within its search horizon) has no deadline: `None`.
 
 use chrono::Duration;
@@ -189,17 +191,19 @@ impl ExpectedRuns {
 
     /// The deadline of a snitch that starts counting at `t` with no run pending: after
     /// its first check-in, a resume from a pause, or the end of our own outage, each of
-    /// which counts as a check-in at `t`. The run whose window holds `t` is satisfied and
-    /// the next one is due; when no window holds `t`, the next run is due.
+    /// which counts as a check-in at `t`. The latest run whose window holds `t` is
+    /// satisfied and the run after it is due; when no window holds `t`, the next run is
+    /// due. Either way the run due is after `t`: nothing before it is ever expected.
     pub fn deadline_from(&self, t: Timestamp) -> Option<Timestamp> {
-        // The first run whose window has not closed by `t`.
-        let open = self
-            .schedule
-            .next_after(t - self.grace - Duration::milliseconds(1))?;
-        let due = if self.window(open).opens <= t {
-            self.schedule.next_after(open)?
+        // Only the first run after `t` can hold `t` in its early span (the next one opens
+        // after halfway to it); every run up to `t` whose grace holds `t` is older than it.
+        // So: that first run is satisfied when its window is open, else it is the one due
+        // (whether or not an older run's grace still holds `t`).
+        let next = self.schedule.next_after(t)?;
+        let due = if self.window(next).opens <= t {
+            self.schedule.next_after(next)?
         } else {
-            open
+            next
         };
         Some(due + self.grace)
     }
@@ -401,6 +405,31 @@ mod tests {
     }
 
     #[test]
+    fn a_first_check_in_satisfies_the_latest_run_whose_window_holds_it() {
+        // Every minute with an hour of grace: a check-in at 12:00:10 is inside the windows
+        // of the sixty runs 11:01..12:00. The latest (12:00) is satisfied; 12:01 is due.
+        let every_minute = runs("* * * * *", "UTC", 3_600, 60);
+        assert_eq!(
+            every_minute.deadline_from(at("2026-03-10T12:00:10Z")),
+            Some(at("2026-03-10T13:01:00Z"))
+        );
+        // At 12:00:40 the early span of 12:01 holds it (it opens halfway, at 12:00:30).
+        assert_eq!(
+            every_minute.deadline_from(at("2026-03-10T12:00:40Z")),
+            Some(at("2026-03-10T13:02:00Z"))
+        );
+        // Hourly runs with three hours of grace, started at 11:30: 11:00 is satisfied,
+        // not 09:00, and the next check-in inside 12:00's window moves on by one run.
+        let hourly = runs("0 * * * *", "UTC", 3 * 3_600, 0);
+        let deadline = hourly.deadline_from(at("2026-03-10T11:30:00Z"));
+        assert_eq!(deadline, Some(at("2026-03-10T15:00:00Z")));
+        assert_eq!(
+            hourly.deadline_after_check_in(deadline, at("2026-03-10T12:05:00Z")),
+            Some(at("2026-03-10T16:00:00Z"))
+        );
+    }
+
+    #[test]
     fn a_change_makes_the_first_run_after_it_due() {
         let daily = runs("30 2 * * *", "Europe/Riga", 3_600, 60);
         // 00:20 UTC is 02:20 in Riga (winter): today's 02:30 run is after the change.
@@ -488,6 +517,40 @@ mod tests {
                 prop_assert_eq!(next, next_run.map(|r| r + expected.grace()));
                 prop_assert!(next > deadline);
                 deadline = next;
+            }
+        }
+
+        /// A snitch that starts counting at `t` (a first check-in, a resume, the end of
+        /// our outage) expects no run before `t`: the run due is after `t`, so no alert
+        /// can come before the first expected time after `t` plus its grace, and a job
+        /// that keeps running on time is never behind. Any grace, longer than the gap or
+        /// not.
+        #[test]
+        fn a_snitch_that_starts_counting_expects_nothing_before_it(
+            expression in prop::sample::select(&EXPRESSIONS[..]),
+            timezone in prop::sample::select(&ZONES[..]),
+            start_minute in 0i64..525_600,
+            offset_ms in 0i64..60_000,
+            grace in 60i64..=31_536_000,
+            early in 0i64..=3_600,
+        ) {
+            let expected = runs(expression, timezone, grace, early);
+            let t = at("2026-01-01T00:00:00Z")
+                + Duration::minutes(start_minute)
+                + Duration::milliseconds(offset_ms);
+            let deadline = expected.deadline_from(t).expect("runs go on");
+            let due = expected.expected_at(deadline);
+            let first_after = expected.schedule().next_after(t).expect("runs go on");
+            prop_assert!(due > t - expected.early(), "due {due} for a start at {t}");
+            prop_assert!(due >= first_after, "due {due}, first run after {t}: {first_after}");
+            prop_assert!(deadline >= first_after + expected.grace());
+            // The run due is the first after `t`, or the one after it when the first's
+            // early span already holds `t`.
+            let window = expected.window(first_after);
+            if window.opens <= t {
+                prop_assert_eq!(Some(due), expected.schedule().next_after(first_after));
+            } else {
+                prop_assert_eq!(due, first_after);
             }
         }
 
