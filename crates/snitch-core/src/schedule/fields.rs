@@ -170,9 +170,11 @@ impl Fields {
 
     /// cronsim's (and Debian's) impossible-date check: when every day-of-month asked for
     /// is past the 29th and no month asked for is that long, the expression can never run
-    /// (`* * 30 2 *`, `0 0 31 4 *`). A field with `L` or `LW` always has a day.
+    /// (`* * 30 2 *`, `0 0 31 4 *`). A field with `L` or `LW` always has a day. With a
+    /// restricted day-of-week the two day fields are ORed (`0 0 30 2 MON` runs every
+    /// Monday of February), so the check applies only when they are ANDed.
     fn check_days_exist(&self) -> Result<(), (Field, FieldProblem)> {
-        if self.days.last_day || self.days.last_weekday {
+        if !self.day_and || self.days.last_day || self.days.last_weekday {
             return Ok(());
         }
         let Some(first_day) = self.days.iter_values().next() else {

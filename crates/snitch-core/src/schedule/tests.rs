@@ -72,6 +72,30 @@ fn refusals_name_what_is_wrong() {
     }
 }
 
+/// Debian's cron and cronsim OR a restricted day-of-month with a restricted day-of-week:
+/// a day that February never has is no reason to refuse a schedule that also names a
+/// weekday. The impossible-date check holds only when the day-of-week field is `*`.
+#[test]
+fn an_impossible_day_of_month_with_a_weekday_runs_on_that_weekday() {
+    for expression in ["0 0 30 2 MON", "0 0 31 2 1", "0 0 30,31 2 mon-mon"] {
+        let runs = local_runs(expression, "UTC", utc(2026, 1, 1, 0, 0), 4);
+        assert_eq!(
+            runs,
+            [
+                "2026-02-02T00:00:00+00:00",
+                "2026-02-09T00:00:00+00:00",
+                "2026-02-16T00:00:00+00:00",
+                "2026-02-23T00:00:00+00:00"
+            ],
+            "{expression}"
+        );
+    }
+    // A weekday field that starts with `*` ANDs the two: still never.
+    assert!(refusal("0 0 30 2 */2")
+        .message()
+        .contains("day 30 does not exist"));
+}
+
 #[test]
 fn length_is_capped_at_100_characters() {
     let long = format!("0 0 * * {}", "1,".repeat(46) + "1");
