@@ -251,6 +251,43 @@ async fn hostile_runs_lose_nothing(store: Store) {
     assert_eq!(history(&server, &token).await.len(), list.len());
 }
 
+/// The maximum runtime a snitch shows is the one in force, within the settable range,
+/// and sending the snitch's own value back changes nothing: a default derived from a
+/// year of grace, a monthly period, and a setting of 28 days all show the 72 hours every
+/// run is held to.
+async fn the_maximum_runtime_shown_is_in_force_and_can_be_sent_back(store: Store) {
+    let clock = Arc::new(ManualClock::new(at("2026-11-23T00:00:00Z")));
+    let (server, _kept) = start_on(store, clock.clone()).await;
+    for (body, shown) in [
+        (
+            json!({"name": "yearly grace", "schedule": "0 2 * * *", "grace_seconds": 31_536_000}),
+            259_200,
+        ),
+        (
+            json!({"name": "monthly", "interval": "monthly", "max_runtime_seconds": 2_419_200}),
+            259_200,
+        ),
+        (
+            json!({"name": "short", "schedule": "*/5 * * * *", "grace_seconds": 120}),
+            120,
+        ),
+        (
+            json!({"name": "set", "interval": "daily", "max_runtime_seconds": 600}),
+            600,
+        ),
+    ] {
+        let snitch = server.create(body.clone()).await;
+        assert_eq!(snitch["max_runtime_seconds"], shown, "{store:?}: {body}");
+        let token = token_of(&snitch);
+        let path = format!("/v1/snitches/{token}");
+        let sent_back = json!({"max_runtime_seconds": snitch["max_runtime_seconds"]});
+        let response = server.patch_json(&path, &sent_back).await;
+        assert_eq!(response.status(), StatusCode::OK, "{store:?}: {body}");
+        let after = server.get_ok(&path).await;
+        assert_eq!(after["max_runtime_seconds"], shown, "{store:?}: {after}");
+    }
+}
+
 /// Two servers on one PostgreSQL database: a run started on one ends on the other with
 /// its duration; one that hangs, swept by both at its timeout, is announced once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -324,4 +361,5 @@ on_every_store!(
     a_wrapped_run_reads_back_with_its_duration_and_output,
     a_hung_run_times_out_once,
     hostile_runs_lose_nothing,
+    the_maximum_runtime_shown_is_in_force_and_can_be_sent_back,
 );

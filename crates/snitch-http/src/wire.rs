@@ -100,7 +100,8 @@ pub struct SnitchJson {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub missed_tolerance: Option<u16>,
     /// How long a run may stay open before it times out, in seconds: the setting, or its
-    /// default (the grace of a schedule, the length of an interval's period). Shown on a
+    /// default (the grace of a schedule, the length of an interval's period), never more
+    /// than the 72 hours every run is held to. Shown on a
     /// snitch with a schedule, one that reports runs, or one with it set, as the two below.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_runtime_seconds: Option<i64>,
@@ -265,11 +266,10 @@ impl SnitchJson {
             }),
             failure_tolerance: tolerances.then_some(s.failure_tolerance()),
             missed_tolerance: tolerances.then_some(s.missed_tolerance()),
-            max_runtime_seconds: reports_runs.then(|| match s.max_runtime_seconds() {
-                Some(seconds) => i64::from(seconds),
-                None => snitch_core::runs::default_max_runtime(s.cadence(), now_or_created)
-                    .num_seconds(),
-            }),
+            // What is in force (the setting or the default, never past the 72 hours every
+            // run is held to), so the value can be sent back and changes nothing.
+            max_runtime_seconds: reports_runs
+                .then(|| s.runtime_allowed(now_or_created).num_seconds()),
             running: reports_runs.then_some(state.running()),
             last_run: reports_runs.then(|| state.last_run().map(RunJson::new)),
             email_keywords: EmailKeywordsJson::new(s.email_keywords()),
