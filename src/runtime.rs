@@ -121,6 +121,7 @@ pub struct SnitchBuilder {
     sweep_batch: usize,
     metrics: Option<Arc<Metrics>>,
     dashboard_url: Option<String>,
+    channel_test_deadline: Option<Duration>,
     check_in_email_domain: Option<String>,
     #[cfg(feature = "ui")]
     ui: snitch_http::ui::UiConfig,
@@ -154,6 +155,7 @@ impl std::fmt::Debug for SnitchBuilder {
             .field("check_in_history", &self.check_in_history)
             .field("ping_body_limit", &self.ping_body_limit)
             .field("sweep_batch", &self.sweep_batch)
+            .field("channel_test_deadline", &self.channel_test_deadline)
             .finish_non_exhaustive()
     }
 }
@@ -180,6 +182,14 @@ impl SnitchBuilder {
     /// to the dashboard under it. None (the default): messages carry no link.
     pub fn dashboard_url(mut self, url: Option<String>) -> Self {
         self.dashboard_url = url;
+        self
+    }
+
+    /// How long a channel's test notification waits for its vendor before it answers
+    /// `{"ok": false, "permanent": false}` (default 10 s): keep it under the request
+    /// timeout of whatever serves the API, so the test never ends in a 408.
+    pub fn channel_test_deadline(mut self, deadline: Duration) -> Self {
+        self.channel_test_deadline = Some(deadline);
         self
     }
 
@@ -334,6 +344,7 @@ impl SnitchBuilder {
             sweep_batch,
             metrics,
             dashboard_url,
+            channel_test_deadline,
             check_in_email_domain,
             #[cfg(feature = "ui")]
             ui,
@@ -345,14 +356,17 @@ impl SnitchBuilder {
                 WebhookChoice::Builtin(options) => options.clone(),
                 WebhookChoice::Custom(_) => WebhookOptions::default(),
             };
-            Arc::new(
-                snitch_http::outbound::channels::ChannelNotifier::new(options)
-                    .map_err(|e| {
-                        BuildError::Notifier(format!("cannot build the channel client: {e}"))
-                    })?
-                    .with_dashboard(dashboard_url.clone()),
-            )
+            let mut notifier = snitch_http::outbound::channels::ChannelNotifier::new(options)
+                .map_err(|e| BuildError::Notifier(format!("cannot build the channel client: {e}")))?
+                .with_dashboard(dashboard_url.clone())
+                .with_longest_hold(dispatcher.retry.max_delay.to_std().unwrap_or_default());
+            if let Some(deadline) = channel_test_deadline {
+                notifier = notifier.with_test_deadline(deadline);
+            }
+            Arc::new(notifier)
         };
+        #[cfg(not(feature = "webhooks"))]
+        let _ = channel_test_deadline;
         let metrics = metrics.unwrap_or_default();
         let webhooks: Arc<dyn Notifier> = match webhooks {
             #[cfg(not(feature = "webhooks"))]
@@ -509,6 +523,7 @@ impl SnitchRuntime {
             ping_body_limit: snitch_core::runs::PING_BODY_LIMIT_DEFAULT,
             sweep_batch: snitch_core::service::SWEEP_BATCH,
             dashboard_url: None,
+            channel_test_deadline: None,
             check_in_email_domain: None,
             metrics: None,
             #[cfg(feature = "ui")]

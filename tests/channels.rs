@@ -35,6 +35,8 @@ struct Seen {
 struct StandIn {
     seen: Arc<Mutex<Vec<Seen>>>,
     answer: Arc<Mutex<(u16, String)>>,
+    /// A `Retry-After` header sent with the answer, when set.
+    retry_after: Arc<Mutex<Option<String>>>,
     hang: bool,
     base: String,
 }
@@ -48,6 +50,7 @@ impl StandIn {
         let stand_in = StandIn {
             seen: Arc::default(),
             answer: Arc::new(Mutex::new((status, answer.to_owned()))),
+            retry_after: Arc::default(),
             hang,
             base,
         };
@@ -77,6 +80,13 @@ impl StandIn {
 
     fn answer(&self, status: u16, body: &str) {
         *self.answer.lock().expect("not poisoned") = (status, body.to_owned());
+        *self.retry_after.lock().expect("not poisoned") = None;
+    }
+
+    /// Answers 429 with `Retry-After: <seconds>` from now on.
+    fn rate_limit(&self, seconds: u64) {
+        *self.answer.lock().expect("not poisoned") = (429, "{}".to_owned());
+        *self.retry_after.lock().expect("not poisoned") = Some(seconds.to_string());
     }
 }
 
@@ -92,12 +102,17 @@ async fn record(State(s): State<StandIn>, uri: Uri, headers: HeaderMap, body: By
         tokio::time::sleep(Duration::from_secs(3600)).await;
     }
     let (status, answer) = s.answer.lock().expect("not poisoned").clone();
-    (
+    let mut response = (
         StatusCode::from_u16(status).expect("valid status"),
         [("content-type", "application/json")],
         answer,
     )
-        .into_response()
+        .into_response();
+    if let Some(wait) = s.retry_after.lock().expect("not poisoned").clone() {
+        let value = wait.parse().expect("a header value");
+        response.headers_mut().insert("retry-after", value);
+    }
+    response
 }
 
 const PD_OK: &str = r#"{"status":"success","message":"Event processed","dedup_key":"x"}"#;
@@ -436,4 +451,115 @@ async fn pausing_a_failed_snitch_resolves_its_page() {
     let resolve = pd.wait_for(2).await.remove(1);
     assert_eq!(resolve.body["event_action"], "resolve");
     assert_eq!(resolve.body["dedup_key"], trigger.body["dedup_key"]);
+}
+
+/// A server on the real clock retrying quickly (2 s, at most 4 s apart), with an ntfy
+/// channel of `acme` at `stand_in` that is told of pauses.
+async fn quick_retry_server_with_ntfy(stand_in: &StandIn, extra: &str) -> Server {
+    let channel = format!(
+        r#"{{ kind = "ntfy", topic = "alerts", server = "{}", events = ["paused"] }}"#,
+        stand_in.base
+    );
+    let top = format!(
+        "{NO_RATE_LIMIT}allow_private_webhooks = true\n\
+         retry_first_delay_ms = 2000\nretry_max_delay_ms = 4000\n{extra}"
+    );
+    Server::launch(
+        &top,
+        &acme_and_other(&channel, ""),
+        Arc::new(snitch::prelude::SystemClock),
+    )
+    .await
+}
+
+/// docs/rules.md#channels, #delivery: a vendor's `Retry-After` of two hours holds its
+/// channel no longer than the retry policy's longest delay (4 s here), so the delivery's
+/// retry reaches the vendor within seconds instead of failing "held" without a request
+/// until it is given up.
+#[tokio::test]
+async fn a_vendors_wait_holds_a_channel_no_longer_than_the_longest_retry_delay() {
+    let ntfy = StandIn::start(200, "{}", false).await;
+    ntfy.rate_limit(7200);
+    let server = quick_retry_server_with_ntfy(&ntfy, "").await;
+    let token = server.create_snitch("backup", "hourly").await;
+    server.check_in(&token, "").await;
+    let paused = server
+        .post_json(&format!("/v1/snitches/{token}/pause"), &json!({}))
+        .await;
+    assert_eq!(paused.status(), 204);
+    ntfy.wait_for(1).await;
+    ntfy.answer(200, "{}");
+    let seen = ntfy.wait_for(2).await;
+    assert_eq!(seen[0].body, seen[1].body, "the same alert, retried");
+    let events = server.get_ok(&format!("/v1/snitches/{token}/events")).await;
+    let attempts = events[0]["deliveries"][0]["attempts"].clone();
+    assert!(
+        attempts
+            .as_array()
+            .is_some_and(|a| a.last().is_some_and(|last| last["ok"] == true)),
+        "{events}"
+    );
+}
+
+/// docs/rules.md#channels: the test button's 429 holds nothing: the real channel's next
+/// alert goes out at once.
+#[tokio::test]
+async fn a_test_notification_never_holds_its_channel() {
+    let ntfy = StandIn::start(200, "{}", false).await;
+    let server = quick_retry_server_with_ntfy(&ntfy, "").await;
+    let listed = server.get_ok("/v1/channels").await;
+    let id = listed[0]["id"].as_str().expect("an id").to_owned();
+    ntfy.rate_limit(7200);
+    let tested: Value = server
+        .post_json(&format!("/v1/channels/{id}/test"), &json!({}))
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(tested["ok"], false, "{tested}");
+    assert_eq!(tested["permanent"], false, "{tested}");
+    ntfy.answer(200, "{}");
+    let token = server.create_snitch("backup", "hourly").await;
+    server.check_in(&token, "").await;
+    let paused = server
+        .post_json(&format!("/v1/snitches/{token}/pause"), &json!({}))
+        .await;
+    assert_eq!(paused.status(), 204);
+    let seen = ntfy.wait_for(2).await;
+    assert_eq!(seen.len(), 2);
+    let events = server.get_ok(&format!("/v1/snitches/{token}/events")).await;
+    let attempts = &events[0]["deliveries"][0]["attempts"];
+    assert_eq!(attempts.as_array().map(Vec::len), Some(1), "{events}");
+    assert_eq!(attempts[0]["ok"], true, "{events}");
+}
+
+/// docs/rules.md#channels: a test whose vendor never answers gets its answer, 200
+/// `{"ok": false, "permanent": false}`, within a deadline shorter than the request
+/// timeout (3 s here, so 2 s), never a 408.
+#[tokio::test]
+async fn a_test_of_a_vendor_that_never_answers_is_answered_before_the_request_timeout() {
+    let ntfy = StandIn::start(200, "{}", true).await;
+    let server = quick_retry_server_with_ntfy(&ntfy, "request_timeout_ms = 3000\n").await;
+    let listed = server.get_ok("/v1/channels").await;
+    let id = listed[0]["id"].as_str().expect("an id").to_owned();
+    let started = monotonic_now();
+    let answer = server
+        .post_json(&format!("/v1/channels/{id}/test"), &json!({}))
+        .await;
+    assert_eq!(answer.status(), 200);
+    let tested: Value = answer.json().await.expect("json");
+    assert_eq!(tested["ok"], false, "{tested}");
+    assert_eq!(tested["permanent"], false, "{tested}");
+    assert!(
+        tested["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no answer within 2 s"),
+        "{tested}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "it waited for the vendor"
+    );
+    assert_eq!(ntfy.seen().len(), 1);
 }

@@ -599,6 +599,12 @@ impl Config {
         }
     }
 
+    /// How long a channel's test waits for its vendor: 10 s, or two thirds of the
+    /// request timeout when that is shorter, so the test answers before the 408.
+    pub fn channel_test_deadline(&self) -> Duration {
+        Duration::from_secs(10).min(self.request_timeout() * 2 / 3)
+    }
+
     /// How the dispatcher shares its delivery slots (docs/rules.md#delivery-isolation).
     pub fn dispatcher_options(&self) -> DispatcherOptions {
         DispatcherOptions::default()
@@ -633,6 +639,7 @@ impl Config {
             .ping_body_limit(self.ping_body_limit)
             .sweep_batch(self.sweep_batch)
             .dashboard_url(self.base_url.clone())
+            .channel_test_deadline(self.channel_test_deadline())
             // Addresses are shown only where a listener receives them.
             .check_in_email_domain(
                 self.email_listen

@@ -24,6 +24,9 @@ pub struct NotifyError {
     /// For a transient failure, how long the receiver asked us to wait (a vendor's 429
     /// `Retry-After`): the retry comes then rather than after the usual backoff.
     pub retry_after: Option<chrono::Duration>,
+    /// No request went out: the channel is held after its vendor's 429. Such a failure
+    /// never gives up a delivery that no request has reached yet.
+    pub held: bool,
 }
 
 impl NotifyError {
@@ -33,6 +36,7 @@ impl NotifyError {
             detail: detail.into(),
             permanent: false,
             retry_after: None,
+            held: false,
         }
     }
 
@@ -42,6 +46,7 @@ impl NotifyError {
             detail: detail.into(),
             permanent: true,
             retry_after: None,
+            held: false,
         }
     }
 
@@ -51,6 +56,19 @@ impl NotifyError {
             detail: detail.into(),
             permanent: false,
             retry_after: Some(after),
+            held: false,
+        }
+    }
+
+    /// No request was made: the channel is held for `after` more (its vendor asked us to
+    /// wait). The detail starts with [`crate::outbox::HELD_PREFIX`], so the attempt it
+    /// records says so too.
+    pub fn held(detail: impl std::fmt::Display, after: chrono::Duration) -> Self {
+        NotifyError {
+            detail: format!("{}{detail}", crate::outbox::HELD_PREFIX),
+            permanent: false,
+            retry_after: Some(after),
+            held: true,
         }
     }
 }

@@ -79,6 +79,10 @@ impl DeliveryState {
     }
 }
 
+/// How the detail of an attempt that made no request begins: its channel was held after
+/// its vendor's 429 (see [`crate::NotifyError::held`]).
+pub const HELD_PREFIX: &str = "held: ";
+
 /// One try at a delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attempt {
@@ -90,6 +94,13 @@ pub struct Attempt {
     pub detail: String,
     /// How long the attempt took, in milliseconds.
     pub duration_ms: u64,
+}
+
+impl Attempt {
+    /// Whether a request went out (it was not failed at once by a held channel).
+    pub fn made_a_request(&self) -> bool {
+        !self.detail.starts_with(HELD_PREFIX)
+    }
 }
 
 /// One event to send through one channel.
@@ -412,6 +423,26 @@ impl RetryPolicy {
             AttemptResult::RetryAt(next)
         }
     }
+
+    /// What follows an attempt that made no request (its channel held for `after` more)
+    /// of a delivery whose `attempts` came before: as [`RetryPolicy::after_asked_wait`],
+    /// except that a delivery no request has reached is never given up. It is tried once
+    /// more when the hold ends, which is never more than the longest delay away
+    /// (docs/rules.md#delivery: never zero times short of being given up).
+    pub fn after_hold(
+        &self,
+        event_at: Timestamp,
+        now: Timestamp,
+        after: Duration,
+        attempts: &[Attempt],
+    ) -> AttemptResult {
+        match self.after_asked_wait(event_at, now, after) {
+            AttemptResult::GaveUp if !attempts.iter().any(Attempt::made_a_request) => {
+                AttemptResult::RetryAt(now + after.clamp(Duration::zero(), self.max_delay))
+            }
+            result => result,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -471,6 +502,42 @@ mod tests {
         assert_eq!(
             p.after_asked_wait(event, t("2026-11-22T23:59:59Z"), Duration::seconds(2)),
             AttemptResult::GaveUp
+        );
+    }
+
+    /// A held channel fails an attempt without a request: that alone never gives the
+    /// delivery up; once a request went out, the window closes as usual.
+    #[test]
+    fn a_delivery_no_request_reached_is_never_given_up() {
+        let p = RetryPolicy::default();
+        let event = t("2026-11-22T00:00:00Z");
+        let late = t("2026-11-22T23:59:59Z");
+        let held = Attempt {
+            at: late,
+            ok: false,
+            detail: format!("{HELD_PREFIX}ntfy asked to wait 7200 s more"),
+            duration_ms: 0,
+        };
+        let sent = Attempt {
+            detail: "ntfy answered HTTP 429".into(),
+            ..held.clone()
+        };
+        assert!(!held.made_a_request() && sent.made_a_request());
+        assert_eq!(
+            p.after_hold(event, late, Duration::days(1), std::slice::from_ref(&held)),
+            AttemptResult::RetryAt(late + Duration::hours(1))
+        );
+        assert_eq!(
+            p.after_hold(event, late, Duration::seconds(5), &[]),
+            AttemptResult::RetryAt(late + Duration::seconds(5))
+        );
+        assert_eq!(
+            p.after_hold(event, late, Duration::seconds(5), &[sent, held]),
+            AttemptResult::GaveUp
+        );
+        assert_eq!(
+            p.after_hold(event, event, Duration::seconds(5), &[]),
+            AttemptResult::RetryAt(event + Duration::seconds(5))
         );
     }
 

@@ -397,14 +397,21 @@ impl Dispatcher {
             notifier.send(&delivery).await
         };
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let (ok, permanent, detail, asked_wait) = match sent {
-            Ok(detail) => (true, false, detail, None),
-            Err(e) => (false, e.permanent, e.detail, e.retry_after),
+        let (ok, permanent, held, detail, asked_wait) = match sent {
+            Ok(detail) => (true, false, false, detail, None),
+            Err(e) => (false, e.permanent, e.held, e.detail, e.retry_after),
         };
         let result = if ok {
             AttemptResult::Delivered
         } else if permanent {
             AttemptResult::GaveUp
+        } else if held {
+            self.options.retry.after_hold(
+                delivery.event.at,
+                self.now(),
+                asked_wait.unwrap_or_else(chrono::Duration::zero),
+                &delivery.attempts,
+            )
         } else if let Some(wait) = asked_wait {
             self.options
                 .retry

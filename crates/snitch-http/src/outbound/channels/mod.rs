@@ -8,5 +8,5 @@ mod notifier;
 pub mod render;
 
 #[cfg(feature = "webhooks")]
-pub use notifier::ChannelNotifier;
+pub use notifier::{ChannelNotifier, CHANNEL_TEST_DEADLINE};
 pub use render::{alert_link, derived_ref};

@@ -24,11 +24,20 @@ use crate::outbound::webhook::WebhookOptions;
 
 /// The most of a vendor's answer read: enough for its error text.
 const ANSWER_READ_MAX: usize = 16 * 1024;
+/// How long a vendor's 429 may hold a channel when nobody said otherwise: the default
+/// retry policy's longest delay (an hour).
+const LONGEST_HOLD_DEFAULT: Duration = Duration::from_secs(3600);
+/// How long a test notification waits for its vendor: well within the server's default
+/// request timeout (30 s), whatever the webhook timeout.
+pub const CHANNEL_TEST_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Sends deliveries of vendor channels (Slack, PagerDuty, …).
 ///
-/// A channel a vendor rate-limited (429) is held until the time the vendor gave: its
-/// deliveries fail at once without a request, to be retried then; other channels go on.
+/// A channel a vendor rate-limited (429) is held until the time the vendor gave, never
+/// longer than the retry policy's longest delay ([`ChannelNotifier::with_longest_hold`]):
+/// its deliveries fail at once without a request, to be retried then; other channels go
+/// on. A test notification neither waits for a hold nor sets one, and answers within its
+/// own deadline ([`ChannelNotifier::with_test_deadline`]).
 /// For paging kinds, an event older than one already delivered for the same snitch is
 /// not sent (a late trigger must not reopen a resolved page).
 pub struct ChannelNotifier {
@@ -36,6 +45,8 @@ pub struct ChannelNotifier {
     options: WebhookOptions,
     dashboard: Option<String>,
     held_until: Mutex<HashMap<String, Instant>>,
+    longest_hold: Duration,
+    test_deadline: Duration,
     newest_sent: Mutex<HashMap<(String, String), u64>>,
     clock: Arc<dyn Clock>,
 }
@@ -57,6 +68,8 @@ impl ChannelNotifier {
             options,
             dashboard: None,
             held_until: Mutex::default(),
+            longest_hold: LONGEST_HOLD_DEFAULT,
+            test_deadline: CHANNEL_TEST_DEADLINE,
             newest_sent: Mutex::default(),
             clock: Arc::new(SystemClock),
         })
@@ -65,6 +78,22 @@ impl ChannelNotifier {
     /// Messages link to the dashboard under `base_url` (the server's public URL).
     pub fn with_dashboard(mut self, base_url: Option<String>) -> Self {
         self.dashboard = base_url.map(|b| b.trim_end_matches('/').to_owned());
+        self
+    }
+
+    /// A vendor's 429 holds its channel at most this long (its `Retry-After` may ask for
+    /// a day): the dispatcher's longest delay between retries, so a held delivery is never
+    /// retried into a hold that has not ended.
+    pub fn with_longest_hold(mut self, longest: Duration) -> Self {
+        self.longest_hold = longest;
+        self
+    }
+
+    /// A test notification whose vendor has not answered within `deadline` fails as
+    /// transient (`no answer within …`): shorter than the server's request timeout, so the
+    /// person who pressed the button gets the result, not a 408.
+    pub fn with_test_deadline(mut self, deadline: Duration) -> Self {
+        self.test_deadline = deadline;
         self
     }
 
@@ -84,8 +113,15 @@ impl ChannelNotifier {
             self.clock.now(),
             self.dashboard.as_deref(),
         );
-        self.send_message(&channel.id, &channel.settings, &message)
-            .await
+        // Nobody's alerts wait on a test: it ignores the channel's hold and sets none.
+        let sent = self.send_requests(&channel.settings, &message);
+        match tokio::time::timeout(self.test_deadline, sent).await {
+            Ok(answered) => answered,
+            Err(_) => Err(NotifyError::new(format!(
+                "no answer within {} s",
+                self.test_deadline.as_secs_f64()
+            ))),
+        }
     }
 
     async fn send_message(
@@ -95,22 +131,33 @@ impl ChannelNotifier {
         message: &Message,
     ) -> Result<String, NotifyError> {
         if let Some(wait) = self.held(channel_id) {
-            return Err(NotifyError::retry_after(
-                format!(
-                    "held: {} asked to wait {} s more",
+            return Err(NotifyError::held(
+                format_args!(
+                    "{} asked to wait {} s more",
                     settings.kind(),
                     wait.as_secs()
                 ),
                 chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
             ));
         }
+        self.send_requests(settings, message)
+            .await
+            .inspect_err(|e| {
+                if let Some(wait) = e.retry_after.and_then(|w| w.to_std().ok()) {
+                    self.hold(channel_id, wait.min(self.longest_hold));
+                }
+            })
+    }
+
+    /// Sends the vendor's calls for `message`, in order: the last one's answer.
+    async fn send_requests(
+        &self,
+        settings: &ChannelSettings,
+        message: &Message,
+    ) -> Result<String, NotifyError> {
         let mut answered = String::new();
         for request in render::requests(settings, message)? {
-            answered = self.call(settings.kind(), request).await.inspect_err(|e| {
-                if let Some(wait) = e.retry_after.and_then(|w| w.to_std().ok()) {
-                    self.hold(channel_id, wait);
-                }
-            })?;
+            answered = self.call(settings.kind(), request).await?;
         }
         Ok(answered)
     }
