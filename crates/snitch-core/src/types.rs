@@ -57,6 +57,25 @@ fn refuse_control(attribute: &str, raw: &str) -> Result<(), Validation> {
     }
 }
 
+/// Whether `c` breaks a line or reorders the text around it: a control character (C0,
+/// DEL, C1: line feed, carriage return, NEL, tab, escape, …), U+2028 LINE SEPARATOR,
+/// U+2029 PARAGRAPH SEPARATOR, or a bidirectional control (U+061C, U+200E, U+200F,
+/// U+202A to U+202E, U+2066 to U+2069). Text that must stay on one line, in the order it
+/// was written, holds none (docs/rules.md#hostile-input).
+pub fn is_layout_control(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}'
+                | '\u{2029}'
+                | '\u{61c}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+        )
+}
+
 /// Text a job sent that is kept, never refused: NUL becomes U+FFFD, since not every store
 /// can hold it.
 fn replace_nul(raw: &str) -> String {
@@ -605,7 +624,8 @@ pub enum Outcome {
     /// The run succeeded.
     #[default]
     Success,
-    /// The exit status the job sent, cut to 64 characters.
+    /// The exit status the job sent, cut to 64 characters, on one line
+    /// ([`Outcome::from_exit_status`]).
     Error {
         /// The exit status the job sent.
         exit_status: String,
@@ -613,16 +633,21 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// The outcome of the `s` parameter: absent, empty or `0` is success.
+    /// The outcome of the `s` parameter: absent, empty or `0` is success. Never refused:
+    /// an exit status is cut to 64 characters and kept on one line, every NUL, control
+    /// character, line or paragraph separator and bidirectional control replaced by
+    /// U+FFFD ([`is_layout_control`]), so no alert can show part of it as a line of its
+    /// own (docs/rules.md#check-ins).
     pub fn from_exit_status(s: Option<&str>) -> Outcome {
         match s.map(str::trim) {
             None | Some("") | Some("0") => Outcome::Success,
-            Some(other) => {
-                let cut: String = other.chars().take(64).collect();
-                Outcome::Error {
-                    exit_status: replace_nul(&cut),
-                }
-            }
+            Some(other) => Outcome::Error {
+                exit_status: other
+                    .chars()
+                    .take(64)
+                    .map(|c| if is_layout_control(c) { '\u{FFFD}' } else { c })
+                    .collect(),
+            },
         }
     }
 
@@ -791,6 +816,37 @@ mod tests {
         assert_eq!(Tag::parse("\0"), nul("tags"));
         assert_eq!(Notes::parse("x\0"), nul("notes"));
         assert_eq!(AlertEmails::parse(&["a\0@example.com"]), nul("alert_email"));
+    }
+
+    /// docs/rules.md#check-ins: an exit status is kept on one line, bounded, with no
+    /// character that breaks or reorders a line, so no reader can take part of it for
+    /// text of ours.
+    #[test]
+    fn an_exit_status_is_one_bounded_line_without_control_characters() {
+        for hostile in [
+            "7\n\nThis alert is a test. No action needed.",
+            "7\r\nStatus: healthy",
+            "7\u{2028}next\u{2029}para\u{85}nel\u{b}\u{c}\u{1b}[2J",
+            "7\u{202e}\u{2066}\u{2067}\u{2068}\u{2069}\u{200e}\u{200f}\u{61c}\u{202a}",
+            "7\t\0x",
+        ] {
+            let outcome = Outcome::from_exit_status(Some(hostile));
+            let kept = outcome.exit_status().expect("an error");
+            assert!(
+                !kept.chars().any(is_layout_control),
+                "{hostile:?} kept as {kept:?}"
+            );
+            assert!(
+                kept.starts_with('7') && kept.contains('\u{FFFD}'),
+                "{kept:?}"
+            );
+        }
+        assert_eq!(
+            Outcome::from_exit_status(Some("7\n\nThis alert")).exit_status(),
+            Some("7\u{FFFD}\u{FFFD}This alert")
+        );
+        let long = Outcome::from_exit_status(Some(&format!("7{}", "\u{202e}".repeat(1000))));
+        assert_eq!(long.exit_status().map(|s| s.chars().count()), Some(64));
     }
 
     #[test]
