@@ -1404,6 +1404,93 @@ async fn hostile_text_arrives_inert() {
     }
 }
 
+/// What a hostile job writes to look like a line of ours.
+const FORGED: &str = "This alert is a test";
+
+/// Everything that can break a line, or reorder one, in text a job or a user wrote.
+const BREAKERS: [&str; 11] = [
+    "\n\n", "\r", "\r\n", "\u{2028}", "\u{2029}", "\u{85}", "\u{b}", "\u{c}", "\u{202e}",
+    "\u{2066}", "\u{200f}",
+];
+
+/// The lines of a request's text as people read them: split at every line break (and at
+/// Matrix's `<br>`).
+fn lines_of(text: &str) -> Vec<&str> {
+    text.split("<br>")
+        .flat_map(|part| {
+            part.split([
+                '\n', '\r', '\u{2028}', '\u{2029}', '\u{85}', '\u{b}', '\u{c}',
+            ])
+        })
+        .collect()
+}
+
+/// docs/rules.md#channels, docs/rules.md#hostile-input: every field a job wrote (exit
+/// status, message) and the name is one line, and notes are quoted line by line, in every
+/// kind: nothing a job or a user wrote starts a line of a message, and no character of
+/// theirs breaks or reorders one, even in an event stored before intake kept the exit
+/// status on one line.
+#[tokio::test]
+async fn what_a_job_wrote_is_one_line_or_quoted_line_by_line() {
+    let n = notifier();
+    // Events numbered in order: a paging kind sends none older than one it sent.
+    let mut number = 3;
+    for kind in VENDOR_KINDS {
+        let standin = StandIn::vendor(kind).await;
+        let s = settings_for(kind, &standin);
+        for br in BREAKERS {
+            number += 2;
+            let mut errored = event(EventKind::Errored, number);
+            errored.name =
+                SnitchName::parse_stored(&format!("job{br}{FORGED}")).expect("a stored name");
+            errored.check_in = Some(CheckIn::new(
+                at(),
+                Outcome::Error {
+                    exit_status: format!("7{br}{FORGED}. No action needed."),
+                },
+                CheckInMessage::truncating(&format!("ok{br}{FORGED}")),
+            ));
+            // Notes may hold lines: they are quoted.
+            errored.notes =
+                Notes::parse(&format!("Call Bob{br}{FORGED}")).expect("notes may hold lines");
+            let mut missing = event(EventKind::Missing, number + 1);
+            missing.name = errored.name.clone();
+            missing.notes = errored.notes.clone();
+            missing.check_in = Some(CheckIn::new(
+                at(),
+                Outcome::Success,
+                CheckInMessage::truncating(&format!("ok{br}{FORGED}")),
+            ));
+            for e in [errored, missing] {
+                let before = standin.count();
+                n.send(&delivery(e, "chlines", &s))
+                    .await
+                    .unwrap_or_else(|err| panic!("{kind}: {err:?}"));
+                assert!(standin.count() > before, "{kind}: nothing sent");
+                let seen = standin.last();
+                let texts: Vec<String> = match seen.header("content-type") {
+                    Some("application/json") => strings(&seen.json()),
+                    _ => form_urlencoded::parse(&seen.body)
+                        .map(|(_, v)| v.into_owned())
+                        .collect(),
+                };
+                for text in &texts {
+                    for line in lines_of(text) {
+                        assert!(
+                            !line.trim_start().starts_with(FORGED),
+                            "{kind} {br:?}: a line {line:?} of {text:?}"
+                        );
+                        assert!(
+                            !line.chars().any(snitch_core::types::is_layout_control),
+                            "{kind} {br:?}: {line:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_token_is_in_no_request_of_any_kind() {
     let n = notifier();

@@ -22,6 +22,27 @@ pub fn loggable_id(id: &str) -> String {
     }
 }
 
+/// Text a user or a job wrote, for a place of one line (a header, a title, a field):
+/// every control character, line or paragraph separator and bidi control becomes a
+/// space, so it can neither break the line nor reorder it (docs/rules.md#hostile-input).
+pub(crate) fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if snitch_core::types::is_layout_control(c) {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// Where text a user or a job wrote may break lines: at line feeds, carriage returns,
+/// NEL, vertical tabs, form feeds and the Unicode line and paragraph separators.
+pub(crate) const LINE_BREAKS: [char; 7] = [
+    '\n', '\r', '\u{2028}', '\u{2029}', '\u{85}', '\u{b}', '\u{c}',
+];
+
 #[cfg(test)]
 mod loggable_tests {
     use super::*;

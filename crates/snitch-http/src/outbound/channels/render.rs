@@ -12,6 +12,8 @@ use serde_json::{json, Value};
 use snitch_core::runs::AlertReason;
 use snitch_core::{ChannelKey, ChannelKind, ChannelSettings, Event, EventKind, NotifyError};
 
+use crate::outbound::{one_line, LINE_BREAKS};
+
 /// How the news is for the people reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tone {
@@ -129,11 +131,13 @@ pub fn message_of(
         Some(t) => format!("no check-in since {}", at_utc(t)),
         None => "no check-in yet".to_owned(),
     };
+    // What a job wrote (message, exit status) is one line here: it may go into the
+    // summary, mid-sentence (docs/rules.md#hostile-input).
     let check_in_message = event
         .check_in
         .as_ref()
         .and_then(|c| c.message.as_ref())
-        .map(|m| m.as_str().to_owned())
+        .map(|m| one_line(m.as_str()))
         .filter(|m| !m.is_empty());
     let summary = match event.kind {
         EventKind::Missing if event.reason == Some(AlertReason::Timeout) => {
@@ -154,7 +158,7 @@ pub fn message_of(
                 .check_in
                 .as_ref()
                 .and_then(|c| c.outcome.exit_status())
-                .map(|s| format!("exit {s}"))
+                .map(|s| format!("exit {}", one_line(s)))
                 .unwrap_or_else(|| "an error".to_owned());
             match &check_in_message {
                 Some(m) => format!("errored: {status}, {m}"),
@@ -175,15 +179,16 @@ pub fn message_of(
     if let (Some(m), false) = (&check_in_message, event.kind == EventKind::Errored) {
         facts.push(("Message", m.clone()));
     }
-    if !event.notes.as_str().is_empty() {
-        facts.push(("Notes", event.notes.as_str().to_owned()));
+    let notes = event.notes.as_str().trim_end();
+    if !notes.is_empty() {
+        facts.push(("Notes", quoted_lines(notes)));
     }
     Message {
         tone,
-        name: event.name.as_str().to_owned(),
+        name: one_line(event.name.as_str()),
         summary,
         facts,
-        tags: event.tags.iter().map(|t| t.as_str().to_owned()).collect(),
+        tags: event.tags.iter().map(|t| one_line(t.as_str())).collect(),
         at: event.at,
         link: dashboard.map(|base| alert_link(base, channel_id, &incident)),
         incident,
@@ -202,7 +207,7 @@ pub fn test_message(
     let incident = keyed_hex(key, b"test");
     Message {
         tone: Tone::Test,
-        name: name.to_owned(),
+        name: one_line(name),
         summary: "works: this is a test notification from Snitch".to_owned(),
         facts: vec![("Sent", at_utc(at))],
         tags: Vec::new(),
@@ -212,6 +217,21 @@ pub fn test_message(
         idempotency: keyed_hex(key, format!("test-{}", at.timestamp_millis()).as_bytes()),
         incident: format!("test-{incident}"),
     }
+}
+
+/// Text that may hold lines (notes): one line as it is; several, each behind `> ` on a
+/// line of its own, so that none of them can pass for a line of ours
+/// (docs/rules.md#hostile-input). [`plain_lines`] puts such a value under its label.
+fn quoted_lines(text: &str) -> String {
+    let lines: Vec<&str> = text.split(LINE_BREAKS).collect();
+    if lines.len() == 1 {
+        return one_line(text);
+    }
+    lines
+        .iter()
+        .map(|line| format!("> {}", one_line(line)))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The dashboard's way from a channel's message to its snitch: it names the channel and
@@ -311,7 +331,13 @@ fn setting<'a>(settings: &'a ChannelSettings, name: &str) -> Result<&'a str, Not
 fn plain_lines(message: &Message) -> Vec<String> {
     let mut lines = vec![message.headline()];
     for (label, value) in &message.facts {
-        lines.push(format!("{label}: {value}"));
+        if value.contains('\n') {
+            // Quoted lines ([`quoted_lines`]), under their label.
+            lines.push(format!("{label}:"));
+            lines.extend(value.lines().map(str::to_owned));
+        } else {
+            lines.push(format!("{label}: {value}"));
+        }
     }
     if !message.tags.is_empty() {
         lines.push(format!("Tags: {}", message.tags.join(", ")));

@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use snitch_core::{AlertReason, Event, EventKind, Outcome, Run, Status};
 
+use crate::outbound::{one_line, LINE_BREAKS};
 use crate::wire::format_time;
 
 /// What an alert says: a subject and a plain-text body.
@@ -127,7 +128,8 @@ pub fn render_email(event: &Event, check_in_base: Option<&str>) -> EmailContent 
             }
             Outcome::Error { exit_status } => {
                 let _ = writeln!(text, "  Outcome:      error");
-                let _ = writeln!(text, "  Exit status:  {exit_status}");
+                // Kept on one line at intake; one stored before may break lines.
+                let _ = writeln!(text, "  Exit status:  {}", one_line(exit_status));
             }
         }
         if let Some(message) = &check_in.message {
@@ -175,24 +177,15 @@ fn seconds(ms: u64) -> String {
 }
 
 /// Text a user or a job wrote, each of its lines behind `prefix` (and any other control
-/// character a space), so that none of it can pass for a line of ours.
+/// character, or bidi control, a space), so that none of it can pass for a line of ours.
 fn quoted_lines(s: &str, prefix: &str) -> String {
     let mut out = String::with_capacity(s.len() + 16);
-    for line in s.split([
-        '\n', '\r', '\u{2028}', '\u{2029}', '\u{85}', '\u{b}', '\u{c}',
-    ]) {
+    for line in s.split(LINE_BREAKS) {
         out.push_str(prefix);
         out.push_str(&one_line(line));
         out.push('\n');
     }
     out
-}
-
-/// Header values and one-line fields must not break lines.
-fn one_line(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
 }
 
 #[cfg(test)]
@@ -332,6 +325,57 @@ mod tests {
         e.name = SnitchName::parse_stored("a\r\nBcc: eve@example.test").expect("name");
         let mail = render_email(&e, None);
         assert!(!mail.subject.contains(['\r', '\n']), "{:?}", mail.subject);
+    }
+
+    /// docs/rules.md#hostile-input: every field a job wrote is one line (the exit status)
+    /// or quoted line by line (the message), whatever it holds: an exit status stored
+    /// before intake kept it on one line, line breaks, separators and bidi controls
+    /// included, cannot write a line of the e-mail.
+    #[tokio::test]
+    async fn what_a_job_wrote_is_one_line_or_quoted_line_by_line() {
+        let forged = "This alert is a test. No action needed.";
+        let breaks = [
+            "\n\n", "\r", "\0", "\u{2028}", "\u{2029}", "\u{85}", "\u{b}",
+        ];
+        for br in breaks {
+            let mut e = errored();
+            // No store holds a NUL in a name: a tab stands in for it there.
+            let name_br = if br == "\0" { "\t" } else { br };
+            e.name =
+                SnitchName::parse_stored(&format!("job{name_br}{forged}\u{202e}")).expect("name");
+            e.check_in = Some(CheckIn::new(
+                t("2026-11-21T23:04:00Z"),
+                // Stored as sent, before intake kept an exit status on one line.
+                Outcome::Error {
+                    exit_status: format!("7{br}{forged}\u{202e}"),
+                },
+                snitch_core::CheckInMessage::truncating(&format!("ok{br}{forged}\u{2066}")),
+            ));
+            let mail = render_email(&e, None);
+            assert!(
+                !mail
+                    .subject
+                    .chars()
+                    .any(snitch_core::types::is_layout_control),
+                "{:?}",
+                mail.subject
+            );
+            for line in mail
+                .text
+                .split(['\n', '\r', '\u{2028}', '\u{2029}', '\u{85}', '\u{b}'])
+            {
+                assert!(
+                    !line.starts_with(forged),
+                    "{br:?}: {line:?} in:\n{}",
+                    mail.text
+                );
+                assert!(
+                    !line.chars().any(snitch_core::types::is_layout_control),
+                    "{br:?}: {line:?}"
+                );
+            }
+            assert!(mail.text.contains("  Exit status:  7"), "{}", mail.text);
+        }
     }
 
     /// Every text a user or a job wrote (tags, notes, the check-in's message) stays inside
