@@ -1491,6 +1491,130 @@ async fn what_a_job_wrote_is_one_line_or_quoted_line_by_line() {
     }
 }
 
+/// A name of every Markdown mark (and Google Chat's and Slack's).
+const MARKDOWN_NAME: &str = "*b* _i_ ~s~ `c` ||sp|| > q [l](u) #h <t:1> \\x";
+
+/// Whether each `*`, `_`, `~` and `` ` `` of `text` has a word joiner on both sides:
+/// Slack's mrkdwn and Google Chat's markup have no escape, and a mark against a word
+/// joiner opens or closes nothing.
+fn chat_marks_defused(text: &str) -> bool {
+    let chars: Vec<char> = text.chars().collect();
+    chars.iter().enumerate().all(|(i, c)| {
+        !"*_~`".contains(*c)
+            || (i > 0 && chars[i - 1] == JOINER && chars.get(i + 1) == Some(&JOINER))
+    })
+}
+
+/// Every Markdown mark of `text` has its backslash (Discord, Mattermost, Teams).
+fn markdown_marks_escaped(text: &str) -> bool {
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] == '\\' {
+            i += 2;
+            continue;
+        }
+        if "`*_~|>[]()#<".contains(chars[i]) {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// docs/rules.md#channels: every field built from user text is escaped for its vendor's
+/// format, titles, headers and summaries included, in every kind.
+#[tokio::test]
+async fn every_field_of_user_text_is_escaped_for_its_vendor_titles_included() {
+    let n = notifier();
+    let mut number = 3;
+    for kind in VENDOR_KINDS {
+        let standin = StandIn::vendor(kind).await;
+        let s = settings_for(kind, &standin);
+        number += 1;
+        let mut e = event(EventKind::Errored, number);
+        e.name = SnitchName::parse(MARKDOWN_NAME).expect("a valid name");
+        e.check_in = Some(CheckIn::new(
+            at(),
+            Outcome::from_exit_status(Some("*7*")),
+            CheckInMessage::truncating(MARKDOWN_NAME),
+        ));
+        n.send(&delivery(e, "chmarks", &s))
+            .await
+            .unwrap_or_else(|err| panic!("{kind}: {err:?}"));
+        let seen = standin.last();
+        match kind {
+            ChannelKind::Discord => {
+                let embed = &seen.json()["embeds"][0];
+                let title = embed["title"].as_str().expect("title");
+                let name = title.strip_prefix("ERRORED: ").expect("our word, as it is");
+                assert!(markdown_marks_escaped(name), "title {title:?}");
+                assert!(title.chars().count() <= 256, "{title:?}");
+                let description = embed["description"].as_str().expect("description");
+                assert!(markdown_marks_escaped(description), "{description:?}");
+            }
+            ChannelKind::Mattermost => {
+                let text = seen.json()["text"].as_str().expect("text").to_owned();
+                let (title, rest) = text.split_once('\n').expect("a title line");
+                let title = title.strip_prefix("**").and_then(|t| t.strip_suffix("**"));
+                assert!(title.is_some_and(markdown_marks_escaped), "title {title:?}");
+                let rest = rest.split("\n[Open in Snitch](").next().expect("lines");
+                assert!(markdown_marks_escaped(rest), "{rest:?}");
+            }
+            ChannelKind::Teams => {
+                let body = seen.json();
+                let card = &body["attachments"][0]["content"];
+                for block in card["body"].as_array().expect("body") {
+                    if let Some(text) = block["text"].as_str() {
+                        assert!(markdown_marks_escaped(text), "{text:?}");
+                    }
+                }
+            }
+            ChannelKind::GoogleChat => {
+                let text = seen.json()["text"].as_str().expect("text").to_owned();
+                let (title, rest) = text.split_once('\n').expect("a title line");
+                let title = title.strip_prefix('*').and_then(|t| t.strip_suffix('*'));
+                assert!(title.is_some_and(chat_marks_defused), "title {title:?}");
+                let rest = rest.split("\n<https://").next().expect("lines");
+                assert!(chat_marks_defused(rest), "{rest:?}");
+                assert!(!rest.contains('<') && !rest.contains('>'), "{rest:?}");
+            }
+            ChannelKind::Slack => {
+                let body = seen.json();
+                // The mrkdwn preview; the blocks are plain text.
+                let text = body["text"].as_str().expect("text");
+                assert!(chat_marks_defused(text), "{text:?}");
+                assert_eq!(body["blocks"][0]["text"]["type"], "plain_text");
+            }
+            ChannelKind::Telegram => {
+                let text = seen.json()["text"].as_str().expect("text").to_owned();
+                assert_html_only(&text, &["<b>", "</b>", "</a>"]);
+                assert_eq!(seen.json()["parse_mode"], "HTML");
+            }
+            ChannelKind::Matrix => {
+                let html = seen.json()["formatted_body"]
+                    .as_str()
+                    .expect("html")
+                    .to_owned();
+                assert_html_only(&html, &["<b>", "</b>", "<br>", "</a>"]);
+            }
+            ChannelKind::Ntfy => assert_eq!(seen.json()["markdown"], false),
+            ChannelKind::Pushover => {
+                // Plain text unless `html=1` is sent.
+                let form: Vec<(String, String)> =
+                    form_urlencoded::parse(&seen.body).into_owned().collect();
+                assert!(
+                    !form.iter().any(|(k, _)| k == "html" || k == "monospace"),
+                    "{form:?}"
+                );
+            }
+            // Plain-text fields only.
+            ChannelKind::Pagerduty | ChannelKind::Opsgenie => {}
+            other => panic!("{other}"),
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_token_is_in_no_request_of_any_kind() {
     let n = notifier();

@@ -256,12 +256,32 @@ pub fn defuse_mentions(text: &str) -> String {
     text.replace('@', &format!("@{JOINER}"))
 }
 
-/// Slack's three escapes (`&`, `<`, `>`): no `<!channel>`, `<@U123>` or `<url|text>`.
+/// Slack's mrkdwn and Google Chat's markup have no escape for `*`, `_`, `~` and `` ` ``:
+/// a word joiner on each side of one keeps it from opening or closing bold, italics,
+/// strike-through or code, which need a space, a line's edge or punctuation there.
+fn defuse_marks(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if matches!(c, '*' | '_' | '~' | '`') {
+            out.push(JOINER);
+            out.push(c);
+            out.push(JOINER);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Slack's mrkdwn: its three escapes (`&`, `<`, `>`: no `<!channel>`, `<@U123>` or
+/// `<url|text>`), and its marks defused.
 pub fn slack_escape(text: &str) -> String {
-    defuse_mentions(text)
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    defuse_marks(
+        &defuse_mentions(text)
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;"),
+    )
 }
 
 /// Markdown (Discord, Mattermost, Teams' TextBlocks): every character that could start
@@ -277,7 +297,14 @@ pub fn markdown_escape(text: &str) -> String {
     out
 }
 
-/// HTML text (Telegram, Matrix's `formatted_body`, Google Chat).
+/// Google Chat's text: HTML escapes (no `<users/all>` or `<url|text>`) and its marks
+/// defused.
+pub fn google_chat_escape(text: &str) -> String {
+    defuse_marks(&html_escape(text))
+}
+
+/// HTML text (Telegram, Matrix's `formatted_body`; Google Chat's, with its marks
+/// defused: [`google_chat_escape`]).
 pub fn html_escape(text: &str) -> String {
     defuse_mentions(text)
         .replace('&', "&amp;")
@@ -480,8 +507,11 @@ fn discord(m: &Message) -> Value {
             json!({"name": label, "value": markdown_escape(&cut(value, 500)), "inline": false})
         })
         .collect();
+    // A title renders Markdown too. Escaping at most doubles the name: 120 characters
+    // keep the title under Discord's 256.
+    let title = format!("{}: {}", m.tone.word(), markdown_escape(&cut(&m.name, 120)));
     let mut embed = json!({
-        "title": cut(&defuse_mentions(&m.title()), 250),
+        "title": title,
         "description": markdown_escape(&cut(&m.headline(), 3000)),
         "color": m.tone.colour(),
         "fields": fields,
@@ -537,10 +567,10 @@ fn teams(m: &Message) -> Value {
 }
 
 fn google_chat(m: &Message) -> Value {
-    let mut text = format!("*{}*", html_escape(&cut(&m.title(), 200)));
+    let mut text = format!("*{}*", google_chat_escape(&cut(&m.title(), 200)));
     for line in plain_lines(m) {
         text.push('\n');
-        text.push_str(&html_escape(&cut(&line, 2000)));
+        text.push_str(&google_chat_escape(&cut(&line, 2000)));
     }
     if let Some(link) = &m.link {
         text.push_str(&format!("\n<{link}|Open in Snitch>"));
