@@ -1615,6 +1615,81 @@ async fn every_field_of_user_text_is_escaped_for_its_vendor_titles_included() {
     }
 }
 
+/// Addresses a job or a user could write, each of which some vendor makes a link.
+const WRITTEN_URLS: [&str; 6] = [
+    "https://evil.example/x",
+    "HTTP://x",
+    "www.x.com",
+    "evil.example/login",
+    "hxxp://ok mailto:eve@evil.example",
+    "ftp://10.0.0.1/a",
+];
+
+/// docs/rules.md#channels: links in a message are ours. In every kind, a URL or domain a
+/// job or a user wrote (name, message, notes, tags) arrives defused: a word joiner after
+/// the scheme's `:` and after every dot before a letter or digit, so no vendor makes it
+/// a link; the dashboard's link is the only one. PagerDuty's `component` and Opsgenie's
+/// `tags`, matched by the vendors' rules, are sent as written.
+#[tokio::test]
+async fn links_in_a_message_are_ours_in_every_kind() {
+    let n = notifier();
+    let mut number = 3;
+    for kind in VENDOR_KINDS {
+        let standin = StandIn::vendor(kind).await;
+        let s = settings_for(kind, &standin);
+        for written in WRITTEN_URLS {
+            for event_kind in [EventKind::Errored, EventKind::Missing] {
+                number += 1;
+                let mut e = event(event_kind, number);
+                e.name = SnitchName::parse(&format!("see {written}")).expect("a valid name");
+                e.notes = Notes::parse(&format!("runbook {written}")).expect("notes");
+                e.tags = Tags::parse(&[written.split(' ').next().expect("a word")]).expect("a tag");
+                e.check_in = Some(CheckIn::new(
+                    at(),
+                    Outcome::from_exit_status(Some("1")),
+                    CheckInMessage::truncating(&format!("go to {written}")),
+                ));
+                let before = standin.count();
+                n.send(&delivery(e, "chlinks", &s))
+                    .await
+                    .unwrap_or_else(|err| panic!("{kind}: {err:?}"));
+                assert!(standin.count() > before, "{kind}: nothing sent");
+                let seen = standin.last();
+                let texts: Vec<String> = match seen.header("content-type") {
+                    Some("application/json") => {
+                        let mut body = seen.json();
+                        if let Some(payload) = body.get_mut("payload") {
+                            payload["component"] = Value::Null;
+                        }
+                        body["tags"] = Value::Null;
+                        strings(&body)
+                    }
+                    _ => form_urlencoded::parse(&seen.body)
+                        .map(|(_, v)| v.into_owned())
+                        .collect(),
+                };
+                let mut defused = false;
+                for text in &texts {
+                    // Ours: the dashboard's links, and Teams' card schema.
+                    let ours_removed = text
+                        .replace(DASHBOARD, "")
+                        .replace("http://adaptivecards.io/schemas/adaptive-card.json", "");
+                    let lower = ours_removed.to_lowercase();
+                    for bad in ["://", "evil.example", "www.x", "x.com", "10.0.0.1"] {
+                        assert!(
+                            !lower.contains(bad),
+                            "{kind}: {bad:?} of {written:?} in {text:?}"
+                        );
+                    }
+                    defused |= text.contains(&format!(":{JOINER}//"))
+                        || text.contains(&format!(".{JOINER}"));
+                }
+                assert!(defused, "{kind}: {written:?} is gone from {texts:?}");
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_token_is_in_no_request_of_any_kind() {
     let n = notifier();

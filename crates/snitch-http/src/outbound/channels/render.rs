@@ -2,10 +2,12 @@
 //! (docs/rules.md#channels). Pure: a [`Message`] in, a [`VendorRequest`] out, and a
 //! vendor's answer read back into success or a [`NotifyError`].
 //!
-//! Everything a user or a job wrote (names, tags, notes, check-in messages) is data: it
-//! goes into plain-text fields where a vendor has them, and is escaped for the vendor's
-//! markup where it has not, with `@` followed by a word joiner so that no text a job
-//! wrote can mention `@channel`, `@everyone` or a person.
+//! Everything a user or a job wrote (names, tags, notes, check-in messages, exit
+//! statuses) is data: it is one line (notes quoted line by line), it goes into
+//! plain-text fields where a vendor has them, and is escaped for the vendor's markup
+//! where it has not, titles included; [`defuse`] puts a word joiner after `@`, a
+//! scheme's `:` and a domain's dots so that no text a job wrote can mention `@channel`,
+//! `@everyone` or a person, or become a link.
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -248,12 +250,31 @@ pub fn alert_link(base: &str, channel_id: &str, reference: &str) -> String {
 // ---------------------------------------------------------------------------------------
 
 /// U+2060 WORD JOINER: invisible, and it breaks `@everyone` into text no vendor reads
-/// as a mention.
+/// as a mention, and `https://evil.example` into text no vendor makes a link.
 const JOINER: char = '\u{2060}';
 
-/// `@` made inert: a mention needs the word right after it.
-pub fn defuse_mentions(text: &str) -> String {
-    text.replace('@', &format!("@{JOINER}"))
+/// Mentions and links made inert (docs/rules.md#channels): a word joiner after every
+/// `@` (a mention needs the word right after it), after a `:` before `//` (a scheme:
+/// `https://`, `HTTP://`), and after every full stop before a letter or digit (a domain:
+/// `www.x.com`, `evil.example/x`, `10.0.0.1`; the ideographic and full-width stops
+/// too). Links in a message are ours, never a job's.
+pub fn defuse(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        let next = chars.peek().copied();
+        let defused = match c {
+            '@' => true,
+            ':' => next == Some('/') && chars.clone().nth(1) == Some('/'),
+            '.' | '\u{3002}' | '\u{ff0e}' | '\u{ff61}' => next.is_some_and(char::is_alphanumeric),
+            _ => false,
+        };
+        if defused {
+            out.push(JOINER);
+        }
+    }
+    out
 }
 
 /// Slack's mrkdwn and Google Chat's markup have no escape for `*`, `_`, `~` and `` ` ``:
@@ -277,7 +298,7 @@ fn defuse_marks(text: &str) -> String {
 /// `<url|text>`), and its marks defused.
 pub fn slack_escape(text: &str) -> String {
     defuse_marks(
-        &defuse_mentions(text)
+        &defuse(text)
             .replace('&', "&amp;")
             .replace('<', "&lt;")
             .replace('>', "&gt;"),
@@ -285,10 +306,10 @@ pub fn slack_escape(text: &str) -> String {
 }
 
 /// Markdown (Discord, Mattermost, Teams' TextBlocks): every character that could start
-/// markup gets a backslash, and mentions are defused.
+/// markup gets a backslash, and mentions and links are defused.
 pub fn markdown_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
-    for c in defuse_mentions(text).chars() {
+    for c in defuse(text).chars() {
         if "\\`*_~|>[]()#<!:-+.=".contains(c) {
             out.push('\\');
         }
@@ -306,8 +327,13 @@ pub fn google_chat_escape(text: &str) -> String {
 /// HTML text (Telegram, Matrix's `formatted_body`; Google Chat's, with its marks
 /// defused: [`google_chat_escape`]).
 pub fn html_escape(text: &str) -> String {
-    defuse_mentions(text)
-        .replace('&', "&amp;")
+    html_chars(&defuse(text))
+}
+
+/// `&`, `<`, `>` and `"` as HTML entities, and nothing else: for our own links, which
+/// stay links (an `href`).
+fn html_chars(text: &str) -> String {
+    text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
@@ -456,8 +482,9 @@ pub fn requests(
 fn slack(m: &Message) -> Value {
     // User text goes into plain_text objects, which Slack never parses; the top-level
     // `text` (the notification's preview) is mrkdwn, so it is escaped.
-    // Mentions are defused before the cut, so the joiners count toward Slack's limits.
-    let plain = |text: String, max: usize| json!({"type": "plain_text", "text": cut(&defuse_mentions(&text), max), "emoji": false});
+    // Mentions and links are defused before the cut, so the joiners count toward
+    // Slack's limits.
+    let plain = |text: String, max: usize| json!({"type": "plain_text", "text": cut(&defuse(&text), max), "emoji": false});
     let mut fields: Vec<Value> = m
         .facts
         .iter()
@@ -521,7 +548,7 @@ fn discord(m: &Message) -> Value {
         embed["url"] = json!(link);
     }
     if !m.tags.is_empty() {
-        embed["footer"] = json!({"text": cut(&defuse_mentions(&m.tags.join(", ")), 1000)});
+        embed["footer"] = json!({"text": cut(&defuse(&m.tags.join(", ")), 1000)});
     }
     // No mention of anyone, whatever the text holds.
     json!({"username": "Snitch", "embeds": [embed], "allowed_mentions": {"parse": []}})
@@ -599,18 +626,24 @@ fn pagerduty(settings: &ChannelSettings, m: &Message) -> Result<Vec<VendorReques
     let details: serde_json::Map<String, Value> = m
         .facts
         .iter()
-        .map(|(label, value)| ((*label).to_owned(), json!(value)))
-        .chain((!m.tags.is_empty()).then(|| ("Tags".to_owned(), json!(m.tags))))
+        .map(|(label, value)| ((*label).to_owned(), json!(defuse(value))))
+        .chain((!m.tags.is_empty()).then(|| {
+            (
+                "Tags".to_owned(),
+                json!(m.tags.iter().map(|t| defuse(t)).collect::<Vec<_>>()),
+            )
+        }))
         .collect();
     let mut trigger = json!({
         "routing_key": routing_key,
         "event_action": "trigger",
         "dedup_key": dedup_key,
         "payload": {
-            "summary": cut(&m.headline(), 1024),
+            "summary": cut(&defuse(&m.headline()), 1024),
             "source": "snitch",
             "severity": match m.tone { Tone::Errored => "error", Tone::Test => "info", _ => "critical" },
             "timestamp": m.at.to_rfc3339(),
+            // Matched by the account's rules: as written.
             "component": cut(&m.name, 255),
             "custom_details": details,
         },
@@ -642,7 +675,7 @@ fn opsgenie(settings: &ChannelSettings, m: &Message) -> Result<Vec<VendorRequest
         url: format!("{base}/v2/alerts/{alias}/close?identifierType=alias"),
         headers: auth.clone(),
         body: VendorBody::Json(
-            json!({"source": "Snitch", "user": "Snitch", "note": cut(&m.headline(), 1000)}),
+            json!({"source": "Snitch", "user": "Snitch", "note": cut(&defuse(&m.headline()), 1000)}),
         ),
     };
     if !m.tone.opens_incident() {
@@ -651,19 +684,20 @@ fn opsgenie(settings: &ChannelSettings, m: &Message) -> Result<Vec<VendorRequest
     let details: serde_json::Map<String, Value> = m
         .facts
         .iter()
-        .map(|(label, value)| ((*label).to_owned(), json!(cut(value, 1000))))
+        .map(|(label, value)| ((*label).to_owned(), json!(cut(&defuse(value), 1000))))
         .collect();
-    let mut description = plain_lines(m).join("\n");
+    let mut description = defuse(&plain_lines(m).join("\n"));
     if let Some(link) = &m.link {
         description.push_str(&format!("\n{link}"));
     }
+    // Matched by the account's rules: as written.
     let tags: Vec<String> = m.tags.iter().take(20).map(|t| cut(t, 50)).collect();
     let create = VendorRequest {
         method: "POST",
         url: format!("{base}/v2/alerts"),
         headers: auth,
         body: VendorBody::Json(json!({
-            "message": cut(&m.headline(), 130),
+            "message": cut(&defuse(&m.headline()), 130),
             "alias": alias,
             "description": cut(&description, 15_000),
             "tags": tags,
@@ -691,7 +725,7 @@ fn telegram(settings: &ChannelSettings, m: &Message) -> Result<Value, NotifyErro
     if let Some(link) = &m.link {
         text.push_str(&format!(
             "\n<a href=\"{}\">Open in Snitch</a>",
-            html_escape(link)
+            html_chars(link)
         ));
     }
     Ok(json!({
@@ -712,8 +746,9 @@ fn ntfy(settings: &ChannelSettings, m: &Message) -> Result<Value, NotifyError> {
     };
     let mut body = json!({
         "topic": setting(settings, "topic")?,
-        "title": cut(&m.title(), 250),
-        "message": cut(&plain_lines(m).join("\n"), 4000),
+        // The apps make links of bare URLs: defused, as in the chat kinds.
+        "title": cut(&defuse(&m.title()), 250),
+        "message": cut(&defuse(&plain_lines(m).join("\n")), 4000),
         "priority": priority,
         "tags": [tag],
         "markdown": false,
@@ -736,8 +771,9 @@ fn pushover(
     let mut form = vec![
         ("token", setting(settings, "app_token")?.to_owned()),
         ("user", setting(settings, "user_key")?.to_owned()),
-        ("title", cut(&m.title(), 250)),
-        ("message", cut(&plain_lines(m).join("\n"), 1024)),
+        // The apps make links of bare URLs: defused, as in the chat kinds.
+        ("title", cut(&defuse(&m.title()), 250)),
+        ("message", cut(&defuse(&plain_lines(m).join("\n")), 1024)),
         ("priority", priority.to_owned()),
         ("timestamp", m.at.timestamp().to_string()),
     ];
@@ -751,7 +787,7 @@ fn pushover(
 fn matrix(m: &Message) -> Value {
     let body = plain_lines(m)
         .into_iter()
-        .map(|l| defuse_mentions(&cut(&l, 2000)))
+        .map(|l| defuse(&cut(&l, 2000)))
         .collect::<Vec<_>>()
         .join("\n");
     let mut html = format!("<b>{}</b>", html_escape(&cut(&m.title(), 200)));
@@ -762,12 +798,12 @@ fn matrix(m: &Message) -> Value {
     if let Some(link) = &m.link {
         html.push_str(&format!(
             "<br><a href=\"{}\">Open in Snitch</a>",
-            html_escape(link)
+            html_chars(link)
         ));
     }
     json!({
         "msgtype": "m.text",
-        "body": format!("{}\n{body}", defuse_mentions(&m.title())),
+        "body": format!("{}\n{body}", defuse(&m.title())),
         "format": "org.matrix.custom.html",
         "formatted_body": html,
         // Intentional mentions: this message mentions no one.
@@ -901,6 +937,21 @@ mod tests {
         assert!(!md.contains("@everyone"));
         let html = html_escape(hostile);
         assert!(html.contains("&lt;b&gt;&amp;") && !html.contains("<b>"));
+    }
+
+    /// docs/rules.md#channels: links in a message are ours; a mention, a scheme and a
+    /// domain a job wrote each get a word joiner, and text that is neither is unchanged.
+    #[test]
+    fn links_and_mentions_a_job_wrote_are_defused() {
+        let j = JOINER;
+        assert_eq!(
+            defuse("https://evil.example/x HTTP://x www.x.com @here"),
+            format!("https:{j}//evil.{j}example/x HTTP:{j}//x www.{j}x.{j}com @{j}here")
+        );
+        assert_eq!(defuse("10.0.0.1"), format!("10.{j}0.{j}0.{j}1"));
+        assert_eq!(defuse("x\u{3002}com"), format!("x\u{3002}{j}com"));
+        let ours = "exit 3, disk full. At 10:15 UTC: see notes... a:/b";
+        assert_eq!(defuse(ours), ours);
     }
 
     #[test]
