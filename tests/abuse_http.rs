@@ -140,6 +140,100 @@ async fn a_huge_declared_length_without_a_body_is_413_at_once() {
     assert_eq!(server.status_of(&token).await, "pending", "not recorded");
 }
 
+/// The head of a raw HTTP/1.1 response, lowercased (before the blank line).
+fn head_of(response: &str) -> String {
+    response
+        .split_once("\r\n\r\n")
+        .map_or(response, |(head, _)| head)
+        .to_ascii_lowercase()
+}
+
+/// docs/rules.md#request-parsing: an answer given before the request's body was read to
+/// its end says `Connection: close` (a pooled client would otherwise send its next
+/// request on a connection about to close), on the API and the check-in listener alike;
+/// an answer that read the whole body keeps the connection open for the next request.
+#[tokio::test]
+async fn every_answer_that_leaves_a_body_unread_says_connection_close() {
+    let server = server("").await;
+    let token = server.create_snitch("n", "daily").await;
+    let key = basic_auth(ACME_KEY);
+    let api = server.running.api_addr;
+    let check_ins = server.running.check_in_addr;
+    // (listener, request head, declared length, status): a keep-alive request that sends
+    // only the first kilobyte of its body.
+    let cases = [
+        (
+            api,
+            format!("POST /v1/snitches HTTP/1.1\r\nAuthorization: {key}"),
+            70_000,
+            "413",
+        ),
+        (api, "POST /v1/snitches HTTP/1.1".to_owned(), 2_000, "401"),
+        (
+            api,
+            format!("POST /v1/nowhere HTTP/1.1\r\nAuthorization: {key}"),
+            2_000,
+            "404",
+        ),
+        (
+            api,
+            format!("PUT /v1/snitches HTTP/1.1\r\nAuthorization: {key}"),
+            2_000,
+            "405",
+        ),
+        (
+            check_ins,
+            format!("POST /{token} HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded"),
+            70_000,
+            "413",
+        ),
+        (
+            check_ins,
+            "POST /not-a-token HTTP/1.1".to_owned(),
+            2_000,
+            "404",
+        ),
+        (check_ins, format!("PUT /{token} HTTP/1.1"), 2_000, "405"),
+        (check_ins, "POST /a/b/c/d HTTP/1.1".to_owned(), 2_000, "404"),
+    ];
+    for (addr, head, length, status) in cases {
+        let request = format!(
+            "{head}\r\nHost: t\r\nConnection: keep-alive\r\nContent-Length: {length}\r\n\r\n{}",
+            "m".repeat(1_000)
+        );
+        let mut stream = connect(addr, request.as_bytes()).await;
+        let answer = read_until_closed(&mut stream).await;
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{head}: {answer}"
+        );
+        assert!(
+            head_of(&answer).contains("\r\nconnection: close"),
+            "{head} ({length} declared): {answer}"
+        );
+    }
+    assert_eq!(
+        server.status_of(&token).await,
+        "pending",
+        "nothing recorded"
+    );
+
+    // A body read to its end: the connection serves the next request.
+    let body = "m=ok";
+    let request = format!(
+        "POST /{token} HTTP/1.1\r\nHost: t\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+         Content-Length: {}\r\n\r\n{body}GET /{token} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let mut stream = connect(check_ins, request.as_bytes()).await;
+    let answers = read_until_closed(&mut stream).await;
+    assert_eq!(answers.matches("HTTP/1.1 202").count(), 2, "{answers}");
+    assert!(
+        !head_of(&answers).contains("connection: close"),
+        "{answers}"
+    );
+}
+
 #[tokio::test]
 async fn a_slow_body_is_408_within_the_request_timeout() {
     let server = server("").await;

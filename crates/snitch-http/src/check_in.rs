@@ -293,10 +293,13 @@ pub(crate) async fn unmatched_check_in(
     req: Request,
 ) -> Response {
     let started = monotonic_now();
-    let response = match refusal(&req) {
+    let mut response = match refusal(&req) {
         Some(Refusal::TooLarge) => too_large_text(),
         Some(Refusal::NotFound) | None => not_found_text(),
     };
+    if !axum::body::HttpBody::is_end_stream(req.body()) {
+        crate::unread_body::close(&mut response);
+    }
     let method = observe::method_name(req.method());
     state
         .observer
@@ -305,24 +308,41 @@ pub(crate) async fn unmatched_check_in(
 }
 
 pub(crate) async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> Response {
+    // No middleware here (see check_in_router_with_metrics): an answer given before the
+    // body was read to its end says `Connection: close` (docs/rules.md#request-parsing).
+    let has_body = !axum::body::HttpBody::is_end_stream(req.body());
+    match answer_or_refuse(state, req).await {
+        Ok(answer) => answer,
+        Err(mut refusal) => {
+            if has_body {
+                crate::unread_body::close(&mut refusal);
+            }
+            refusal
+        }
+    }
+}
+
+/// The answer of a check-in whose body (if any) was read to its end, or a refusal given
+/// before it was.
+async fn answer_or_refuse(state: &Arc<CheckInState>, req: Request) -> Result<Response, Response> {
     // The refusals first, for every method, as the API router's middleware does; a body
     // that is the run's output is cut, not refused, up to CHECK_IN_OUTPUT_READ_MAX.
     let output = !is_form(req.headers());
     let over_output_bound =
         crate::declared_length(&req).is_some_and(|len| len > CHECK_IN_OUTPUT_READ_MAX as u64);
     match refusal(&req) {
-        Some(Refusal::NotFound) => return not_found_text(),
-        Some(Refusal::TooLarge) if !output || over_output_bound => return too_large_text(),
+        Some(Refusal::NotFound) => return Err(not_found_text()),
+        Some(Refusal::TooLarge) if !output || over_output_bound => return Err(too_large_text()),
         _ => {}
     }
     if !matches!(*req.method(), Method::GET | Method::HEAD | Method::POST) {
-        return method_not_allowed_text();
+        return Err(method_not_allowed_text());
     }
     let (parts, body) = req.into_parts();
     // One of the check-in routes (after the prefix the router is nested under), valid
     // UTF-8 once decoded (`refusal`). A text that is no token is no snitch's.
     let Some(path) = CheckInPath::parse(parts.uri.path()) else {
-        return not_found_text();
+        return Err(not_found_text());
     };
     let segment = path.token;
     let decoded = if segment.contains('%') {
@@ -332,7 +352,7 @@ pub(crate) async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> 
     };
     let Ok(token) = Token::parse(&decoded) else {
         state.metrics.check_in(CheckInOutcome::UnknownToken);
-        return not_found_text();
+        return Err(not_found_text());
     };
     // Most check-ins have no body (a GET, or a declared length of 0): nothing to
     // collect then.
@@ -342,19 +362,19 @@ pub(crate) async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> 
     } else if output {
         match read_head(body, limit, CHECK_IN_OUTPUT_READ_MAX).await {
             Ok(head) => head,
-            Err(OutputError::TooLarge) => return too_large_text(),
-            Err(OutputError::Unreadable) => return unreadable_body_text(),
+            Err(OutputError::TooLarge) => return Err(too_large_text()),
+            Err(OutputError::Unreadable) => return Err(unreadable_body_text()),
         }
     } else {
         match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
             Ok(body) => body,
-            Err(e) if is_length_limit(&e) => return too_large_text(),
-            Err(_) => return unreadable_body_text(),
+            Err(e) if is_length_limit(&e) => return Err(too_large_text()),
+            Err(_) => return Err(unreadable_body_text()),
         }
     };
     let params = check_in_params(parts.uri.query(), &parts.headers, &body);
     let Some((kind, outcome)) = path.outcome(&params) else {
-        return not_found_text();
+        return Ok(not_found_text());
     };
     let counted = match kind {
         CheckInKind::End if outcome.is_success() => CheckInOutcome::Success,
@@ -382,7 +402,7 @@ pub(crate) async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> 
     // check-ins queued behind it are never held up.
     let shared = Arc::clone(state);
     let saved = FinishOnDrop::new(async move { shared.service.report(token, report).await }).await;
-    match saved {
+    Ok(match saved {
         Ok(_) => {
             state.metrics.check_in(counted);
             if path.ping {
@@ -399,7 +419,7 @@ pub(crate) async fn answer_check_in(state: &Arc<CheckInState>, req: Request) -> 
             state.metrics.check_in(CheckInOutcome::Failed);
             ApiError::from(other).into_response()
         }
-    }
+    })
 }
 
 /// healthchecks' answer to a ping it recorded: `200 OK`, with the body limit its clients

@@ -26,6 +26,7 @@ mod openapi;
 pub mod outbound;
 #[cfg(feature = "ui")]
 pub mod ui;
+mod unread_body;
 mod wire;
 
 pub use api::channels::channel_input;

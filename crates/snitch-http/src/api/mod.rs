@@ -301,6 +301,9 @@ pub fn api_router(state: ApiState) -> Router {
                     observe::observe,
                 ))
                 .layer(CatchPanicLayer::new())
+                .layer(axum::middleware::from_fn(
+                    crate::unread_body::close_when_body_unread,
+                ))
                 .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
                 .layer(axum::middleware::from_fn(
                     |req: Request, next: Next| async {

@@ -342,6 +342,9 @@ pub fn ui_router(state: UiState) -> Router {
             },
         ))
         .layer(axum::middleware::map_response(security_headers))
+        .layer(axum::middleware::from_fn(
+            crate::unread_body::close_when_body_unread,
+        ))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(CatchPanicLayer::new())
         .layer(axum::middleware::from_fn_with_state(
