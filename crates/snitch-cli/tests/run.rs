@@ -594,3 +594,119 @@ fn the_job_shares_the_terminals_group_only_on_a_terminal() {
         "on a terminal: the terminal's foreground group"
     );
 }
+
+/// What `snitch run` says (its own messages on stderr) names the failure and the host,
+/// never the token (given as an argument, in SNITCH_TOKEN, in a `file:`, or in a whole
+/// check-in URL) nor the user and password of a URL.
+#[test]
+fn no_message_names_the_token_or_url_credentials() {
+    let closed = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let down = closed.local_addr().expect("address").to_string();
+    drop(closed);
+    let dir = tempfile::tempdir().expect("dir");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "tokfile6633\n").expect("write");
+    let from_file = format!("file:{}", token_file.display());
+    let refusing = StandIn::start(&[Reply::NotFound, Reply::NotFound, Reply::NotFound]);
+    let refusing_host = refusing.base.trim_start_matches("http://").to_owned();
+    let failing = StandIn::start(&[Reply::Fail, Reply::Fail]);
+    let failing_host = failing.base.trim_start_matches("http://").to_owned();
+    let secrets = [
+        "tokflag4411",
+        "tokenv5522",
+        "tokfile6633",
+        "tokurl7744",
+        "usr9966",
+        "pw8855",
+        "badtok1122",
+    ];
+    let with_credentials = |host: &str| format!("http://usr9966:pw8855@{host}");
+    // Arguments, environment, and the host the messages must name, if any.
+    type Case<'a> = (Vec<String>, Vec<(&'a str, String)>, Option<&'a str>);
+    let cases: Vec<Case> = vec![
+        (
+            vec![
+                "--url".into(),
+                with_credentials(&down),
+                "tokflag4411".into(),
+            ],
+            vec![],
+            Some(&down),
+        ),
+        (
+            vec![],
+            vec![
+                ("SNITCH_TOKEN", "tokenv5522".into()),
+                ("SNITCH_URL", with_credentials(&down)),
+            ],
+            Some(&down),
+        ),
+        (
+            vec![],
+            vec![
+                ("SNITCH_TOKEN", from_file.clone()),
+                ("SNITCH_URL", format!("http://{down}")),
+            ],
+            Some(&down),
+        ),
+        (
+            vec![format!("{}/tokurl7744", with_credentials(&down))],
+            vec![],
+            Some(&down),
+        ),
+        // Refused (404 to the run form and to the DMS form).
+        (
+            vec![format!("{}/tokurl7744", with_credentials(&refusing_host))],
+            vec![],
+            Some(&refusing_host),
+        ),
+        // 500, past every retry.
+        (
+            vec![format!("{}/tokflag4411", with_credentials(&failing_host))],
+            vec![],
+            Some(&failing_host),
+        ),
+        // Usage problems: a token that is not one, a base that is not http(s), a
+        // check-in URL without a token.
+        (
+            vec![],
+            vec![
+                ("SNITCH_TOKEN", "badtok1122/x".into()),
+                ("SNITCH_URL", format!("http://{down}")),
+            ],
+            None,
+        ),
+        (
+            vec![
+                "--url".into(),
+                "ftp://usr9966:pw8855@h".into(),
+                "tokflag4411".into(),
+            ],
+            vec![],
+            None,
+        ),
+        (vec![format!("{}/", with_credentials("h"))], vec![], None),
+    ];
+    for (args, env, host) in cases {
+        let mut line: Vec<&str> = vec!["--retries", "0"];
+        line.extend(args.iter().map(String::as_str));
+        line.extend(["--", "true"]);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let (out, _) = run(&line, &env);
+        assert_eq!(code(&out), 0, "{line:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.trim().is_empty(), "the failure is told: {line:?}");
+        for secret in secrets {
+            assert!(
+                !stderr.contains(secret),
+                "{secret} in the messages of {line:?} {env:?}:\n{stderr}"
+            );
+        }
+        if let Some(host) = host {
+            assert!(
+                stderr.contains(host),
+                "the host is named: {line:?}:\n{stderr}"
+            );
+        }
+    }
+}

@@ -126,7 +126,12 @@ fn resolve_target(args: &RunArgs, env: impl Fn(&str) -> Option<String>) -> Resul
         let (base, token) = trimmed
             .rsplit_once('/')
             .filter(|(base, token)| !token.is_empty() && base.contains("://") && base.len() > 8)
-            .ok_or_else(|| format!("{raw:?} is not a check-in URL"))?;
+            .ok_or_else(|| {
+                format!(
+                    "the check-in URL at {} names no token (it ends in /<token>)",
+                    report::host_of(&raw)
+                )
+            })?;
         return Target::new(base, token);
     }
     let base = args

@@ -29,18 +29,21 @@ pub struct Target {
 }
 
 impl Target {
-    /// A base (`http://` or `https://`) and a token; `Err` says what is wrong.
+    /// A base (`http://` or `https://`) and a token; `Err` says what is wrong, naming
+    /// neither the token nor the base's user and password.
     pub fn new(base: &str, token: &str) -> Result<Target, String> {
         let base = base.trim().trim_end_matches('/');
         if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(format!("{base:?} is not an http:// or https:// URL"));
+            return Err("the check-in URL must start with http:// or https://".into());
         }
         let token = token.trim();
         if token.is_empty()
             || token.contains(['/', '?', '#'])
             || token.chars().any(char::is_whitespace)
         {
-            return Err(format!("{token:?} is not a token"));
+            return Err(
+                "the token is not one (empty, or with a /, ?, # or white space in it)".into(),
+            );
         }
         Ok(Target {
             base: base.to_owned(),
@@ -58,6 +61,35 @@ impl Target {
         &self.token
     }
 
+    /// The host (and port) reports go to: what a message may name of the target.
+    pub fn host(&self) -> &str {
+        host_of(&self.base)
+    }
+
+    /// `text` with the token (as given and as escaped in a URL) and the base's user and
+    /// password replaced by `***`: a message may quote text that is not ours (an
+    /// error's, a server's `Location`), and it never names them
+    /// (docs/rules.md#the-job-wrapper-snitch-run).
+    pub fn redact(&self, text: &str) -> String {
+        let escaped = utf8_percent_encode(&self.token, ESCAPED).to_string();
+        let mut secrets = vec![self.token.clone(), escaped];
+        if let Some((user, password)) = userinfo(&self.base) {
+            for part in [user, password] {
+                secrets.push(part.to_owned());
+                secrets.push(
+                    percent_encoding::percent_decode_str(part)
+                        .decode_utf8_lossy()
+                        .into_owned(),
+                );
+            }
+        }
+        let mut text = text.to_owned();
+        for secret in secrets.iter().filter(|s| !s.is_empty()) {
+            text = text.replace(secret.as_str(), "***");
+        }
+        text
+    }
+
     /// `<base>/<token><suffix>?<query>`.
     fn url(&self, suffix: &str, query: &[(&str, String)]) -> String {
         let mut url = format!(
@@ -73,6 +105,24 @@ impl Target {
         }
         url
     }
+}
+
+/// The host (and port) of an `http://` or `https://` URL, without its user and
+/// password: all a message says of where reports go.
+pub fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host)
+}
+
+/// The user and password (either may be empty) of a URL that has them.
+fn userinfo(url: &str) -> Option<(&str, &str)> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let (info, _) = authority.rsplit_once('@')?;
+    Some(info.split_once(':').unwrap_or((info, "")))
 }
 
 /// How reports are bounded.
@@ -188,10 +238,13 @@ impl Reporter {
     }
 
     /// One report: POSTs `body` (the same bytes on every try) until it is answered, the
-    /// retries are spent or `deadline` passes.
+    /// retries are spent or `deadline` passes. A report not recorded is told on stderr
+    /// once, naming the host and why, never the URL (docs/rules.md#the-job-wrapper-snitch-run).
     fn send(&self, url: &str, body: &[u8], deadline: Instant) -> Answer {
         let options = self.0.options;
+        let target = &self.0.target;
         let mut delay = Duration::from_millis(500);
+        let mut failure = String::from("--ping-budget ran out");
         for attempt in 0..=options.retries {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -211,18 +264,23 @@ impl Reporter {
                 }
                 Err(ureq::Error::Status(code, response)) => {
                     self.learn_limit(&response);
+                    let status = format!("{code} {}", self.server_text(response.status_text()));
                     match code {
-                        408 | 429 | 500..=599 => retry_after(&response).unwrap_or(delay),
+                        408 | 429 | 500..=599 => {
+                            failure = format!("it answered {status}");
+                            retry_after(&response).unwrap_or(delay)
+                        }
                         _ => {
-                            eprintln!("snitch run: the monitor refused the report ({code})");
+                            eprintln!(
+                                "snitch run: the monitor at {} refused the report: {status}",
+                                target.host()
+                            );
                             return Answer::Refused;
                         }
                     }
                 }
                 Err(ureq::Error::Transport(e)) => {
-                    if attempt == options.retries {
-                        eprintln!("snitch run: cannot report to the monitor: {e}");
-                    }
+                    failure = target.redact(&transport_text(&e));
                     delay
                 }
             };
@@ -235,7 +293,23 @@ impl Reporter {
             thread::sleep((wait + jitter).min(left));
             delay = (delay * 2).min(Duration::from_secs(8));
         }
+        eprintln!(
+            "snitch run: cannot report to the monitor at {}: {failure}",
+            target.host()
+        );
         Answer::Failed
+    }
+
+    /// Text the server chose (a status's reason, a header), fit for a message of ours:
+    /// one line of at most 300 characters, control characters replaced, our token and
+    /// credentials redacted.
+    fn server_text(&self, text: &str) -> String {
+        let line: String = text
+            .chars()
+            .take(300)
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect();
+        self.0.target.redact(&line)
     }
 
     fn learn_limit(&self, response: &ureq::Response) {
@@ -248,6 +322,21 @@ impl Reporter {
                 .store(limit.min(DEFAULT_BODY_LIMIT * 100), Ordering::Relaxed);
         }
     }
+}
+
+/// What went wrong with a request, from its kind, message and cause: never its URL,
+/// which ureq's own `Display` starts with (and which holds the token).
+fn transport_text(e: &ureq::Transport) -> String {
+    let mut text = e.kind().to_string();
+    if let Some(message) = e.message() {
+        text.push_str(": ");
+        text.push_str(message);
+    }
+    if let Some(source) = std::error::Error::source(e) {
+        text.push_str(": ");
+        text.push_str(&source.to_string());
+    }
+    text
 }
 
 /// A 429's or 503's `Retry-After` in seconds.
@@ -283,5 +372,20 @@ mod tests {
         assert!(Target::new("ftp://x", "t").is_err());
         assert!(Target::new("http://x", "a/b").is_err());
         assert!(Target::new("http://x", "").is_err());
+    }
+
+    #[test]
+    fn messages_name_the_host_and_never_the_token_or_credentials() {
+        let t =
+            Target::new("https://us%65r:p%40ss@ci.example.com:8443/base", "tk.1").expect("valid");
+        assert_eq!(t.host(), "ci.example.com:8443");
+        assert_eq!(host_of("http://h"), "h");
+        assert_eq!(host_of("http://a:b@h/x?y#z"), "h");
+        assert_eq!(
+            t.redact("https://user:p@ss@ci.example.com:8443/base/tk.1/start us%65r p%40ss"),
+            "https://***:***@ci.example.com:8443/base/***/start *** ***"
+        );
+        let odd = Target::new("http://h", "ü").expect("valid");
+        assert_eq!(odd.redact("/%C3%BC/ and ü"), "/***/ and ***");
     }
 }
