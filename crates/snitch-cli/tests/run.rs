@@ -15,9 +15,11 @@ use std::time::{Duration, Instant};
 const SNITCH: &str = env!("CARGO_BIN_EXE_snitch");
 
 /// How the stand-in answers one request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Reply {
     Accept,
+    /// A redirect: the status (3xx) and the `Location`.
+    Redirect(u16, String),
     NotFound,
     TooMany(u64),
     Fail,
@@ -117,6 +119,9 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, script: &Mutex<Vec<Reply>>)
                 "HTTP/1.1 429 Too Many Requests\r\nRetry-After: {after}\r\nContent-Length: 0\r\n\r\n"
             ),
             Reply::Fail => "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n".to_owned(),
+            Reply::Redirect(status, location) => format!(
+                "HTTP/1.1 {status} Moved\r\nLocation: {location}\r\nContent-Length: 0\r\n\r\n"
+            ),
             Reply::Hang => {
                 thread::sleep(Duration::from_secs(600));
                 return;
@@ -709,4 +714,42 @@ fn no_message_names_the_token_or_url_credentials() {
             );
         }
     }
+}
+
+/// A 3xx is a refusal: told on stderr with its status and `Location` (our token in it
+/// redacted), never taken as recorded, never followed, never retried.
+#[test]
+fn a_redirect_is_a_refusal_told_with_its_location_and_never_followed() {
+    let elsewhere = StandIn::start(&[]);
+    let moved = format!("{}/moved/tok3388/start", elsewhere.base);
+    let home = format!("{}/new-home", elsewhere.base);
+    let server = StandIn::start(&[
+        Reply::Redirect(302, moved.clone()),
+        Reply::Redirect(308, home.clone()),
+    ]);
+    let url = format!("{}/tok3388", server.base);
+    let (out, _) = run(&[&url, "--", "sh", "-c", "echo done; exit 0"], &[]);
+    assert_eq!(code(&out), 0, "the job's status, whatever the monitor says");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let host = server.base.trim_start_matches("http://");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "the start and the end are told:\n{stderr}");
+    assert!(
+        lines[0].contains(host) && lines[0].contains("302"),
+        "{stderr}"
+    );
+    assert!(
+        lines[0].contains(&format!("{}/moved/***/start", elsewhere.base)),
+        "the Location, our token redacted:\n{stderr}"
+    );
+    assert!(
+        lines[1].contains("308") && lines[1].contains(&home),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("tok3388"), "{stderr}");
+    assert!(elsewhere.seen().is_empty(), "not followed");
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2, "neither retried nor sent again: {seen:#?}");
+    assert!(seen[1].path.starts_with("/tok3388/0?"), "{}", seen[1].path);
 }

@@ -1,8 +1,8 @@
 //! Reporting a run: the start (on a thread of its own, never waited for before the job
 //! starts), then the end with its exit status, duration, summary and output, bounded
 //! per request (`--ping-timeout`), in retries (`--retries`: connect errors, timeouts,
-//! 408, 429 with `Retry-After`, 5xx; never other 4xx) and in all (`--ping-budget`). A
-//! retry sends the identical bytes. A server that only speaks Dead Man's Snitch's v1
+//! 408, 429 with `Retry-After`, 5xx; never other 4xx nor a 3xx, which is a refusal and
+//! never followed) and in all (`--ping-budget`). A retry sends the identical bytes. A server that only speaks Dead Man's Snitch's v1
 //! (the run forms unknown: 404) gets one plain check-in, `/<token>?m=…&s=…`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -139,6 +139,10 @@ pub enum Answer {
     Accepted,
     /// Refused for good (a 4xx other than 408 and 429): not retried.
     Refused,
+    /// Answered with a redirect (3xx): a refusal too, never followed (the token goes only
+    /// where the user said), nor retried, nor sent again in the Dead Man's Snitch form
+    /// (to the same place that redirects).
+    Redirected,
     /// Not recorded: the monitor is down, slow or failing, past every retry.
     Failed,
 }
@@ -172,7 +176,8 @@ impl Reporter {
     pub fn new(target: Target, run_id: String, options: ReportOptions) -> Self {
         let agent = ureq::AgentBuilder::new()
             .timeout(options.ping_timeout)
-            // The token goes only where the user said: never on to a redirect.
+            // The token goes only where the user said: never on to a redirect. (ureq then
+            // returns the 3xx as a response, which `send` takes as a refusal.)
             .redirects(0)
             .user_agent(concat!("snitch-run/", env!("CARGO_PKG_VERSION")))
             .build();
@@ -258,6 +263,19 @@ impl Reporter {
                 .set("Content-Type", "text/plain; charset=utf-8")
                 .send_bytes(body);
             let wait = match answer {
+                Ok(response) if (300..400).contains(&response.status()) => {
+                    let location = response
+                        .header("Location")
+                        .map_or_else(|| "no Location".to_owned(), |l| self.server_text(l));
+                    eprintln!(
+                        "snitch run: the monitor at {} refused the report: {} {}, to {location} \
+                         (a redirect is not followed)",
+                        target.host(),
+                        response.status(),
+                        self.server_text(response.status_text()),
+                    );
+                    return Answer::Redirected;
+                }
                 Ok(response) => {
                     self.learn_limit(&response);
                     return Answer::Accepted;
