@@ -753,3 +753,91 @@ fn a_redirect_is_a_refusal_told_with_its_location_and_never_followed() {
     assert_eq!(seen.len(), 2, "neither retried nor sent again: {seen:#?}");
     assert!(seen[1].path.starts_with("/tok3388/0?"), "{}", seen[1].path);
 }
+
+/// The pids of the processes whose command line matches `pattern` (`pgrep -f`).
+fn pids_matching(pattern: &str) -> Vec<String> {
+    Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A wrapper killed with SIGKILL can forward nothing: the job still ends. Its process
+/// gets SIGTERM as its parent dies, and what is left of its process group (children
+/// that ignore SIGTERM among them) is ended as when the wrapper exits: SIGTERM, then
+/// SIGKILL a second later.
+#[test]
+fn no_process_of_the_job_outlives_a_wrapper_killed_with_sigkill() {
+    let server = StandIn::start(&[]);
+    let url = format!("{}/tok", server.base);
+    let id = std::process::id();
+    // Unique durations mark this test's sleeps.
+    let direct = format!("{}.{id}", 500 + id % 100);
+    let stubborn = format!("{}.{id}", 600 + id % 100);
+    let jobs = [
+        // The job is the process itself.
+        (direct.clone(), vec!["sleep".to_owned(), direct.clone()], 1),
+        // A shell whose children outlive it, none minding SIGTERM.
+        (
+            stubborn.clone(),
+            vec![
+                "sh".to_owned(),
+                "-c".to_owned(),
+                format!("trap '' TERM; sleep {stubborn} & sleep {stubborn} & wait"),
+            ],
+            2,
+        ),
+    ];
+    for (marker, job, sleeps) in jobs {
+        let mut wrapper = Command::new(SNITCH)
+            .args(["run", &url, "--"])
+            .args(&job)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawned");
+        // The sleeps themselves: their command line starts with `sleep`.
+        let running = format!("^sleep {marker}$");
+        let until = Instant::now() + Duration::from_secs(5);
+        while pids_matching(&running).len() < sleeps && Instant::now() < until {
+            thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(pids_matching(&running).len(), sleeps, "the job started");
+        let killed = Command::new("kill")
+            .args(["-KILL", &wrapper.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(killed.success());
+        let killed_at = Instant::now();
+        wrapper.wait().expect("the wrapper is reaped");
+        let until = killed_at + Duration::from_secs(5);
+        while !pids_matching(&running).is_empty() && Instant::now() < until {
+            thread::sleep(Duration::from_millis(20));
+        }
+        let sleeps_gone = killed_at.elapsed();
+        // Anything naming the marker: the sleeps, the shell, any helper of the wrapper.
+        let any = format!("sleep {marker}");
+        while !pids_matching(&any).is_empty() && Instant::now() < until {
+            thread::sleep(Duration::from_millis(20));
+        }
+        let left = pids_matching(&any);
+        if !left.is_empty() {
+            // Ended here, so a failure leaves nothing behind either.
+            for pid in &left {
+                let _ = Command::new("kill").args(["-KILL", pid]).status();
+            }
+            panic!("{job:?}: {left:?} still ran 5 s after the wrapper was killed");
+        }
+        println!(
+            "{job:?}: its sleeps gone {sleeps_gone:?}, everything {:?} after the wrapper was killed",
+            killed_at.elapsed()
+        );
+    }
+}

@@ -1,6 +1,7 @@
 //! The job: spawned directly (no shell), its output passed through as it comes while a
 //! bounded tail is kept, signals forwarded, a `--timeout` enforced, and nothing of it left
-//! running when the wrapper exits.
+//! running when the wrapper exits, even killed with SIGKILL (its parent-death signal, here,
+//! and the guardian, `guard.rs`).
 
 use std::io::{self, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -16,6 +17,7 @@ use nix::unistd::Pid;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
 use signal_hook::iterator::Signals;
 
+use super::guard::Guardian;
 use super::output::Tail;
 use super::{NOT_EXECUTABLE, NOT_FOUND, TIMED_OUT};
 
@@ -82,8 +84,9 @@ impl Outcome {
 /// The signals the wrapper forwards to the job.
 const FORWARDED: [i32; 6] = [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2];
 
-/// Runs the job to its end.
-pub fn run_job(spec: &JobSpec) -> Outcome {
+/// Runs the job to its end. `guardian` (with `own_group`) ends the job's group if the
+/// wrapper is killed before it does.
+pub fn run_job(spec: &JobSpec, mut guardian: Option<Guardian>) -> Outcome {
     let tail = Tail::new(spec.tail_limit);
     let Some((program, args)) = spec.command.split_first() else {
         return Outcome {
@@ -106,6 +109,7 @@ pub fn run_job(spec: &JobSpec) -> Outcome {
     if spec.own_group {
         command.process_group(0);
     }
+    parent_death_signal(&mut command);
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -118,6 +122,9 @@ pub fn run_job(spec: &JobSpec) -> Outcome {
         }
     };
     let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    if let (true, Some(guardian)) = (spec.own_group, guardian.as_mut()) {
+        guardian.watch(pid);
+    }
     let send = {
         let own_group = spec.own_group;
         move |signal: Signal| {
@@ -198,6 +205,8 @@ pub fn run_job(spec: &JobSpec) -> Outcome {
     if spec.own_group {
         end_group(pid);
     }
+    // The group has ended: the guardian exits without a signal.
+    drop(guardian);
     // The pipes close once every process holding them is gone; a descendant that
     // escaped the group may hold them open: the tail is what came until then.
     for _ in 0..copying {
@@ -226,9 +235,38 @@ pub fn run_job(spec: &JobSpec) -> Outcome {
     Outcome { status, tail }
 }
 
+/// The job gets SIGTERM when the wrapper dies, even by SIGKILL, which it cannot forward
+/// (Linux's `PR_SET_PDEATHSIG`, set between fork and exec). It reaches the job's own
+/// process only; the rest of its group is the guardian's (`guard.rs`). The "parent" is
+/// the thread that spawns the job: `run_job` runs on the main thread, which lives as long
+/// as the wrapper. Set-user-ID programs lose it at exec.
+#[cfg(target_os = "linux")]
+fn parent_death_signal(command: &mut Command) {
+    let parent = nix::unistd::getpid();
+    // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe
+    // calls are allowed: it makes two system calls (prctl, getppid) and allocates nothing.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
+            // The wrapper died before the signal was set: nothing would send it, so the
+            // job does not start.
+            if nix::unistd::getppid() != parent {
+                return Err(io::Error::from(nix::errno::Errno::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Elsewhere there is no parent-death signal: the guardian alone ends the job.
+#[cfg(not(target_os = "linux"))]
+fn parent_death_signal(_: &mut Command) {}
+
 /// Ends what is left of the job's process group: SIGTERM, then SIGKILL to whatever
-/// still runs a second later.
-fn end_group(pgid: Pid) {
+/// still runs a second later. (The guardian calls it in a forked process: it must make
+/// system calls only, and allocate nothing.)
+pub fn end_group(pgid: Pid) {
     if killpg(pgid, None::<Signal>).is_err() {
         return; // no process left in it
     }

@@ -4,6 +4,7 @@
 //! slow or refusing changes neither whether the job runs nor its exit status.
 
 mod child;
+mod guard;
 mod output;
 mod report;
 
@@ -156,6 +157,13 @@ pub fn run(args: RunArgs) -> ExitCode {
             None
         }
     };
+    let own_group = !std::io::stdin().is_terminal();
+    // Forked now, while the wrapper has one thread: the reports' threads come next.
+    let guardian = if own_group {
+        guard::Guardian::start()
+    } else {
+        None
+    };
     let run_id = uuid::Uuid::new_v4().to_string();
     let reporter = target.map(|target| {
         Reporter::new(
@@ -169,17 +177,19 @@ pub fn run(args: RunArgs) -> ExitCode {
     });
     // The start goes out on a thread of its own: the job never waits for it.
     let start = reporter.as_ref().map(Reporter::start_in_background);
-    let own_group = !std::io::stdin().is_terminal();
     let tail_limit = DEFAULT_BODY_LIMIT;
-    let outcome = child::run_job(&child::JobSpec {
-        command: &args.command,
-        run_id: &run_id,
-        own_group,
-        quiet: args.quiet,
-        tail_limit,
-        timeout: args.timeout,
-        kill_after: args.kill_after,
-    });
+    let outcome = child::run_job(
+        &child::JobSpec {
+            command: &args.command,
+            run_id: &run_id,
+            own_group,
+            quiet: args.quiet,
+            tail_limit,
+            timeout: args.timeout,
+            kill_after: args.kill_after,
+        },
+        guardian,
+    );
     let duration = started.elapsed();
     let code = outcome.exit_code();
     if let Some(reporter) = reporter {
