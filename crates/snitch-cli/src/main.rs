@@ -27,8 +27,10 @@ struct Cli {
     #[cfg(feature = "server")]
     #[arg(long, global = true)]
     config: Option<std::path::PathBuf>,
+    /// With no command, `snitch` serves (as `snitch serve` does); built without the server,
+    /// it prints its usage.
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand)]
@@ -43,8 +45,18 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run(args) => run::run(args),
+        Some(Command::Run(args)) => run::run(args),
         #[cfg(feature = "server")]
-        Command::Server(command) => snitch::server::cli::main(cli.config.as_deref(), Some(command)),
+        Some(Command::Server(command)) => {
+            snitch::server::cli::main(cli.config.as_deref(), Some(command))
+        }
+        #[cfg(feature = "server")]
+        None => snitch::server::cli::main(cli.config.as_deref(), None),
+        #[cfg(not(feature = "server"))]
+        None => {
+            use clap::CommandFactory;
+            let _ = Cli::command().print_help();
+            ExitCode::from(2)
+        }
     }
 }
