@@ -100,6 +100,11 @@ pub mod prelude {
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+/// The Rust snippets of docs/embedding.md, compiled and run as doc-tests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/embedding.md")]
+struct EmbeddingDoctests;
+
 /// The storage backends: [`memory`](store::memory) always, `sqlite` and `postgres` with
 /// their features.
 pub mod store {
