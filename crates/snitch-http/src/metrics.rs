@@ -5,7 +5,7 @@
 //! add (no lock, no map lookup); no label ever holds a token, a case or a URL, so the
 //! number of series is fixed by the code. The store's gauges (snitches by status, outbox
 //! depth, sweep lag) are read from the store when scraped, not kept on any request path.
-//! README.md lists every metric with its labels.
+//! docs/operating.md lists every metric with its labels.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
