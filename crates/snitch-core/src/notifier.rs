@@ -1,6 +1,6 @@
-//! The outbound side: adapters that deliver events (webhooks, e-mail) plug in here. The
-//! core decides *what* to send and *to whom* (see [`crate::outbox`]); a notifier only
-//! delivers one [`Delivery`] and says what the receiver answered.
+//! The outbound side: adapters that deliver events (webhooks, e-mail; `snitch-notify`)
+//! plug in here. The core decides *what* to send and *to whom* (see [`crate::outbox`]); a
+//! notifier only delivers one [`Delivery`] and says what the receiver answered.
 
 use async_trait::async_trait;
 
