@@ -1,4 +1,4 @@
-//! The benchmarks of the issue "how fast is Snitch": one function per row, each printing
+//! The benchmarks of BENCHMARKS.md: one function per row, each printing
 //! its figure, its target and whether it was met. A miss is a finding, not a failure, and
 //! a row that cannot run (say, Postgres is down) says why in its figure: the command exits
 //! 0 unless it cannot write its report.
@@ -77,7 +77,7 @@ const API_KEY: &str = "bench-key-00000000000000000000000000001";
 /// The rate limit of the API row: far above anything the row sends.
 const NO_RATE_LIMIT: u32 = 1_000_000;
 
-/// Measures Snitch against the targets of its benchmark issue.
+/// Measures Snitch against the targets of the rows of BENCHMARKS.md.
 #[derive(Debug, Parser)]
 struct Args {
     /// Small sizes and short runs, to check every row end to end (writes no file unless
@@ -279,9 +279,7 @@ impl RowId {
             RowId::CheckInPostgres => return of_baseline(POSTGRES_CHECK_IN_RATIO),
             RowId::CheckInPostgresOneToken => "≥ 0.8 of many tokens",
             RowId::CheckInSqlite => return of_baseline(SQLITE_CHECK_IN_RATIO),
-            RowId::CheckInPostgresLong => {
-                "every round ≥ 0.8 of the first (ours: the issue sets none)"
-            }
+            RowId::CheckInPostgresLong => "every round ≥ 0.8 of the first (ours)",
             RowId::SweepSeenPostgres | RowId::SweepSeenSqlite => {
                 "all due seen `failed` < 1 s after the boundary (the median boundary)"
             }
@@ -294,11 +292,11 @@ impl RowId {
             }
             RowId::SweepMemory => "< 0.5 s (the median run)",
             RowId::SweepPostgres => "< 2 s (the median run)",
-            RowId::SweepSqlite => "< 2 s (the median run; ours: the issue sets none)",
+            RowId::SweepSqlite => "< 2 s (the median run; ours)",
             RowId::Memory => "< 1 KiB",
             RowId::AlertDelay => "p99 < 1 s",
-            RowId::ApiList => "p99 < 500 ms (ours: the issue sets none)",
-            RowId::Instructions => "— (informative: the issue sets none)",
+            RowId::ApiList => "p99 < 500 ms (ours)",
+            RowId::Instructions => "— (informative)",
         })
     }
 }
@@ -309,7 +307,7 @@ const MEMORY_CHECK_IN_RATIO: f64 = 0.8;
 const POSTGRES_CHECK_IN_RATIO: f64 = 0.25;
 const SQLITE_CHECK_IN_RATIO: f64 = 0.15;
 
-/// How big each row is: the issue's sizes, or small ones with `--quick`.
+/// How big each row is: the table's sizes, or small ones with `--quick`.
 #[derive(Debug, Clone)]
 struct Sizes {
     /// The command that runs with these sizes, for the report.
@@ -3400,7 +3398,7 @@ fn header(sizes: &Sizes, elapsed: Duration, load_at_start: &str) -> String {
          `synchronous = OFF` first (set-up, not measured). Their targets are ours.\n\
          - Rows 1, 2, 2b, 2c and 6 raise `rate_limit_per_second` and `rate_limit_burst` to {} \
          so the API's limiter does not interfere with their set-up or requests; row 6's \
-         target is ours, as the issue gives none.\n\
+         target is ours.\n\
          - Latencies of the check-in rows are wrk's percentiles; the others are \
          nearest-rank percentiles of every request in the measured time.\n\
          - Row 7 counts instructions, which the machine's load does not change: \
@@ -3470,7 +3468,7 @@ fn cpu_model() -> String {
 
 /// The kernel's policy for transparent huge pages (`always`, `madvise` or `never`): with
 /// `always` the server's allocator gets huge pages unasked, whose first touch zeroes 2 MiB
-/// (BENCHMARKS.md, fourteenth part).
+/// (BENCHMARKS.md, "Memory and allocation").
 fn transparent_huge_pages() -> String {
     std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
         .ok()

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use snitch::http::outbound::email::smtp_sink::SmtpSink;
+use snitch::notify::email::smtp_sink::SmtpSink;
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {

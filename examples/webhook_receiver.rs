@@ -8,7 +8,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::Router;
-use snitch::http::outbound::webhook::verify_signature;
+use snitch::notify::webhook::verify_signature;
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {

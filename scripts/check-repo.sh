@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks that the repository stands on its own: no tracked file points at documents or an
-# issue tracker a clone does not contain (the rules live in docs/rules.md), and every
-# citation of a docs/rules.md or docs/api.md section names an anchor that exists.
+# issue tracker a clone does not contain (the rules live in docs/rules.md), no line reads
+# like a work log ("stop N", "the issue"), and every citation of a docs/rules.md or
+# docs/api.md section names an anchor that exists.
 #
 # Shipped SQL migrations (crates/*/migrations/*.sql) are left out: sqlx keeps a checksum of
 # every applied migration, so editing one, even a comment, breaks existing databases
@@ -18,6 +19,26 @@ if offending=$(git grep -nIE "$pattern" -- . "${excluded[@]}"); then
     echo "check-repo: these lines refer to something outside the repository." >&2
     echo "Cite a section of docs/rules.md (or another file of the repository), or state" >&2
     echo "the rule or finding itself:" >&2
+    echo "$offending" >&2
+    status=1
+fi
+
+# Work-log words: "stop 52" (a step of a session) anywhere, and "the issue" anywhere but
+# CHANGELOG.md, which may say what changed. Whole words only, any case: "the issuer",
+# "the issues" and "nonstop" pass.
+word_start='(^|[^[:alnum:]_])'
+word_end='([^[:alnum:]_]|$)'
+stop_step="${word_start}stop [0-9]+${word_end}"
+the_issue="${word_start}the issue${word_end}"
+offending=$(
+    {
+        git grep -nIiE "$stop_step" -- . "${excluded[@]}" || true
+        git grep -nIiE "$the_issue" -- . "${excluded[@]}" ':(exclude)CHANGELOG.md' || true
+    } | sort -u
+)
+if [[ -n $offending ]]; then
+    echo "check-repo: these lines read like a work log (\"stop N\", \"the issue\")." >&2
+    echo "Say what the code or document does, and why, in its own words:" >&2
     echo "$offending" >&2
     status=1
 fi
@@ -60,6 +81,6 @@ for doc in docs/rules.md docs/api.md; do
 done
 
 if [[ $status -eq 0 ]]; then
-    echo "check-repo: no references outside the repository; every cited section exists"
+    echo "check-repo: no references outside the repository, no work-log words; every cited section exists"
 fi
 exit $status

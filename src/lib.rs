@@ -72,10 +72,11 @@ pub use runtime::{BuildError, SnitchBuilder, SnitchRuntime};
 
 pub use snitch_core as core;
 pub use snitch_http as http;
+pub use snitch_notify as notify;
 
 /// The types an embedder names most: the runtime and its builder, the store and clock
-/// traits, cases, snitches and check-in outcomes. Everything else is under [`core`] and
-/// [`http`].
+/// traits, cases, snitches and check-in outcomes. Everything else is under [`core`],
+/// [`http`] and [`notify`].
 ///
 /// ```
 /// use snitch::prelude::*;
@@ -87,18 +88,23 @@ pub mod prelude {
         Case, CaseId, Clock, Delivery, Event, ManualClock, Notifier, NotifyError, Outcome, Plan,
         Snitch, SnitchFields, SnitchService, Status, Storage, StorageError, SystemClock, Token,
     };
-    pub use snitch_http::outbound::dispatcher::DispatcherOptions;
-    #[cfg(feature = "webhooks")]
-    pub use snitch_http::outbound::webhook::WebhookOptions;
     #[cfg(feature = "ui")]
     pub use snitch_http::ui::UiConfig;
     pub use snitch_http::{ApiConfig, AuthFailureLimit, RateLimit};
+    pub use snitch_notify::dispatcher::DispatcherOptions;
+    #[cfg(feature = "webhooks")]
+    pub use snitch_notify::webhook::WebhookOptions;
 }
 
 /// The Rust snippets of README.md, compiled and run as doc-tests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The Rust snippets of docs/embedding.md, compiled and run as doc-tests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/embedding.md")]
+struct EmbeddingDoctests;
 
 /// The storage backends: [`memory`](store::memory) always, `sqlite` and `postgres` with
 /// their features.

@@ -44,12 +44,6 @@ use snitch_core::{
     Clock, Delivery, Notifier, NotifyError, ServiceError, SnitchService, Storage, SystemClock,
     Timestamp,
 };
-use snitch_http::outbound::dispatcher::{Dispatcher, DispatcherOptions};
-use snitch_http::outbound::email::LogEmailNotifier;
-#[cfg(feature = "smtp")]
-use snitch_http::outbound::email::SmtpEmailNotifier;
-#[cfg(feature = "webhooks")]
-use snitch_http::outbound::webhook::{WebhookNotifier, WebhookOptions};
 use snitch_http::{
     api_router, check_in_router_with_metrics, ApiConfig, ApiKeys, ApiState, AuthFailureLimit,
     CheckInService, Metrics, RateLimit,
@@ -57,6 +51,12 @@ use snitch_http::{
 use snitch_http::{
     health_router, metrics_router, Health, MetricsState, SweepWatch, SWEEP_STALLED_AFTER,
 };
+use snitch_notify::dispatcher::{Dispatcher, DispatcherOptions};
+use snitch_notify::email::LogEmailNotifier;
+#[cfg(feature = "smtp")]
+use snitch_notify::email::SmtpEmailNotifier;
+#[cfg(feature = "webhooks")]
+use snitch_notify::webhook::{WebhookNotifier, WebhookOptions};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
@@ -356,7 +356,7 @@ impl SnitchBuilder {
                 WebhookChoice::Builtin(options) => options.clone(),
                 WebhookChoice::Custom(_) => WebhookOptions::default(),
             };
-            let mut notifier = snitch_http::outbound::channels::ChannelNotifier::new(options)
+            let mut notifier = snitch_notify::channels::ChannelNotifier::new(options)
                 .map_err(|e| BuildError::Notifier(format!("cannot build the channel client: {e}")))?
                 .with_dashboard(dashboard_url.clone())
                 .with_longest_hold(dispatcher.retry.max_delay.to_std().unwrap_or_default());

@@ -13,7 +13,7 @@ use common::*;
 use reqwest::Method;
 use serde_json::json;
 use snitch::core::clock::monotonic_now;
-use snitch::http::outbound::email::smtp_sink::SmtpSink;
+use snitch::notify::email::smtp_sink::SmtpSink;
 use snitch::prelude::SystemClock;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;

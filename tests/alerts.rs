@@ -20,7 +20,7 @@ use common::*;
 use reqwest::Method;
 use serde_json::Value;
 use snitch::core::clock::monotonic_now;
-use snitch::http::outbound::email::smtp_sink::{ReceivedMail, SmtpSink};
+use snitch::notify::email::smtp_sink::{ReceivedMail, SmtpSink};
 use snitch::prelude::{Clock, SystemClock};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;

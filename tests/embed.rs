@@ -20,7 +20,7 @@ use axum::Router;
 use chrono::DateTime;
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
-use snitch::http::outbound::webhook::WebhookOptions;
+use snitch::notify::webhook::WebhookOptions;
 use snitch::prelude::ManualClock;
 use snitch::serve::{serve, ServeOptions};
 use tokio::net::TcpListener;

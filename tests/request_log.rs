@@ -1,4 +1,4 @@
-//! The structured log (README.md, "Logs"), in a test binary of its own: `tracing` caches
+//! The structured log (docs/operating.md, "Logs"), in a test binary of its own: `tracing` caches
 //! which call sites are enabled per process, so a subscriber set for one thread only sees
 //! them reliably when no other test runs beside it.
 

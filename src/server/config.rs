@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use snitch_core::{Plan, RetryPolicy, Storage};
-use snitch_http::outbound::dispatcher::DispatcherOptions;
-#[cfg(feature = "webhooks")]
-use snitch_http::outbound::webhook::WebhookOptions;
 use snitch_http::{AuthFailureLimit, RateLimit};
+use snitch_notify::dispatcher::DispatcherOptions;
+#[cfg(feature = "webhooks")]
+use snitch_notify::webhook::WebhookOptions;
 
 use super::ServerError;
 use crate::runtime::{SnitchBuilder, SnitchRuntime};

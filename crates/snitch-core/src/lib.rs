@@ -16,6 +16,7 @@ pub mod check_in_step;
 pub mod clock;
 #[cfg(feature = "test-support")]
 pub mod contract;
+pub mod derived;
 pub mod email;
 pub mod error;
 pub mod liveness;
@@ -43,7 +44,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use email::{email_check_in, EmailKeywords, EmailVerdict, KeywordScope};
 pub use error::ServiceError;
 pub use liveness::{CaseOutage, Outage};
-pub use notifier::{Notifier, NotifyError};
+pub use notifier::{ChannelTester, DeliveryObserver, DeliveryOutcome, Notifier, NotifyError};
 pub use outbox::{
     Attempt, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery, DeliveryState,
     RetryPolicy, Targets,

@@ -1,6 +1,6 @@
-//! The outbound side: adapters that deliver events (webhooks, e-mail) plug in here. The
-//! core decides *what* to send and *to whom* (see [`crate::outbox`]); a notifier only
-//! delivers one [`Delivery`] and says what the receiver answered.
+//! The outbound side: adapters that deliver events (webhooks, e-mail; `snitch-notify`)
+//! plug in here. The core decides *what* to send and *to whom* (see [`crate::outbox`]); a
+//! notifier only delivers one [`Delivery`] and says what the receiver answered.
 
 use async_trait::async_trait;
 
@@ -71,6 +71,52 @@ impl NotifyError {
             held: true,
         }
     }
+}
+
+/// Sends a channel's test notification now, outside the outbox: what the dashboard's and
+/// the API's test button call (docs/rules.md#channels).
+#[async_trait]
+pub trait ChannelTester: Send + Sync + std::fmt::Debug {
+    /// Sends a test through `channel`, shown as `name`: what the vendor answered.
+    async fn test(
+        &self,
+        channel: &crate::channel::ChannelConfig,
+        name: &str,
+    ) -> Result<String, NotifyError>;
+}
+
+/// How a delivery attempt ended, as counted (`snitch_deliveries_total{outcome}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryOutcome {
+    /// Delivered.
+    Delivered,
+    /// Failed; tried again later.
+    Retry,
+    /// Failed for good (permanent, or past the retry window).
+    Failed,
+}
+
+impl DeliveryOutcome {
+    /// The label value: `delivered`, `retry` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryOutcome::Delivered => "delivered",
+            DeliveryOutcome::Retry => "retry",
+            DeliveryOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// Told of every delivery attempt by the dispatcher: the server's metrics count them.
+pub trait DeliveryObserver: Send + Sync {
+    /// An attempt through a channel of kind `channel` ended as `outcome`; `latency`, for a
+    /// delivery that went through, is the time from its event.
+    fn delivery(
+        &self,
+        channel: &'static str,
+        outcome: DeliveryOutcome,
+        latency: Option<std::time::Duration>,
+    );
 }
 
 /// Delivers through one kind of channel.

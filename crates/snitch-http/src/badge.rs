@@ -13,6 +13,13 @@ use snitch_core::{badge_state, BadgeState, ServiceError, Snitch};
 use crate::api::{ApiState, Authed};
 use crate::{openapi, ApiError};
 
+/// Everything but unreserved characters: a tag made one path segment of a badge URL.
+const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 /// How long a badge may be cached: a state change shows within about this long.
 pub const BADGE_MAX_AGE_SECS: u32 = 30;
 
@@ -26,7 +33,7 @@ enum Format {
 /// The reference of one snitch in its badge URL: the HMAC-SHA256 of its token under the
 /// badge key, 16 hex digits. It names the snitch to the badge route and cannot check in.
 pub fn snitch_badge_ref(badge_key: &str, token: &str) -> String {
-    crate::derived::keyed_hex(badge_key.as_bytes(), token.as_bytes(), 8)
+    snitch_core::derived::keyed_hex(badge_key.as_bytes(), token.as_bytes(), 8)
 }
 
 fn split_format(file: &str) -> Option<(&str, Format)> {
@@ -176,8 +183,7 @@ pub(crate) async fn badge_urls(
     let mut badges = serde_json::Map::new();
     badges.insert("all".into(), both(format!("/badge/{key}/all")));
     for tag in tags {
-        let encoded: String =
-            percent_encoding::utf8_percent_encode(tag, crate::derived::PATH_SEGMENT).collect();
+        let encoded: String = percent_encoding::utf8_percent_encode(tag, PATH_SEGMENT).collect();
         badges.insert(tag.into(), both(format!("/badge/{key}/{encoded}")));
     }
     let per_snitch: Vec<Value> = snitches

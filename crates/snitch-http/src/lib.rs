@@ -14,7 +14,6 @@ mod api;
 mod auth_limit;
 pub mod badge;
 mod check_in;
-mod derived;
 mod error;
 mod health;
 mod history;
@@ -23,7 +22,6 @@ mod keys;
 mod metrics;
 mod observe;
 mod openapi;
-pub mod outbound;
 #[cfg(feature = "ui")]
 pub mod ui;
 mod unread_body;

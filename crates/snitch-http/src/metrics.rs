@@ -5,7 +5,7 @@
 //! add (no lock, no map lookup); no label ever holds a token, a case or a URL, so the
 //! number of series is fixed by the code. The store's gauges (snitches by status, outbox
 //! depth, sweep lag) are read from the store when scraped, not kept on any request path.
-//! README.md lists every metric with its labels.
+//! docs/operating.md lists every metric with its labels.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -77,27 +77,7 @@ pub enum CheckInOutcome {
     Log,
 }
 
-/// How a delivery attempt ended, for `snitch_deliveries_total{outcome}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeliveryOutcome {
-    /// Delivered.
-    Delivered,
-    /// Failed; tried again later.
-    Retry,
-    /// Failed for good (permanent, or past the retry window).
-    Failed,
-}
-
-impl DeliveryOutcome {
-    /// The label value: `delivered`, `retry` or `failed`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryOutcome::Delivered => "delivered",
-            DeliveryOutcome::Retry => "retry",
-            DeliveryOutcome::Failed => "failed",
-        }
-    }
-}
+pub use snitch_core::DeliveryOutcome;
 
 const CHANNELS: [&str; 2] = ["webhook", "email"];
 const EVENT_KINDS: [EventKind; 4] = [
@@ -374,6 +354,13 @@ pub struct MetricsState {
     pub clock: Arc<dyn Clock>,
 }
 
+/// The dispatcher (`snitch-notify`) tells the metrics of every attempt.
+impl snitch_core::DeliveryObserver for Metrics {
+    fn delivery(&self, channel: &'static str, outcome: DeliveryOutcome, latency: Option<Duration>) {
+        Metrics::delivery(self, channel, outcome, latency);
+    }
+}
+
 impl std::fmt::Debug for MetricsState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MetricsState").finish_non_exhaustive()
@@ -397,6 +384,32 @@ async fn scrape(State(state): State<MetricsState>) -> Response {
 mod tests {
     use super::*;
     use snitch_store_memory::MemoryStorage;
+
+    /// What the dispatcher tells of its attempts (`snitch-notify` knows only the core's
+    /// observer trait) is counted by channel and outcome, with the delay since the event.
+    #[test]
+    fn attempts_told_by_the_dispatcher_are_counted_with_their_delay() {
+        let metrics = Metrics::new();
+        let observer: &dyn snitch_core::DeliveryObserver = &metrics;
+        observer.delivery("webhook", DeliveryOutcome::Retry, None);
+        observer.delivery(
+            "webhook",
+            DeliveryOutcome::Delivered,
+            Some(Duration::from_secs(30)),
+        );
+        observer.delivery("email", DeliveryOutcome::Delivered, Some(Duration::ZERO));
+        let text = metrics.encode();
+        for line in [
+            "snitch_deliveries_total{channel=\"webhook\",outcome=\"retry\"} 1",
+            "snitch_deliveries_total{channel=\"webhook\",outcome=\"delivered\"} 1",
+            "snitch_deliveries_total{channel=\"email\",outcome=\"delivered\"} 1",
+            "snitch_deliveries_total{channel=\"webhook\",outcome=\"failed\"} 0",
+            "snitch_delivery_latency_seconds_sum{channel=\"webhook\"} 30.0",
+            "snitch_delivery_latency_seconds_count{channel=\"email\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+    }
 
     #[tokio::test]
     async fn every_metric_is_exposed_with_bounded_labels() {

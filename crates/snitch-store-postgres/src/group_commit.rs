@@ -111,7 +111,7 @@ pub struct PgStorageOptions {
     /// goes to a destination at its cap), it takes them; otherwise it walks every (case,
     /// channel kind) with pending deliveries, which costs in proportion to their number.
     /// Ranking the window is most of a settled claim's time: 64 took 0.7 ms on Postgres
-    /// where 256 took 1.9 ms (BENCHMARKS.md, thirteenth part).
+    /// where 256 took 1.9 ms (BENCHMARKS.md, "Deliveries").
     pub claim_window: usize,
     /// How long a count of the unfinished deliveries (`StoreStats::outbox_depth`, the
     /// `snitch_outbox_depth` gauge) serves further reads of the stats. Counting reads

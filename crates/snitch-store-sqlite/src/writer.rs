@@ -81,7 +81,7 @@ pub struct SqliteStorageOptions {
     /// goes to a destination at its cap), it takes them; otherwise it walks every (case,
     /// channel kind) with pending deliveries, which costs in proportion to their number.
     /// Ranking the window is most of a settled claim's time: 64 took 0.7 ms on Postgres
-    /// where 256 took 1.9 ms (BENCHMARKS.md, thirteenth part).
+    /// where 256 took 1.9 ms (BENCHMARKS.md, "Deliveries").
     /// Check-ins wait for a claim: it is a write transaction.
     pub claim_window: usize,
 }

@@ -1,37 +1,23 @@
 //! `/v1/channels`: the case's alert channels (docs/api.md#channels). Webhooks are listed
 //! as channels of kind `webhook`; `/v1/webhooks` stays their own view.
 
-use std::fmt;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde_json::{json, Map, Value};
 use snitch_core::service::{ChannelInput, ListedChannel};
-use snitch_core::{ChannelConfig, NotifyError, Validations, Webhook};
+use snitch_core::{ChannelConfig, Validations, Webhook};
 
 use crate::wire::{format_time, password_masked};
 use crate::{openapi, ApiError};
 
 use super::{ApiState, Authed, JsonBody};
 
-/// Sends a channel's test notification (the dispatcher's channel notifier does, in a
-/// server): `POST /v1/channels/<id>/test` and the dashboard's button.
-#[async_trait]
-pub trait ChannelTester: Send + Sync + fmt::Debug {
-    /// Sends a test through `channel`, shown as `name`: what the vendor answered.
-    async fn test(&self, channel: &ChannelConfig, name: &str) -> Result<String, NotifyError>;
-}
-
-#[cfg(feature = "webhooks")]
-#[async_trait]
-impl ChannelTester for crate::outbound::channels::ChannelNotifier {
-    async fn test(&self, channel: &ChannelConfig, name: &str) -> Result<String, NotifyError> {
-        crate::outbound::channels::ChannelNotifier::test(self, channel, name).await
-    }
-}
+/// Sends a channel's test notification (the channel notifier of `snitch-notify` does, in
+/// a server): `POST /v1/channels/<id>/test` and the dashboard's button.
+pub use snitch_core::ChannelTester;
 
 /// A shared tester.
 pub type SharedChannelTester = Arc<dyn ChannelTester>;

@@ -379,7 +379,7 @@ pub(crate) async fn delete_channel(
 }
 
 /// `/alerts/<channel>/<reference>`: the snitch of the case whose reference for that
-/// channel ([`crate::outbound::channels::derived_ref`]) is `reference`.
+/// channel ([`snitch_core::derived::derived_ref`]) is `reference`.
 pub(crate) async fn alert(
     State(ui): State<UiState>,
     signed: SignedIn,
@@ -393,9 +393,9 @@ pub(crate) async fn alert(
         Ok(s) => s,
         Err(e) => return ui.service_error(&signed, e),
     };
-    let found = snitches.iter().find(|s| {
-        crate::outbound::channels::derived_ref(&channel.key, s.token().as_str()) == reference
-    });
+    let found = snitches
+        .iter()
+        .find(|s| snitch_core::derived::derived_ref(&channel.key, s.token().as_str()) == reference);
     match found {
         Some(s) => ui.see_other(&format!("/snitches/{}", s.token().as_str())),
         None => ui.error_page(

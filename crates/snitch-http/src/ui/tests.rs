@@ -1791,7 +1791,7 @@ async fn an_alert_link_leads_to_its_snitch_and_a_wrong_reference_is_404() {
         .await
         .expect("add");
     let c = only_channel(f.service.channels(&f.case).await.expect("channels"));
-    let reference = crate::outbound::channels::derived_ref(&c.key, &token);
+    let reference = snitch_core::derived::derived_ref(&c.key, &token);
     assert!(!reference.contains(&token));
     let uri = format!("/ui/alerts/{}/{reference}", c.id);
     // Only for a signed-in browser.
@@ -1806,7 +1806,7 @@ async fn an_alert_link_leads_to_its_snitch_and_a_wrong_reference_is_404() {
     let answer = send(&f.app, get(&uri, Some(&b.cookie))).await;
     assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
     assert_eq!(answer.location(), format!("/ui/snitches/{token}"));
-    let other = crate::outbound::channels::derived_ref(&c.key, &other_token);
+    let other = snitch_core::derived::derived_ref(&c.key, &other_token);
     let answer = send(
         &f.app,
         get(&format!("/ui/alerts/{}/{other}", c.id), Some(&b.cookie)),
@@ -1874,7 +1874,7 @@ async fn another_cases_channel_is_not_shown_changed_tested_or_removed() {
     else {
         panic!("a channel");
     };
-    let reference = crate::outbound::channels::derived_ref(&c.key, token.token().as_str());
+    let reference = snitch_core::derived::derived_ref(&c.key, token.token().as_str());
     let answer = send(
         &f.app,
         get(&format!("/ui/alerts/{id}/{reference}"), Some(&b.cookie)),

@@ -1,10 +1,25 @@
-//! Outbound adapters that plug the core's `Notifier` trait: webhooks over HTTP(S) and
-//! e-mail over SMTP, and the dispatcher that drives them from the outbox.
+//! Snitch's outbound side: the dispatcher that drives deliveries from the outbox (its
+//! retry and fairness policy, [`dispatcher`]) and every transport that plugs the core's
+//! `Notifier` trait: webhooks over HTTP(S) ([`webhook`]), chat and paging channels
+//! ([`channels`]) and e-mail over SMTP or to the log ([`email`]).
+//!
+//! It owns how an event becomes a request or a message; it never decides who is alerted
+//! or when (the core's outbox does), and it serves nothing over HTTP (`snitch-http`).
+
+#![warn(missing_docs)]
+
+use snitch_core::Timestamp;
 
 pub mod channels;
 pub mod dispatcher;
 pub mod email;
 pub mod webhook;
+
+/// An instant as every message writes it: RFC 3339 in UTC with milliseconds
+/// (`2026-11-22T03:13:00.123Z`), as the API does.
+pub fn format_time(t: Timestamp) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
 
 /// A snitch's token fit for a log: its first four characters. A token is a secret (anyone
 /// who holds it can check in), and logs are read by more people than own the snitch.

@@ -22,8 +22,8 @@ use snitch_core::{
     CheckInMessage, Delivery, DeliveryState, Event, EventFilter, EventKind, Notes, Notifier,
     NotifyError, Outcome, SnitchName, Status, Tags, Token,
 };
-use snitch_http::outbound::channels::{alert_link, derived_ref, ChannelNotifier};
-use snitch_http::outbound::webhook::WebhookOptions;
+use snitch_notify::channels::{alert_link, derived_ref, ChannelNotifier};
+use snitch_notify::webhook::WebhookOptions;
 
 /// The snitch's token: a secret no request may carry.
 const TOKEN: &str = "tokn4secret8abcxyz0";

@@ -39,7 +39,7 @@
 //! reqwest:
 //!
 //! ```
-//! use snitch_http::outbound::webhook::{signature_header, signature_timestamp, verify_signature};
+//! use snitch_notify::webhook::{signature_header, signature_timestamp, verify_signature};
 //!
 //! let body = br#"{"type":"snitch.missing"}"#;
 //! // What Snitch sends; a receiver takes it from the `Snitch-Signature` header.

@@ -14,7 +14,7 @@ use snitch_core::{Channel, Clock, Delivery, Notifier, NotifyError, SystemClock};
 use super::address::{is_refused_address, GuardedResolver, Refused};
 use super::payload::{webhook_body, EVENT_ID_HEADER};
 use super::signature::{signature_header, SIGNATURE_HEADER};
-use crate::outbound::loggable_id;
+use crate::loggable_id;
 
 /// The hard timeout of a delivery attempt (docs/rules.md#webhooks).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);

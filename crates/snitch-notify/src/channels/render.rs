@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use snitch_core::runs::AlertReason;
 use snitch_core::{ChannelKey, ChannelKind, ChannelSettings, Event, EventKind, NotifyError};
 
-use crate::outbound::{one_line, LINE_BREAKS};
+use crate::{one_line, LINE_BREAKS};
 
 /// How the news is for the people reading it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,15 +97,17 @@ impl Message {
     }
 }
 
-/// An identifier of `token` for one channel that cannot check in: the HMAC-SHA256 of
-/// the token under the channel's key, 32 hex digits. The same for every event of the
-/// snitch, so a recovery resolves the page its failure opened.
-pub fn derived_ref(key: &ChannelKey, token: &str) -> String {
-    keyed_hex(key, token.as_bytes())
-}
+pub use snitch_core::derived::derived_ref;
+
+/// Everything but unreserved characters: a Matrix room id made one path segment.
+const ROOM_ID_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
 
 fn keyed_hex(key: &ChannelKey, data: &[u8]) -> String {
-    crate::derived::keyed_hex(key.expose().as_bytes(), data, 16)
+    snitch_core::derived::keyed_hex(key.expose().as_bytes(), data, 16)
 }
 
 fn at_utc(t: DateTime<Utc>) -> String {
@@ -448,7 +450,7 @@ pub fn requests(
         ChannelKind::Matrix => {
             let room: String = percent_encoding::utf8_percent_encode(
                 setting(settings, "room_id")?,
-                crate::derived::PATH_SEGMENT,
+                ROOM_ID_SEGMENT,
             )
             .collect();
             VendorRequest {

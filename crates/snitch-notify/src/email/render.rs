@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 
 use snitch_core::{AlertReason, Event, EventKind, Outcome, Run, Status};
 
-use crate::outbound::{one_line, LINE_BREAKS};
-use crate::wire::format_time;
+use crate::format_time;
+use crate::{one_line, LINE_BREAKS};
 
 /// What an alert says: a subject and a plain-text body.
 #[derive(Debug, Clone, PartialEq, Eq)]

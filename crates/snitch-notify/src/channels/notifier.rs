@@ -18,9 +18,9 @@ use snitch_core::{
 };
 
 use super::render::{self, Message, VendorBody, VendorRequest};
-use crate::outbound::loggable_id;
-use crate::outbound::webhook::notifier::{describe_error, guarded_client, Target};
-use crate::outbound::webhook::WebhookOptions;
+use crate::loggable_id;
+use crate::webhook::notifier::{describe_error, guarded_client, Target};
+use crate::webhook::WebhookOptions;
 
 /// The most of a vendor's answer read: enough for its error text.
 const ANSWER_READ_MAX: usize = 16 * 1024;
@@ -259,6 +259,14 @@ impl ChannelNotifier {
             .entry((channel_id.to_owned(), incident.to_owned()))
             .or_insert(number);
         *entry = (*entry).max(number);
+    }
+}
+
+/// The test button of the API and the dashboard (`snitch-http`) sends through it.
+#[async_trait]
+impl snitch_core::ChannelTester for ChannelNotifier {
+    async fn test(&self, channel: &ChannelConfig, name: &str) -> Result<String, NotifyError> {
+        ChannelNotifier::test(self, channel, name).await
     }
 }
 

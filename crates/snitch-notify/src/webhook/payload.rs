@@ -3,7 +3,7 @@
 use serde_json::{json, Value};
 use snitch_core::{Event, EventKind};
 
-use crate::wire::{format_time, tag_names, RunJson};
+use crate::format_time;
 
 /// The header carrying the event id, the same on every retry.
 pub const EVENT_ID_HEADER: &str = "Snitch-Event-Id";
@@ -21,7 +21,7 @@ pub fn webhook_body(event: &Event) -> Value {
                 "token": event.token.as_str(),
                 "name": event.name.as_str(),
                 "notes": event.notes.as_str(),
-                "tags": tag_names(event.tags.as_slice()),
+                "tags": event.tags.as_slice().iter().map(|t| t.as_str()).collect::<Vec<_>>(),
                 "status": event.status.webhook_name(),
                 "previous_status": event.previous_status.webhook_name(),
             }
@@ -42,7 +42,15 @@ pub fn webhook_body(event: &Event) -> Value {
         body["data"]["reason"] = json!(reason);
     }
     if let Some(run) = &event.run {
-        body["data"]["run"] = json!(RunJson::new(run));
+        // The run as the API's snitch JSON shows `last_run` (docs/api.md#webhook-payload).
+        body["data"]["run"] = json!({
+            "rid": run.run_id.as_ref().map(|r| r.as_str()),
+            "started_at": run.started_at.map(format_time),
+            "finished_at": run.finished_at.map(format_time),
+            "duration_ms": run.duration_ms,
+            "exit_status": run.exit_status,
+            "timed_out": run.timed_out,
+        });
     }
     if let Some(expected) = event.expected_at {
         body["data"]["expected_at"] = json!(format_time(expected));
@@ -56,7 +64,7 @@ pub fn webhook_body(event: &Event) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outbound::email::fixtures::{event, t};
+    use crate::email::fixtures::{event, t};
     use snitch_core::Status;
 
     #[test]

@@ -5,7 +5,7 @@ use snitch_core::{Delivery, EmailAddress, Notifier, NotifyError};
 
 use super::recipients;
 use super::render::render_email;
-use crate::outbound::{loggable_id, loggable_token};
+use crate::{loggable_id, loggable_token};
 
 /// Used when no SMTP server is configured: writes every alert to the log
 /// (`tracing::info!`) and counts it as delivered.
