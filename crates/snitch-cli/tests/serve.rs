@@ -30,16 +30,15 @@ impl Drop for Serving {
 }
 
 /// Starts `snitch <args>` in `dir` on ports of its own (the only settings given, by
-/// environment) and waits for its address and, when it makes one, the demo key.
+/// environment: none of the test run's, such as its `DATABASE_URL`) and waits for its
+/// address and, when it makes one, the demo key.
 fn serve(dir: &Path, args: &[&str]) -> Serving {
     let mut child = Command::new(SNITCH)
         .args(args)
         .current_dir(dir)
+        .env_clear()
         .env("SNITCH_LISTEN", "127.0.0.1:0")
         .env("SNITCH_CHECK_IN_LISTEN", "127.0.0.1:0")
-        .env_remove("SNITCH_DATABASE_URL")
-        .env_remove("SNITCH_STORE")
-        .env_remove("SNITCH_DATA_PATH")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
