@@ -662,8 +662,8 @@ impl Config {
     #[cfg(feature = "email-check-ins")]
     pub fn email_options(
         &self,
-    ) -> Result<Option<snitch_http::inbound::email::EmailOptions>, ServerError> {
-        use snitch_http::inbound::email::{tls_config_from_pem, EmailOptions};
+    ) -> Result<Option<snitch_email_in::EmailOptions>, ServerError> {
+        use snitch_email_in::{tls_config_from_pem, EmailOptions};
         let Some(domain) = &self.check_in_email_domain else {
             return Ok(None);
         };

@@ -239,7 +239,7 @@ pub async fn launch_with_clock(
     #[cfg(feature = "email-check-ins")]
     let email_server = email.map(|(listener, options)| {
         let listener_of_mail =
-            snitch_http::inbound::email::EmailCheckIns::new(snitch.service().clone(), options)
+            snitch_email_in::EmailCheckIns::new(snitch.service().clone(), options)
                 .with_metrics(snitch.metrics().clone());
         tokio::spawn(listener_of_mail.serve(listener, stopped(stop_rx.clone())))
     });

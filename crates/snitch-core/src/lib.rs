@@ -22,6 +22,7 @@ pub mod error;
 pub mod liveness;
 pub mod machine;
 pub mod notifier;
+pub mod observer;
 pub mod outbox;
 pub mod runs;
 pub mod schedule;
@@ -44,7 +45,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use email::{email_check_in, EmailKeywords, EmailVerdict, KeywordScope};
 pub use error::ServiceError;
 pub use liveness::{CaseOutage, Outage};
-pub use notifier::{ChannelTester, DeliveryObserver, DeliveryOutcome, Notifier, NotifyError};
+pub use notifier::{ChannelTester, Notifier, NotifyError};
+pub use observer::{CheckInObserver, CheckInOutcome, DeliveryObserver, DeliveryOutcome};
 pub use outbox::{
     Attempt, AttemptResult, Channel, ChannelKind, ClaimLimits, Delivery, DeliveryState,
     RetryPolicy, Targets,

@@ -85,40 +85,6 @@ pub trait ChannelTester: Send + Sync + std::fmt::Debug {
     ) -> Result<String, NotifyError>;
 }
 
-/// How a delivery attempt ended, as counted (`snitch_deliveries_total{outcome}`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeliveryOutcome {
-    /// Delivered.
-    Delivered,
-    /// Failed; tried again later.
-    Retry,
-    /// Failed for good (permanent, or past the retry window).
-    Failed,
-}
-
-impl DeliveryOutcome {
-    /// The label value: `delivered`, `retry` or `failed`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryOutcome::Delivered => "delivered",
-            DeliveryOutcome::Retry => "retry",
-            DeliveryOutcome::Failed => "failed",
-        }
-    }
-}
-
-/// Told of every delivery attempt by the dispatcher: the server's metrics count them.
-pub trait DeliveryObserver: Send + Sync {
-    /// An attempt through a channel of kind `channel` ended as `outcome`; `latency`, for a
-    /// delivery that went through, is the time from its event.
-    fn delivery(
-        &self,
-        channel: &'static str,
-        outcome: DeliveryOutcome,
-        latency: Option<std::time::Duration>,
-    );
-}
-
 /// Delivers through one kind of channel.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -115,17 +115,7 @@ pub(crate) fn client_of(extensions: &Extensions) -> Client {
     Some(client_address(addr.ip()))
 }
 
-/// The address a client is limited by: itself, or its /64 for IPv6 (one host usually
-/// holds a whole /64); an IPv4-mapped address is its IPv4 one.
-pub(crate) fn client_address(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & (u128::MAX << 64))),
-        },
-        v4 => v4,
-    }
-}
+pub(crate) use snitch_core::observer::client_address;
 
 /// The smallest number of tracked clients at which stale entries are swept.
 const SWEEP_AT_LEAST: usize = 1024;

@@ -17,7 +17,6 @@ mod check_in;
 mod error;
 mod health;
 mod history;
-pub mod inbound;
 mod keys;
 mod metrics;
 mod observe;

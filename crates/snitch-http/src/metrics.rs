@@ -60,24 +60,7 @@ struct StatusLabel {
     status: &'static str,
 }
 
-/// How a check-in request ended, for `snitch_check_ins_total{outcome}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CheckInOutcome {
-    /// Recorded, reporting success.
-    Success,
-    /// Recorded, reporting an error (a non-zero exit status).
-    Error,
-    /// No snitch has the token.
-    UnknownToken,
-    /// Not recorded: the store failed (the client got a 5xx).
-    Failed,
-    /// Recorded, a run's start.
-    Start,
-    /// Recorded, output only (`/log`).
-    Log,
-}
-
-pub use snitch_core::DeliveryOutcome;
+pub use snitch_core::{CheckInOutcome, DeliveryOutcome};
 
 const CHANNELS: [&str; 2] = ["webhook", "email"];
 const EVENT_KINDS: [EventKind; 4] = [
@@ -352,6 +335,13 @@ pub struct MetricsState {
     pub storage: Arc<dyn Storage>,
     /// The clock the sweep lag is measured with.
     pub clock: Arc<dyn Clock>,
+}
+
+/// The e-mail listener (`snitch-email-in`) tells the metrics of every check-in it took.
+impl snitch_core::CheckInObserver for Metrics {
+    fn check_in(&self, outcome: CheckInOutcome) {
+        Metrics::check_in(self, outcome);
+    }
 }
 
 /// The dispatcher (`snitch-notify`) tells the metrics of every attempt.

@@ -1,5 +1,7 @@
 //! Check-ins by e-mail: an SMTP listener that takes a message to `<token>@<domain>` as a
-//! check-in of that snitch (docs/rules.md#e-mail-check-ins).
+//! check-in of that snitch (docs/rules.md#e-mail-check-ins). It owns the SMTP dialogue and
+//! the decoding of messages; what a message means is the core's (`email_check_in`), and
+//! it never serves HTTP nor sends mail.
 //!
 //! It is not a mail server: it relays nothing, accepts only addresses of existing
 //! snitches, and answers `250` to a message only once its check-ins are stored, so that a
@@ -26,7 +28,7 @@ use tokio::time::{timeout_at, Instant};
 use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
 
-use crate::metrics::{CheckInOutcome, Metrics};
+use snitch_core::{CheckInObserver, CheckInOutcome};
 
 /// The largest message accepted by default (advertised with `SIZE`).
 pub const EMAIL_MAX_MESSAGE_BYTES_DEFAULT: usize = 4 * 1024 * 1024;
@@ -203,7 +205,7 @@ struct Inner {
     service: SnitchService,
     options: EmailOptions,
     /// Where check-ins are counted, once [`EmailCheckIns::with_metrics`] said.
-    metrics: OnceLock<Arc<Metrics>>,
+    metrics: OnceLock<Arc<dyn CheckInObserver>>,
     connections: Arc<Semaphore>,
     /// The budget of message bytes, in KiB.
     buffered: Arc<Semaphore>,
@@ -238,7 +240,7 @@ impl EmailCheckIns {
     /// This listener (and its clones), counting its check-ins in `metrics`
     /// (`snitch_check_ins_total`); the first metrics given stay.
     #[must_use]
-    pub fn with_metrics(self, metrics: Arc<Metrics>) -> Self {
+    pub fn with_metrics(self, metrics: Arc<dyn CheckInObserver>) -> Self {
         let _ = self.inner.metrics.set(metrics);
         self
     }
@@ -338,7 +340,7 @@ impl Inner {
     }
 
     async fn connection(self: Arc<Self>, mut stream: TcpStream, peer: SocketAddr) {
-        let ip = crate::auth_limit::client_address(peer.ip());
+        let ip = snitch_core::observer::client_address(peer.ip());
         let Ok(_permit) = Arc::clone(&self.connections).try_acquire_owned() else {
             let _ = write_reply(
                 &mut stream,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use snitch_core::{Case, CaseId, SnitchFields, SnitchService, SystemClock};
-use snitch_http::inbound::email::{EmailCheckIns, EmailOptions};
+use snitch_email_in::{EmailCheckIns, EmailOptions};
 use snitch_store_memory::MemoryStorage;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
