@@ -71,11 +71,11 @@ pub mod server;
 pub use runtime::{BuildError, SnitchBuilder, SnitchRuntime};
 
 pub use snitch_core as core;
-pub use snitch_http as http;
-pub use snitch_notify as notify;
 /// Check-ins by e-mail (feature `email-check-ins`).
 #[cfg(feature = "email-check-ins")]
 pub use snitch_email_in as email_in;
+pub use snitch_http as http;
+pub use snitch_notify as notify;
 
 /// The types an embedder names most: the runtime and its builder, the store and clock
 /// traits, cases, snitches and check-in outcomes. Everything else is under [`core`],

@@ -660,9 +660,7 @@ impl Config {
     /// The e-mail listener's options, with its TLS files read; `None` when no
     /// `check_in_email_domain` is set.
     #[cfg(feature = "email-check-ins")]
-    pub fn email_options(
-        &self,
-    ) -> Result<Option<snitch_email_in::EmailOptions>, ServerError> {
+    pub fn email_options(&self) -> Result<Option<snitch_email_in::EmailOptions>, ServerError> {
         use snitch_email_in::{tls_config_from_pem, EmailOptions};
         let Some(domain) = &self.check_in_email_domain else {
             return Ok(None);
