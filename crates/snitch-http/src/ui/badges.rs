@@ -5,14 +5,14 @@
 //! snitch's badge names it by a reference, never its token.
 
 use axum::extract::{RawQuery, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
 use maud::{html, Markup};
 use serde_json::Value;
 
-use super::auth::SignedIn;
+use super::auth::{SignedForm, SignedIn};
 use super::pages::{layout, notice, Frame, Nav};
-use super::{done_of, Form, UiState};
+use super::{done_of, UiState};
 use crate::ApiError;
 
 /// One badge as the page shows it: what it is of, and its SVG and JSON URLs.
@@ -85,13 +85,8 @@ pub(crate) async fn badges(
 /// `POST /badges/rotate`: a new badge key; badges under the old one are gone.
 pub(crate) async fn rotate(
     State(ui): State<UiState>,
-    signed: SignedIn,
-    headers: HeaderMap,
-    form: Form,
+    SignedForm { signed, .. }: SignedForm,
 ) -> Response {
-    if let Some(r) = signed.refusal(&ui, &headers, &form) {
-        return r;
-    }
     match ui.service().rotate_badge_key(&signed.case).await {
         Ok(_) => ui.see_other("/badges?done=badge-key-rotated"),
         Err(e) => ui.service_error(&signed, e),

@@ -5,7 +5,7 @@
 //! own page.
 
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use maud::{html, Markup};
 use snitch_core::service::{ChannelInput, ListedChannel};
@@ -13,7 +13,7 @@ use snitch_core::{
     ChannelConfig, ChannelKind, ServiceError, SettingSpec, SettingValue, Validations,
 };
 
-use super::auth::SignedIn;
+use super::auth::{SignedForm, SignedIn};
 use super::pages::{field_problem, layout, notice, problem_for, problems, time, Frame, Nav};
 use super::{done_of, Form, UiState};
 use crate::api::channels::{send_test, shown_settings};
@@ -236,13 +236,8 @@ pub(crate) async fn new_channel(
 
 pub(crate) async fn add_channel(
     State(ui): State<UiState>,
-    signed: SignedIn,
-    headers: HeaderMap,
-    form: Form,
+    SignedForm { signed, form }: SignedForm,
 ) -> Response {
-    if let Some(r) = signed.refusal(&ui, &headers, &form) {
-        return r;
-    }
     let frame = ui.frame(Some(&signed));
     let Some(kind) = addable_kind(form.get("kind")) else {
         let errors = Validations::single("kind", "is not a kind of channel added here");
@@ -285,14 +280,9 @@ pub(crate) async fn edit_channel_form(
 
 pub(crate) async fn update_channel(
     State(ui): State<UiState>,
-    signed: SignedIn,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    form: Form,
+    SignedForm { signed, form }: SignedForm,
 ) -> Response {
-    if let Some(r) = signed.refusal(&ui, &headers, &form) {
-        return r;
-    }
     let current = match load(&ui, &signed, &id).await {
         Ok(c) => c,
         Err(r) => return r,
@@ -317,14 +307,9 @@ pub(crate) async fn update_channel(
 
 pub(crate) async fn test_channel(
     State(ui): State<UiState>,
-    signed: SignedIn,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    form: Form,
+    SignedForm { signed, .. }: SignedForm,
 ) -> Response {
-    if let Some(r) = signed.refusal(&ui, &headers, &form) {
-        return r;
-    }
     let channel = match load(&ui, &signed, &id).await {
         Ok(c) => c,
         Err(r) => return r,
@@ -361,14 +346,9 @@ pub(crate) async fn test_channel(
 
 pub(crate) async fn delete_channel(
     State(ui): State<UiState>,
-    signed: SignedIn,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    form: Form,
+    SignedForm { signed, .. }: SignedForm,
 ) -> Response {
-    if let Some(r) = signed.refusal(&ui, &headers, &form) {
-        return r;
-    }
     if let Err(r) = load(&ui, &signed, &id).await {
         return r;
     }

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Path, RawQuery, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -39,7 +39,7 @@ use snitch_core::{EmailKeywordsInput, ServiceError, SnitchFields, SnitchService,
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::{refusal, ApiState, Refusal, MAX_BODY_BYTES};
-use auth::{login, login_form, logout, SignedIn};
+use auth::{login, login_form, logout, SignedForm, SignedIn};
 use pages::{Frame, SignedInView, SnitchForm};
 use session::{Sessions, MAX_SESSIONS};
 
@@ -593,15 +593,7 @@ async fn new_form(State(ui): State<UiState>, signed: SignedIn) -> Response {
     )
 }
 
-async fn create(
-    State(ui): State<UiState>,
-    signed: SignedIn,
-    headers: HeaderMap,
-    form: Form,
-) -> Response {
-    if let Some(r) = signed.refusal(&ui, &headers, &form) {
-        return r;
-    }
+async fn create(State(ui): State<UiState>, SignedForm { signed, form }: SignedForm) -> Response {
     let (fields, typed) = snitch_fields(&form);
     match ui.service().create(&signed.case, &fields).await {
         Ok(s) => ui.see_other(&format!("/snitches/{}?done=created", s.token().as_str())),
@@ -710,14 +702,9 @@ async fn edit_form(
 
 async fn update(
     State(ui): State<UiState>,
-    signed: SignedIn,
     Path(token): Path<String>,
-    headers: HeaderMap,
-    form: Form,
+    SignedForm { signed, form }: SignedForm,
 ) -> Response {
-    if let Some(r) = signed.refusal(&ui, &headers, &form) {
-        return r;
-    }
     let (fields, typed) = snitch_fields(&form);
     match ui.service().update(&signed.case, &token, &fields).await {
         Ok(s) => ui.see_other(&format!("/snitches/{}?done=updated", s.token().as_str())),
@@ -769,14 +756,9 @@ fn pause_until(form: &Form) -> Result<String, Validations> {
 
 async fn pause(
     State(ui): State<UiState>,
-    signed: SignedIn,
     Path(token): Path<String>,
-    headers: HeaderMap,
-    form: Form,
+    SignedForm { signed, form }: SignedForm,
 ) -> Response {
-    if let Some(r) = signed.refusal(&ui, &headers, &form) {
-        return r;
-    }
     let result = match pause_until(&form) {
         Ok(until) => ui.service().pause(&signed.case, &token, Some(&until)).await,
         Err(v) => Err(ServiceError::Invalid(v)),
@@ -790,14 +772,9 @@ async fn pause(
 
 async fn unpause(
     State(ui): State<UiState>,
-    signed: SignedIn,
     Path(token): Path<String>,
-    headers: HeaderMap,
-    form: Form,
+    SignedForm { signed, .. }: SignedForm,
 ) -> Response {
-    if let Some(r) = signed.refusal(&ui, &headers, &form) {
-        return r;
-    }
     match ui.service().unpause(&signed.case, &token).await {
         Ok(()) => ui.see_other(&format!("/snitches/{token}?done=unpaused")),
         Err(e) => ui.service_error(&signed, e),
@@ -820,14 +797,9 @@ async fn confirm_delete(
 
 async fn delete(
     State(ui): State<UiState>,
-    signed: SignedIn,
     Path(token): Path<String>,
-    headers: HeaderMap,
-    form: Form,
+    SignedForm { signed, .. }: SignedForm,
 ) -> Response {
-    if let Some(r) = signed.refusal(&ui, &headers, &form) {
-        return r;
-    }
     match ui.service().delete(&signed.case, &token).await {
         Ok(()) => ui.see_other("/?done=deleted"),
         Err(e) => ui.service_error(&signed, e),
@@ -866,13 +838,8 @@ async fn hooks_page(
 
 async fn add_webhook(
     State(ui): State<UiState>,
-    signed: SignedIn,
-    headers: HeaderMap,
-    form: Form,
+    SignedForm { signed, form }: SignedForm,
 ) -> Response {
-    if let Some(r) = signed.refusal(&ui, &headers, &form) {
-        return r;
-    }
     let url = form.get("url").trim();
     let secret = Some(form.get("secret")).filter(|s| !s.is_empty());
     match ui.service().create_webhook(&signed.case, url, secret).await {
@@ -884,14 +851,9 @@ async fn add_webhook(
 
 async fn delete_webhook(
     State(ui): State<UiState>,
-    signed: SignedIn,
     Path(id): Path<String>,
-    headers: HeaderMap,
-    form: Form,
+    SignedForm { signed, .. }: SignedForm,
 ) -> Response {
-    if let Some(r) = signed.refusal(&ui, &headers, &form) {
-        return r;
-    }
     match ui.service().delete_webhook(&signed.case, &id).await {
         Ok(()) => ui.see_other("/webhooks?done=hook-removed"),
         Err(e) => ui.service_error(&signed, e),

@@ -111,23 +111,31 @@ impl FromRequestParts<UiState> for SignedIn {
     }
 }
 
-impl SignedIn {
-    /// The refusal of a POST that did not come from this session's own page.
-    pub(super) fn refusal(
-        &self,
-        ui: &UiState,
-        headers: &HeaderMap,
-        form: &Form,
-    ) -> Option<Response> {
-        if cross_site(headers) || !same_secret(form.get("csrf"), &self.csrf) {
-            return Some(ui.error_page(
-                Some(self),
+/// A form posted by a signed-in browser from its own session's page: every dashboard
+/// POST but the sign-in's. Refused (403) when it comes from another site or without the
+/// session's CSRF token.
+pub(super) struct SignedForm {
+    pub(super) signed: SignedIn,
+    pub(super) form: Form,
+}
+
+impl FromRequest<UiState> for SignedForm {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, ui: &UiState) -> Result<Self, Response> {
+        let (mut parts, body) = req.into_parts();
+        let signed = SignedIn::from_request_parts(&mut parts, ui).await?;
+        let cross_site = cross_site(&parts.headers);
+        let form = Form::from_request(Request::from_parts(parts, body), ui).await?;
+        if cross_site || !same_secret(form.get("csrf"), &signed.csrf) {
+            return Err(ui.error_page(
+                Some(&signed),
                 StatusCode::FORBIDDEN,
                 "Refused",
                 "This form did not come from this session's page (or the page is old). Go back, reload and try again.",
             ));
         }
-        None
+        Ok(SignedForm { signed, form })
     }
 }
 
@@ -246,13 +254,8 @@ pub(super) async fn login(State(ui): State<UiState>, req: Request) -> Response {
 
 pub(super) async fn logout(
     State(ui): State<UiState>,
-    signed: SignedIn,
-    headers: HeaderMap,
-    form: Form,
+    SignedForm { signed, .. }: SignedForm,
 ) -> Response {
-    if let Some(r) = signed.refusal(&ui, &headers, &form) {
-        return r;
-    }
     ui.sessions.end(&signed.id);
     let mut r = ui.see_other("/login?done=signed-out");
     r.headers_mut().append(
