@@ -127,10 +127,7 @@ async fn badge_snitches(state: &ApiState, key: &str) -> Result<Vec<Snitch>, ApiE
     tag = "extensions",
     responses(
         (status = 200, description = "The case's badge URLs", body = Object),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
     ),
     security(("api_key" = []))
 )]
@@ -149,10 +146,7 @@ pub(crate) async fn list_badges(
     tag = "extensions",
     responses(
         (status = 200, description = "The case's badge URLs under the new key", body = Object),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
     ),
     security(("api_key" = []))
 )]

@@ -80,6 +80,30 @@ pub struct TooMany(#[to_schema] pub ErrorJson);
 #[response(headers(("Retry-After" = u64, description = "Seconds to wait, when known")))]
 pub struct Unavailable(#[to_schema] pub ErrorJson);
 
+/// What every call with an API key may answer besides its own responses, listed once for
+/// all of them: 401 (`Unauthorized`), 402 (`PaymentRequired`), 429 (`TooMany`) and 503
+/// (`Unavailable`), each a reference to its component.
+#[derive(Debug)]
+pub struct KeyedCall;
+
+impl utoipa::IntoResponses for KeyedCall {
+    fn responses(
+    ) -> std::collections::BTreeMap<String, utoipa::openapi::RefOr<utoipa::openapi::Response>> {
+        [
+            ("401", "Unauthorized"),
+            ("402", "PaymentRequired"),
+            ("429", "TooMany"),
+            ("503", "Unavailable"),
+        ]
+        .into_iter()
+        .map(|(status, name)| {
+            let reference = utoipa::openapi::Ref::from_response_name(name);
+            (status.to_owned(), utoipa::openapi::RefOr::Ref(reference))
+        })
+        .collect()
+    }
+}
+
 /// The body of create and update (`PATCH`: only the attributes to change). Compat:
 /// `null` clears an attribute, `alert_email` may be one comma-separated string, and
 /// `type: {interval}` stands in for a missing `interval`.

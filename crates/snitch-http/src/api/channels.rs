@@ -167,10 +167,7 @@ pub fn channel_input(body: Option<&Value>) -> Result<ChannelInput, Validations> 
     tag = "extensions",
     responses(
         (status = 200, description = "The case's channels, oldest first (secrets masked)", body = Vec<Object>),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
     ),
     security(("api_key" = []))
 )]
@@ -191,10 +188,7 @@ pub(crate) async fn list_channels(
         description = "`kind`, `name`, the kind's settings, `events`, `tags`"),
     responses(
         (status = 200, description = "The new channel", body = Object),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
         (status = 400, response = openapi::Malformed),
         (status = 413, response = openapi::TooLarge),
         (status = 422, response = openapi::Invalid),
@@ -220,10 +214,7 @@ pub(crate) async fn create_channel(
     params(("id" = String, Path, description = "The channel's id")),
     responses(
         (status = 200, description = "The channel (secrets masked)", body = Object),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
         (status = 404, response = openapi::NotFound),
     ),
     security(("api_key" = []))
@@ -247,10 +238,7 @@ pub(crate) async fn get_channel(
     request_body(content = Object, content_type = "application/json"),
     responses(
         (status = 200, description = "The channel as changed", body = Object),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
         (status = 400, response = openapi::Malformed),
         (status = 404, response = openapi::NotFound),
         (status = 413, response = openapi::TooLarge),
@@ -284,10 +272,7 @@ pub(crate) async fn update_channel(
     params(("id" = String, Path, description = "The channel's id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
         (status = 404, response = openapi::NotFound),
     ),
     security(("api_key" = []))
@@ -310,10 +295,7 @@ pub(crate) async fn delete_channel(
     params(("id" = String, Path, description = "The channel's id")),
     responses(
         (status = 200, description = "What the vendor answered: `ok` and `detail`", body = Object),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
         (status = 404, response = openapi::NotFound),
         (status = 422, response = openapi::Invalid),
     ),

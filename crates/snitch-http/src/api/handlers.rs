@@ -38,10 +38,7 @@ pub(crate) fn list_tag_filter(query: Option<&str>) -> String {
     params(("tags" = Option<String>, Query, description = "Comma-separated tags; only snitches with every one")),
     responses(
         (status = 200, description = "The case's snitches, oldest first", body = Vec<wire::SnitchJson>),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
         (status = 422, response = openapi::Invalid),
     ),
     security(("api_key" = []))
@@ -65,10 +62,7 @@ pub(crate) async fn list_snitches(
     params(("token" = String, Path, description = "The snitch's token")),
     responses(
         (status = 200, description = "The snitch", body = wire::SnitchJson),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
         (status = 404, response = openapi::NotFound),
     ),
     security(("api_key" = []))
@@ -90,10 +84,7 @@ pub(crate) async fn get_snitch(
     request_body(content = openapi::NewSnitchRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "The new snitch (200, not 201: compat)", body = wire::SnitchJson),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
         (status = 400, response = openapi::Malformed),
         (status = 413, response = openapi::TooLarge),
         (status = 422, response = openapi::Invalid),
@@ -120,10 +111,7 @@ pub(crate) async fn create_snitch(
     request_body(content = openapi::SnitchRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "The snitch as updated", body = wire::SnitchJson),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
         (status = 404, response = openapi::NotFound),
         (status = 400, response = openapi::Malformed),
         (status = 413, response = openapi::TooLarge),
@@ -150,10 +138,7 @@ pub(crate) async fn update_snitch(
     params(("token" = String, Path, description = "The snitch's token")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
         (status = 404, response = openapi::NotFound),
     ),
     security(("api_key" = []))
@@ -176,10 +161,7 @@ pub(crate) async fn delete_snitch(
     request_body(content = Vec<openapi::TagName>, content_type = "application/json"),
     responses(
         (status = 200, description = "Every tag of the snitch", body = Vec<String>),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
         (status = 404, response = openapi::NotFound),
         (status = 400, response = openapi::Malformed),
         (status = 413, response = openapi::TooLarge),
@@ -215,10 +197,7 @@ pub(crate) async fn add_tags(
     params(("token" = String, Path, description = "The snitch's token"), ("tag" = String, Path, description = "The tag, percent-encoded (`+` is a space)")),
     responses(
         (status = 200, description = "The tags left", body = Vec<String>),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
         (status = 404, response = openapi::NotFound),
     ),
     security(("api_key" = []))
@@ -261,10 +240,7 @@ pub(crate) fn decode_path_segment(raw: &str) -> String {
     request_body(content = openapi::PauseRequest, content_type = "application/json"),
     responses(
         (status = 204, description = "Paused"),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
         (status = 404, response = openapi::NotFound),
         (status = 400, response = openapi::Malformed),
         (status = 413, response = openapi::TooLarge),
@@ -295,10 +271,7 @@ pub(crate) async fn pause(
     params(("token" = String, Path, description = "The snitch's token")),
     responses(
         (status = 204, description = "Unpaused"),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
         (status = 404, response = openapi::NotFound),
     ),
     security(("api_key" = []))
@@ -323,10 +296,7 @@ pub(crate) const EVENTS_SHOWN: usize = 100;
     params(("token" = String, Path, description = "The snitch's token")),
     responses(
         (status = 200, description = "The snitch's recent events (at most 100), newest first, each with its deliveries and their attempts", body = Vec<wire::EventJson>),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
         (status = 404, response = openapi::NotFound),
     ),
     security(("api_key" = []))
@@ -367,11 +337,8 @@ pub(crate) const PREVIEW_DEFAULT: usize = 5;
     ),
     responses(
         (status = 200, description = "The next expected times", body = wire::SchedulePreviewJson),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
+        openapi::KeyedCall,
         (status = 422, response = openapi::Invalid),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
     ),
     security(("api_key" = []))
 )]
@@ -454,10 +421,7 @@ pub(crate) const OUTAGES_SHOWN: usize = 100;
     tag = "extensions",
     responses(
         (status = 200, description = "Recent outages (at most 100), newest first", body = Vec<wire::OutageJson>),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
     ),
     security(("api_key" = []))
 )]
@@ -476,10 +440,7 @@ pub(crate) async fn list_outages(
     tag = "extensions",
     responses(
         (status = 200, description = "The case's webhooks, oldest first", body = Vec<wire::WebhookJson>),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
     ),
     security(("api_key" = []))
 )]
@@ -499,10 +460,7 @@ pub(crate) async fn list_webhooks(
     request_body(content = openapi::WebhookRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "The new webhook", body = wire::WebhookJson),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
         (status = 400, response = openapi::Malformed),
         (status = 413, response = openapi::TooLarge),
         (status = 422, response = openapi::Invalid),
@@ -531,10 +489,7 @@ pub(crate) async fn create_webhook(
     params(("id" = String, Path, description = "The webhook's id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, response = openapi::Unauthorized),
-        (status = 402, response = openapi::PaymentRequired),
-        (status = 429, response = openapi::TooMany),
-        (status = 503, response = openapi::Unavailable),
+        openapi::KeyedCall,
         (status = 404, response = openapi::NotFound),
     ),
     security(("api_key" = []))
