@@ -599,10 +599,11 @@ impl Config {
         }
     }
 
-    /// How long a channel's test waits for its vendor: 10 s, or two thirds of the
-    /// request timeout when that is shorter, so the test answers before the 408.
+    /// How long a channel's test waits for its vendor: the default deadline, or two
+    /// thirds of the request timeout when that is shorter, so the test answers before
+    /// the 408.
     pub fn channel_test_deadline(&self) -> Duration {
-        Duration::from_secs(10).min(self.request_timeout() * 2 / 3)
+        snitch_notify::channels::CHANNEL_TEST_DEADLINE.min(self.request_timeout() * 2 / 3)
     }
 
     /// How the dispatcher shares its delivery slots (docs/rules.md#delivery-isolation).

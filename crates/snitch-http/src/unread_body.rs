@@ -24,11 +24,12 @@ pub(crate) async fn close_when_body_unread(req: Request, next: Next) -> Response
         return next.run(req).await;
     }
     let finished = Arc::new(AtomicBool::new(false));
-    let watched = Watched {
-        inner: Body::default(),
-        finished: finished.clone(),
-    };
-    let req = req.map(|inner| Body::new(Watched { inner, ..watched }));
+    let req = req.map(|inner| {
+        Body::new(Watched {
+            inner,
+            finished: finished.clone(),
+        })
+    });
     let mut response = next.run(req).await;
     if !finished.load(Ordering::Acquire) {
         close(&mut response);

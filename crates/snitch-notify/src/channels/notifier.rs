@@ -24,12 +24,6 @@ use crate::webhook::WebhookOptions;
 
 /// The most of a vendor's answer read: enough for its error text.
 const ANSWER_READ_MAX: usize = 16 * 1024;
-/// How long a vendor's 429 may hold a channel when nobody said otherwise: the default
-/// retry policy's longest delay (an hour).
-const LONGEST_HOLD_DEFAULT: Duration = Duration::from_secs(3600);
-/// How long a test notification waits for its vendor: well within the server's default
-/// request timeout (30 s), whatever the webhook timeout.
-pub const CHANNEL_TEST_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Sends deliveries of vendor channels (Slack, PagerDuty, …).
 ///
@@ -68,8 +62,12 @@ impl ChannelNotifier {
             options,
             dashboard: None,
             held_until: Mutex::default(),
-            longest_hold: LONGEST_HOLD_DEFAULT,
-            test_deadline: CHANNEL_TEST_DEADLINE,
+            // Unless told otherwise: the default retry policy's longest delay.
+            longest_hold: snitch_core::RetryPolicy::default()
+                .max_delay
+                .to_std()
+                .unwrap_or_default(),
+            test_deadline: super::CHANNEL_TEST_DEADLINE,
             newest_sent: Mutex::default(),
             clock: Arc::new(SystemClock),
         })
