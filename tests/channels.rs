@@ -115,6 +115,15 @@ async fn record(State(s): State<StandIn>, uri: Uri, headers: HeaderMap, body: By
     response
 }
 
+/// `POST /v1/channels/<id>/test`, which must answer 200: its JSON result.
+async fn channel_test(server: &Server, id: &str) -> Value {
+    let answer = server
+        .post_json(&format!("/v1/channels/{id}/test"), &json!({}))
+        .await;
+    assert_eq!(answer.status(), 200, "the test of {id}");
+    answer.json().await.expect("json")
+}
+
 const PD_OK: &str = r#"{"status":"success","message":"Event processed","dedup_key":"x"}"#;
 
 async fn server_with(cases: &str, clock: Arc<ManualClock>) -> Server {
@@ -203,12 +212,7 @@ async fn a_missed_deadline_pages_and_the_recovery_resolves_with_the_same_key() {
     // The channel from the file sends a test notification on request.
     let listed = server.get_ok("/v1/channels").await;
     let id = listed[0]["id"].as_str().expect("id");
-    let test: Value = server
-        .post_json(&format!("/v1/channels/{id}/test"), &json!({}))
-        .await
-        .json()
-        .await
-        .expect("json");
+    let test: Value = channel_test(&server, id).await;
     assert_eq!(test["ok"], true, "{test}");
     let tested = pd.wait_for(4).await;
     assert_eq!(tested[2].body["payload"]["severity"], "info");
@@ -347,11 +351,7 @@ async fn channels_through_the_api_are_validated_masked_tested_and_removed() {
         .patch_json(&format!("/v1/channels/{id}"), &changed)
         .await;
     assert_eq!(patched.status(), 200);
-    let test = server
-        .post_json(&format!("/v1/channels/{id}/test"), &json!({}))
-        .await;
-    assert_eq!(test.status(), 200);
-    let result: Value = test.json().await.expect("json");
+    let result = channel_test(&server, &id).await;
     assert_eq!(result["ok"], true, "{result}");
     let seen = pd.wait_for(2).await;
     assert_eq!(seen[0].body["routing_key"], "SECRETROUTINGKEY");
@@ -364,12 +364,7 @@ async fn channels_through_the_api_are_validated_masked_tested_and_removed() {
         400,
         r#"{"status":"invalid event","message":"Event object is invalid","errors":["'routing_key' is invalid"]}"#,
     );
-    let refused: Value = server
-        .post_json(&format!("/v1/channels/{id}/test"), &json!({}))
-        .await
-        .json()
-        .await
-        .expect("json");
+    let refused: Value = channel_test(&server, &id).await;
     assert_eq!(refused["ok"], false);
     assert_eq!(refused["permanent"], true);
     assert!(
@@ -472,6 +467,17 @@ async fn quick_retry_server_with_ntfy(stand_in: &StandIn, extra: &str) -> Server
     .await
 }
 
+/// A snitch of `acme` that checks in, then is paused: one `snitch.paused` event.
+async fn checked_in_then_paused(server: &Server) -> String {
+    let token = server.create_snitch("backup", "hourly").await;
+    server.check_in(&token, "").await;
+    let paused = server
+        .post_json(&format!("/v1/snitches/{token}/pause"), &json!({}))
+        .await;
+    assert_eq!(paused.status(), 204);
+    token
+}
+
 /// docs/rules.md#channels, #delivery: a vendor's `Retry-After` of two hours holds its
 /// channel no longer than the retry policy's longest delay (4 s here), so the delivery's
 /// retry reaches the vendor within seconds instead of failing "held" without a request
@@ -481,12 +487,7 @@ async fn a_vendors_wait_holds_a_channel_no_longer_than_the_longest_retry_delay()
     let ntfy = StandIn::start(200, "{}", false).await;
     ntfy.rate_limit(7200);
     let server = quick_retry_server_with_ntfy(&ntfy, "").await;
-    let token = server.create_snitch("backup", "hourly").await;
-    server.check_in(&token, "").await;
-    let paused = server
-        .post_json(&format!("/v1/snitches/{token}/pause"), &json!({}))
-        .await;
-    assert_eq!(paused.status(), 204);
+    let token = checked_in_then_paused(&server).await;
     ntfy.wait_for(1).await;
     ntfy.answer(200, "{}");
     let seen = ntfy.wait_for(2).await;
@@ -510,21 +511,11 @@ async fn a_test_notification_never_holds_its_channel() {
     let listed = server.get_ok("/v1/channels").await;
     let id = listed[0]["id"].as_str().expect("an id").to_owned();
     ntfy.rate_limit(7200);
-    let tested: Value = server
-        .post_json(&format!("/v1/channels/{id}/test"), &json!({}))
-        .await
-        .json()
-        .await
-        .expect("json");
+    let tested: Value = channel_test(&server, &id).await;
     assert_eq!(tested["ok"], false, "{tested}");
     assert_eq!(tested["permanent"], false, "{tested}");
     ntfy.answer(200, "{}");
-    let token = server.create_snitch("backup", "hourly").await;
-    server.check_in(&token, "").await;
-    let paused = server
-        .post_json(&format!("/v1/snitches/{token}/pause"), &json!({}))
-        .await;
-    assert_eq!(paused.status(), 204);
+    let token = checked_in_then_paused(&server).await;
     let seen = ntfy.wait_for(2).await;
     assert_eq!(seen.len(), 2);
     let events = server.get_ok(&format!("/v1/snitches/{token}/events")).await;
@@ -543,11 +534,7 @@ async fn a_test_of_a_vendor_that_never_answers_is_answered_before_the_request_ti
     let listed = server.get_ok("/v1/channels").await;
     let id = listed[0]["id"].as_str().expect("an id").to_owned();
     let started = monotonic_now();
-    let answer = server
-        .post_json(&format!("/v1/channels/{id}/test"), &json!({}))
-        .await;
-    assert_eq!(answer.status(), 200);
-    let tested: Value = answer.json().await.expect("json");
+    let tested = channel_test(&server, &id).await;
     assert_eq!(tested["ok"], false, "{tested}");
     assert_eq!(tested["permanent"], false, "{tested}");
     assert!(
